@@ -1,0 +1,145 @@
+//! Names and identity labels shared by the webhooks and the reconciler.
+//!
+//! The nacuuid is `<namespace>-<name>-<uuid4>`, at most 63 characters (a label value and a Velero object name),
+//! shortened by trimming the name first and then the namespace, as OADP's non-admin controller does.
+
+use uuid::Uuid;
+
+/// Label on a NonAdminBackup and its Velero objects carrying the backup's identity.
+pub const NAB_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nab-origin-nacuuid";
+/// Label on a NonAdminRestore and its Velero Restore carrying the restore's identity.
+pub const NAR_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nar-origin-nacuuid";
+pub const NAB_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nab-origin-name";
+pub const NAB_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nab-origin-namespace";
+pub const NAR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nar-origin-name";
+pub const NAR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nar-origin-namespace";
+pub const OADP_LABEL: &str = "openshift.io/oadp";
+pub const OADP_LABEL_VALUE: &str = "True";
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of `app.kubernetes.io/managed-by` on Velero objects nac creates (OADP's controller id).
+pub const MANAGED_BY_VALUE: &str = "oadp-nac-controller";
+pub const VELERO_BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
+pub const VELERO_BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
+/// Finalizers nac puts on its proxy objects (same strings as OADP's controller).
+pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
+pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
+
+/// Longest Kubernetes label value and DNS label.
+pub const MAX_NAME_LEN: usize = 63;
+const UUID_LEN: usize = 36;
+
+/// A fresh nacuuid for an object `name` in `namespace`.
+pub fn generate_nacuuid(namespace: &str, name: &str) -> String {
+    nacuuid_with(namespace, name, &Uuid::new_v4().to_string())
+}
+
+/// The nacuuid for a given uuid: deterministic, so it can be tested.
+pub fn nacuuid_with(namespace: &str, name: &str, uuid: &str) -> String {
+    debug_assert_eq!(uuid.len(), UUID_LEN);
+    // Room for "<ns>-<name>-" in front of the uuid.
+    let budget = MAX_NAME_LEN - uuid.len();
+    let mut ns = namespace;
+    let mut nm = name;
+    // Each non-empty part costs its length plus one hyphen.
+    let cost = |ns: &str, nm: &str| part_cost(ns) + part_cost(nm);
+    if cost(ns, nm) > budget {
+        let keep = budget.saturating_sub(part_cost(ns)).saturating_sub(1);
+        nm = trim_part(nm, keep);
+    }
+    if cost(ns, nm) > budget {
+        let keep = budget.saturating_sub(1);
+        ns = trim_part(ns, keep);
+    }
+    let mut out = String::with_capacity(MAX_NAME_LEN);
+    for part in [ns, nm] {
+        if !part.is_empty() {
+            out.push_str(part);
+            out.push('-');
+        }
+    }
+    out.push_str(uuid);
+    out
+}
+
+fn part_cost(p: &str) -> usize {
+    if p.is_empty() {
+        0
+    } else {
+        p.len() + 1
+    }
+}
+
+/// Keep at most `keep` leading characters, dropping trailing separators so the result stays a clean DNS prefix.
+fn trim_part(p: &str, keep: usize) -> &str {
+    let mut end = keep.min(p.len());
+    while !p.is_char_boundary(end) {
+        end -= 1;
+    }
+    p[..end].trim_end_matches(['-', '.'])
+}
+
+/// Whether `value` has the shape of a nacuuid nac would generate for this object (any uuid).
+pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
+    if value.len() < UUID_LEN || value.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let (prefix, uuid) = value.split_at(value.len() - UUID_LEN);
+    if Uuid::parse_str(uuid).is_err() {
+        return false;
+    }
+    prefix
+        == nacuuid_with(namespace, name, uuid)
+            .strip_suffix(uuid)
+            .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+
+    #[test]
+    fn short_names_are_kept_whole() {
+        assert_eq!(nacuuid_with("team-a", "nightly", U), format!("team-a-nightly-{U}"));
+    }
+
+    #[test]
+    fn long_name_is_trimmed_first() {
+        // As in the design's sample: namespace kept, name cut to fit 63 characters.
+        let v = nacuuid_with("mongo-persistent", "anotherteambackupwithalongname", U);
+        assert_eq!(v, format!("mongo-persistent-anotherte-{U}"));
+        assert_eq!(v.len(), 63);
+    }
+
+    #[test]
+    fn namespace_is_trimmed_when_name_is_gone() {
+        let ns = "n".repeat(40);
+        let v = nacuuid_with(&ns, "backup", U);
+        assert_eq!(v.len(), 63);
+        assert!(v.starts_with(&"n".repeat(26)));
+        assert!(!v.contains("backup"));
+    }
+
+    #[test]
+    fn generated_values_are_unique_and_recognised() {
+        let a = generate_nacuuid("ns", "b");
+        let b = generate_nacuuid("ns", "b");
+        assert_ne!(a, b);
+        assert!(is_nacuuid_for(&a, "ns", "b"));
+        assert!(!is_nacuuid_for(&a, "other", "b"));
+        assert!(!is_nacuuid_for("ns-b-not-a-uuid", "ns", "b"));
+    }
+
+    proptest! {
+        #[test]
+        fn always_a_valid_label_value(ns in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name in "[a-z0-9]([a-z0-9.-]{0,200}[a-z0-9])?") {
+            let v = generate_nacuuid(&ns, &name);
+            prop_assert!(v.len() <= MAX_NAME_LEN);
+            prop_assert!(v.starts_with(&ns[..1]));
+            prop_assert!(v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'));
+            prop_assert!(is_nacuuid_for(&v, &ns, &name));
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The admin policy: parse, validate, evaluate. Pure: no Kubernetes client in here, so the webhook and the
+//! reconciler apply exactly the same rules and both are tested without a cluster.
+
+pub mod duration;
+mod eval;
+
+pub use eval::*;
+
+use crate::velero::{BackupSpec, RestoreSpec};
+use duration::GoDuration;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Key of the policy document inside the policy ConfigMap.
+pub const POLICY_KEY: &str = "policy.yaml";
+
+/// Velero's TTL when a backup names none.
+pub const VELERO_DEFAULT_TTL: GoDuration = GoDuration(720 * 3600 * 1_000_000_000);
+
+/// Backup spec fields holding Go durations: compared by value, so `720h` equals `720h0m0s`.
+pub(crate) const BACKUP_DURATION_FIELDS: &[&str] = &["ttl", "csiSnapshotTimeout", "itemOperationTimeout"];
+pub(crate) const RESTORE_DURATION_FIELDS: &[&str] = &["itemOperationTimeout"];
+
+/// A validated admin policy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Policy {
+    /// BackupSpec fields every NonAdminBackup gets (filled when absent, denied when different).
+    pub enforce_backup_spec: Map<String, Value>,
+    /// RestoreSpec fields every NonAdminRestore gets.
+    pub enforce_restore_spec: Map<String, Value>,
+    /// Bounds on what users may ask for in backups.
+    pub backup: BackupBounds,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackupBounds {
+    pub max_ttl: Option<GoDuration>,
+    pub min_ttl: Option<GoDuration>,
+    /// TTL given to backups that name none (otherwise Velero's 720h, kept inside the bounds).
+    pub default_ttl: Option<GoDuration>,
+}
+
+/// The document as admins write it.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawPolicy {
+    #[serde(default)]
+    enforce_backup_spec: Option<Map<String, Value>>,
+    #[serde(default)]
+    enforce_restore_spec: Option<Map<String, Value>>,
+    #[serde(default)]
+    backup: Option<RawBackupBounds>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBackupBounds {
+    #[serde(default)]
+    max_ttl: Option<String>,
+    #[serde(default)]
+    min_ttl: Option<String>,
+    #[serde(default)]
+    default_ttl: Option<String>,
+}
+
+/// One problem in a policy document, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyProblem {
+    pub field: String,
+    pub reason: String,
+}
+
+/// Everything wrong with a policy document.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct PolicyError(pub Vec<PolicyProblem>);
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|p| {
+                if p.field.is_empty() {
+                    p.reason.clone()
+                } else {
+                    format!("{}: {}", p.field, p.reason)
+                }
+            })
+            .collect();
+        write!(f, "invalid policy: {}", parts.join("; "))
+    }
+}
+
+fn problem(field: impl Into<String>, reason: impl Into<String>) -> PolicyProblem {
+    PolicyProblem {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Fields that are the tenant boundary: no policy may pin them (nac owns them).
+const BACKUP_UNENFORCEABLE: &[&str] = &["includedNamespaces", "excludedNamespaces"];
+const RESTORE_UNENFORCEABLE: &[&str] = &[
+    "backupName",
+    "scheduleName",
+    "includedNamespaces",
+    "excludedNamespaces",
+    "namespaceMapping",
+];
+
+impl Policy {
+    /// Parses and validates a policy document (the `policy.yaml` key of the policy ConfigMap).
+    pub fn parse(yaml: &str) -> Result<Policy, PolicyError> {
+        // An empty document is the permissive policy: only the always-on rules apply.
+        let value: Value = if yaml.trim().is_empty() {
+            Value::Object(Map::new())
+        } else {
+            serde_yaml::from_str::<Value>(yaml)
+                .map_err(|e| PolicyError(vec![problem("", format!("not valid YAML: {e}"))]))?
+        };
+        let value = if value.is_null() {
+            Value::Object(Map::new())
+        } else {
+            value
+        };
+        let raw: RawPolicy = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            PolicyError(vec![problem(
+                if path == "." { String::new() } else { path },
+                e.into_inner().to_string(),
+            )])
+        })?;
+
+        let mut problems = Vec::new();
+        let backup = parse_bounds(raw.backup.unwrap_or_default(), &mut problems);
+        let enforce_backup_spec = check_enforced::<BackupSpec>(
+            "enforceBackupSpec",
+            raw.enforce_backup_spec.unwrap_or_default(),
+            BACKUP_UNENFORCEABLE,
+            BACKUP_DURATION_FIELDS,
+            &mut problems,
+        );
+        let enforce_restore_spec = check_enforced::<RestoreSpec>(
+            "enforceRestoreSpec",
+            raw.enforce_restore_spec.unwrap_or_default(),
+            RESTORE_UNENFORCEABLE,
+            RESTORE_DURATION_FIELDS,
+            &mut problems,
+        );
+        // Enforced values must themselves pass the always-on rules.
+        for (field, bad) in [
+            ("includeClusterResources", Value::Bool(true)),
+            ("includedClusterScopedResources", Value::Null),
+            ("volumeSnapshotLocations", Value::Null),
+        ] {
+            if let Some(v) = enforce_backup_spec.get(field) {
+                if (bad.is_boolean() && *v == bad) || (bad.is_null() && !is_empty_value(v)) {
+                    problems.push(problem(
+                        format!("enforceBackupSpec.{field}"),
+                        format!(
+                            "{} crosses the tenant boundary and cannot be enforced",
+                            display_value(v)
+                        ),
+                    ));
+                }
+            }
+        }
+        if enforce_restore_spec.get("includeClusterResources") == Some(&Value::Bool(true)) {
+            problems.push(problem(
+                "enforceRestoreSpec.includeClusterResources",
+                "true crosses the tenant boundary and cannot be enforced",
+            ));
+        }
+        let policy = Policy {
+            enforce_backup_spec,
+            enforce_restore_spec,
+            backup,
+        };
+        if let Some(ttl) = policy.enforced_ttl() {
+            if let Some(max) = policy.backup.max_ttl {
+                if ttl > max {
+                    problems.push(problem(
+                        "enforceBackupSpec.ttl",
+                        format!("{ttl} is above backup.maxTtl {max}"),
+                    ));
+                }
+            }
+            if let Some(min) = policy.backup.min_ttl {
+                if ttl < min {
+                    problems.push(problem(
+                        "enforceBackupSpec.ttl",
+                        format!("{ttl} is below backup.minTtl {min}"),
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(policy)
+        } else {
+            Err(PolicyError(problems))
+        }
+    }
+
+    fn enforced_ttl(&self) -> Option<GoDuration> {
+        self.enforce_backup_spec
+            .get("ttl")
+            .and_then(Value::as_str)
+            .and_then(|s| GoDuration::parse(s).ok())
+    }
+
+    /// What the policy does, one line per rule, for `nac policy check`.
+    pub fn summary(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (k, v) in &self.enforce_backup_spec {
+            lines.push(format!("enforces spec.backupSpec.{k} = {}", display_value(v)));
+        }
+        for (k, v) in &self.enforce_restore_spec {
+            lines.push(format!("enforces spec.restoreSpec.{k} = {}", display_value(v)));
+        }
+        if let Some(d) = self.backup.default_ttl {
+            lines.push(format!("default backup TTL {d}"));
+        }
+        if let Some(d) = self.backup.min_ttl {
+            lines.push(format!("minimum backup TTL {d}"));
+        }
+        if let Some(d) = self.backup.max_ttl {
+            lines.push(format!("maximum backup TTL {d}"));
+        }
+        if lines.is_empty() {
+            lines.push("permissive: only the always-on tenant rules apply".to_string());
+        }
+        lines
+    }
+}
+
+fn parse_bounds(raw: RawBackupBounds, problems: &mut Vec<PolicyProblem>) -> BackupBounds {
+    let mut parse = |name: &str, v: Option<String>| -> Option<GoDuration> {
+        let s = v?;
+        match GoDuration::parse(&s) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                problems.push(problem(format!("backup.{name}"), e.to_string()));
+                None
+            }
+        }
+    };
+    let b = BackupBounds {
+        max_ttl: parse("maxTtl", raw.max_ttl),
+        min_ttl: parse("minTtl", raw.min_ttl),
+        default_ttl: parse("defaultTtl", raw.default_ttl),
+    };
+    if let (Some(min), Some(max)) = (b.min_ttl, b.max_ttl) {
+        if min > max {
+            problems.push(problem("backup.minTtl", format!("{min} is above backup.maxTtl {max}")));
+        }
+    }
+    if let Some(d) = b.default_ttl {
+        if b.max_ttl.is_some_and(|max| d > max) || b.min_ttl.is_some_and(|min| d < min) {
+            problems.push(problem(
+                "backup.defaultTtl",
+                format!("{d} is outside backup.minTtl..backup.maxTtl"),
+            ));
+        }
+    }
+    b
+}
+
+/// Checks an enforce*Spec map against the Velero type `T`: known fields only, right types, no nulls.
+fn check_enforced<T: DeserializeOwned + Serialize + schemars::JsonSchema>(
+    section: &str,
+    map: Map<String, Value>,
+    unenforceable: &[&str],
+    duration_fields: &[&str],
+    problems: &mut Vec<PolicyProblem>,
+) -> Map<String, Value> {
+    let before = problems.len();
+    for (k, v) in &map {
+        if v.is_null() {
+            problems.push(problem(
+                format!("{section}.{k}"),
+                "null is not a value to enforce; remove the key",
+            ));
+        }
+        if unenforceable.contains(&k.as_str()) {
+            problems.push(problem(
+                format!("{section}.{k}"),
+                "is set by nac for every object (the tenant boundary) and cannot be enforced",
+            ));
+        }
+        if duration_fields.contains(&k.as_str()) {
+            if let Some(s) = v.as_str() {
+                if let Err(e) = GoDuration::parse(s) {
+                    problems.push(problem(format!("{section}.{k}"), e.to_string()));
+                }
+            }
+        }
+    }
+    let typed: Result<T, _> = serde_path_to_error::deserialize(Value::Object(map.clone()));
+    match typed {
+        Err(e) => problems.push(problem(format!("{section}.{}", e.path()), e.into_inner().to_string())),
+        Ok(t) => {
+            // Re-serializing drops what the Velero type does not know: any difference is an unknown field.
+            let known = serde_json::to_value(&t).unwrap_or_default();
+            let names = known_fields::<T>();
+            for (k, v) in &map {
+                if !names.iter().any(|n| n == k) {
+                    problems.push(problem(
+                        format!("{section}.{k}"),
+                        format!(
+                            "unknown field (not in Velero's spec; known fields: {})",
+                            names.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+                match known.get(k) {
+                    Some(kv) if kv != v && !v.is_null() => {
+                        let path = first_difference(v, kv, &format!("{section}.{k}"));
+                        problems.push(problem(path, "unknown field or wrong shape (not in Velero's spec)"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if problems.len() > before {
+        Map::new()
+    } else {
+        map
+    }
+}
+
+/// Top-level field names of a Velero spec type, from its generated schema.
+pub(crate) fn known_fields<T: schemars::JsonSchema>() -> Vec<String> {
+    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The path of the first place two JSON values differ.
+pub(crate) fn first_difference(a: &Value, b: &Value, path: &str) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let (xa, yb) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                if xa != yb {
+                    return first_difference(xa, yb, &format!("{path}.{k}"));
+                }
+            }
+            path.to_string()
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (xa, yb)) in x.iter().zip(y).enumerate() {
+                if xa != yb {
+                    return first_difference(xa, yb, &format!("{path}[{i}]"));
+                }
+            }
+            path.to_string()
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// Whether a JSON value counts as "not set": null, empty list, empty map, empty string.
+pub(crate) fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+
+/// A value as users wrote it: strings bare, everything else as compact JSON.
+pub fn display_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,316 @@
+//! Spec-like tests of every policy rule.
+
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+
+fn spec(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn policy(yaml: &str) -> Policy {
+    Policy::parse(yaml).unwrap()
+}
+
+const STRICT: &str = "
+enforceBackupSpec:
+  ttl: 720h0m0s
+  defaultVolumesToFsBackup: true
+  snapshotVolumes: false
+enforceRestoreSpec:
+  restorePVs: true
+backup:
+  maxTtl: 2160h
+  minTtl: 1h
+";
+
+#[test]
+fn empty_backup_gets_own_namespace_and_enforced_fields_with_warnings() {
+    let o = evaluate_backup(&Map::new(), &policy(STRICT), "team-a");
+    assert!(o.allowed(), "{:?}", o.violations);
+    assert_eq!(o.spec["includedNamespaces"], json!(["team-a"]));
+    assert_eq!(o.spec["ttl"], json!("720h0m0s"));
+    assert_eq!(o.spec["defaultVolumesToFsBackup"], json!(true));
+    // Enforced false works (OADP's controller cannot express it).
+    assert_eq!(o.spec["snapshotVolumes"], json!(false));
+    assert!(o
+        .warnings
+        .contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy".to_string()));
+    assert_eq!(o.warnings.len(), 3);
+}
+
+#[test]
+fn own_namespace_is_accepted_other_namespaces_are_not() {
+    let p = Policy::default();
+    assert!(evaluate_backup(&spec(json!({"includedNamespaces": ["team-a"]})), &p, "team-a").allowed());
+    assert!(evaluate_backup(&spec(json!({"includedNamespaces": []})), &p, "team-a").allowed());
+    for bad in [
+        json!(["team-b"]),
+        json!(["team-a", "team-b"]),
+        json!(["*"]),
+        json!("team-a"),
+    ] {
+        let o = evaluate_backup(&spec(json!({ "includedNamespaces": bad })), &p, "team-a");
+        assert_eq!(o.violations.len(), 1, "{bad}");
+        assert_eq!(o.violations[0].field, "spec.backupSpec.includedNamespaces");
+        assert!(o.violations[0]
+            .message
+            .starts_with("NonAdminBackup spec.backupSpec.includedNamespaces is restricted"));
+        assert!(o.violations[0].message.contains("team-a"));
+    }
+}
+
+#[test]
+fn cluster_wide_fields_are_denied() {
+    let p = Policy::default();
+    let cases = [
+        (json!({"excludedNamespaces": ["x"]}), "excludedNamespaces"),
+        (json!({"includeClusterResources": true}), "includeClusterResources"),
+        (
+            json!({"includedClusterScopedResources": ["clusterroles"]}),
+            "includedClusterScopedResources",
+        ),
+        (json!({"volumeSnapshotLocations": ["vsl"]}), "volumeSnapshotLocations"),
+        (json!({"storageLocation": "admin-bsl"}), "storageLocation"),
+    ];
+    for (s, field) in cases {
+        let o = evaluate_backup(&spec(s.clone()), &p, "ns");
+        assert_eq!(o.violations.len(), 1, "{s}");
+        assert_eq!(o.violations[0].field, format!("spec.backupSpec.{field}"));
+    }
+    // Explicitly harmless values pass.
+    let ok = json!({"includeClusterResources": false, "excludedNamespaces": [], "volumeSnapshotLocations": []});
+    assert!(evaluate_backup(&spec(ok), &p, "ns").allowed());
+}
+
+#[test]
+fn storage_location_is_allowed_when_the_policy_pins_it() {
+    let p = policy("enforceBackupSpec: {storageLocation: tenant-bsl}");
+    assert!(evaluate_backup(&spec(json!({"storageLocation": "tenant-bsl"})), &p, "ns").allowed());
+    let o = evaluate_backup(&spec(json!({"storageLocation": "other"})), &p, "ns");
+    assert!(o.violations[0].message.contains("tenant-bsl") && o.violations[0].message.contains("other"));
+}
+
+#[test]
+fn different_enforced_value_names_field_user_value_and_enforced_value() {
+    let o = evaluate_backup(
+        &spec(json!({"ttl": "24h", "snapshotVolumes": true})),
+        &policy(STRICT),
+        "ns",
+    );
+    assert_eq!(o.violations.len(), 2);
+    let ttl = o.violations.iter().find(|v| v.field == "spec.backupSpec.ttl").unwrap();
+    assert!(
+        ttl.message.contains("720h0m0s") && ttl.message.contains("24h"),
+        "{}",
+        ttl.message
+    );
+    let snap = o
+        .violations
+        .iter()
+        .find(|v| v.field == "spec.backupSpec.snapshotVolumes")
+        .unwrap();
+    assert!(snap.message.contains("false") && snap.message.contains("true"));
+}
+
+#[test]
+fn durations_compare_by_value() {
+    let o = evaluate_backup(&spec(json!({"ttl": "720h"})), &policy(STRICT), "ns");
+    assert!(o.allowed(), "{:?}", o.violations);
+    assert_eq!(o.spec["ttl"], json!("720h"));
+}
+
+#[test]
+fn nested_values_compare_whole() {
+    let p = policy("enforceBackupSpec: {labelSelector: {matchLabels: {backup: 'yes'}}}");
+    let same = json!({"labelSelector": {"matchLabels": {"backup": "yes"}}});
+    assert!(evaluate_backup(&spec(same), &p, "ns").allowed());
+    let more = json!({"labelSelector": {"matchLabels": {"backup": "yes", "extra": "x"}}});
+    assert!(!evaluate_backup(&spec(more), &p, "ns").allowed());
+}
+
+#[test]
+fn ttl_bounds() {
+    let p = policy("backup: {maxTtl: 2160h, minTtl: 1h}");
+    assert!(evaluate_backup(&spec(json!({"ttl": "100h"})), &p, "ns").allowed());
+    let hi = evaluate_backup(&spec(json!({"ttl": "3000h"})), &p, "ns");
+    assert!(
+        hi.violations[0].message.contains("above the maximum 2160h0m0s"),
+        "{:?}",
+        hi.violations
+    );
+    let lo = evaluate_backup(&spec(json!({"ttl": "30m"})), &p, "ns");
+    assert!(lo.violations[0].message.contains("below the minimum 1h0m0s"));
+    let bad = evaluate_backup(&spec(json!({"ttl": "soon"})), &p, "ns");
+    assert!(bad.violations[0].message.contains("invalid duration"));
+}
+
+#[test]
+fn missing_ttl_gets_a_default_inside_the_bounds() {
+    // Velero's own 720h is above this max, so the max is filled in and shown.
+    let o = evaluate_backup(&Map::new(), &policy("backup: {maxTtl: 168h}"), "ns");
+    assert_eq!(o.spec["ttl"], json!("168h0m0s"));
+    assert_eq!(
+        o.warnings,
+        vec!["spec.backupSpec.ttl set to 168h0m0s by cluster policy"]
+    );
+    let o = evaluate_backup(&Map::new(), &policy("backup: {defaultTtl: 48h}"), "ns");
+    assert_eq!(o.spec["ttl"], json!("48h0m0s"));
+    // Without bounds nothing is filled: Velero applies its default.
+    let o = evaluate_backup(&Map::new(), &Policy::default(), "ns");
+    assert!(!o.spec.contains_key("ttl"));
+    // A zero TTL means Velero's default too.
+    let o = evaluate_backup(&spec(json!({"ttl": "0s"})), &policy("backup: {maxTtl: 168h}"), "ns");
+    assert_eq!(o.spec["ttl"], json!("168h0m0s"));
+}
+
+#[test]
+fn update_fills_from_the_old_object_so_reapplying_compares_equal() {
+    let created = evaluate_backup(&Map::new(), &policy(STRICT), "ns").spec;
+    // The policy changed since; the user re-applies the original empty spec.
+    let changed = policy("enforceBackupSpec: {ttl: 360h}"); // not applied on update
+    let _ = changed;
+    let again = fill_from_old(&Map::new(), &created);
+    assert_eq!(first_changed_field(&created, &again), None);
+    // An explicit different value is still a change.
+    let edited = fill_from_old(&spec(json!({"ttl": "1h"})), &created);
+    assert_eq!(first_changed_field(&created, &edited).unwrap(), ".ttl");
+}
+
+#[test]
+fn first_changed_field_names_the_field() {
+    let a = spec(json!({"ttl": "1h", "includedNamespaces": ["ns"], "labelSelector": {"matchLabels": {"a": "b"}}}));
+    let b = spec(json!({"ttl": "1h", "includedNamespaces": ["ns"], "labelSelector": {"matchLabels": {"a": "c"}}}));
+    assert_eq!(first_changed_field(&a, &b).unwrap(), ".labelSelector.matchLabels.a");
+    assert_eq!(first_changed_field(&a, &a), None);
+    let c = spec(
+        json!({"ttl": "1h", "includedNamespaces": ["ns"], "labelSelector": {"matchLabels": {"a": "b"}}, "x": null}),
+    );
+    assert_eq!(first_changed_field(&a, &c), None);
+}
+
+#[test]
+fn restore_rules() {
+    let p = policy(STRICT);
+    let ok = evaluate_restore(&spec(json!({"backupName": "nightly"})), &p);
+    assert!(ok.allowed());
+    assert_eq!(ok.spec["restorePVs"], json!(true));
+    assert_eq!(
+        ok.warnings,
+        vec!["spec.restoreSpec.restorePVs set to true by cluster policy"]
+    );
+
+    let missing = evaluate_restore(&Map::new(), &p);
+    assert_eq!(missing.violations[0].field, "spec.restoreSpec.backupName");
+    for (s, field) in [
+        (json!({"scheduleName": "s"}), "scheduleName"),
+        (json!({"includedNamespaces": ["ns"]}), "includedNamespaces"),
+        (json!({"excludedNamespaces": ["x"]}), "excludedNamespaces"),
+        (json!({"namespaceMapping": {"a": "b"}}), "namespaceMapping"),
+        (json!({"includeClusterResources": true}), "includeClusterResources"),
+        (json!({"restorePVs": false}), "restorePVs"),
+    ] {
+        let mut s = spec(s);
+        s.insert("backupName".into(), json!("b"));
+        let o = evaluate_restore(&s, &p);
+        assert_eq!(o.violations.len(), 1, "{field}");
+        assert_eq!(o.violations[0].field, format!("spec.restoreSpec.{field}"));
+        assert!(o.violations[0].message.starts_with("NonAdminRestore spec.restoreSpec."));
+    }
+}
+
+#[test]
+fn policy_parse_errors_name_the_field() {
+    let cases = [
+        ("enforceBackupSpec: {ttl: 5}", "enforceBackupSpec.ttl"),
+        ("enforceBackupSpec: {tll: 1h}", "enforceBackupSpec.tll"),
+        ("enforceBackupSpec: {ttl: forever}", "enforceBackupSpec.ttl"),
+        (
+            "enforceBackupSpec: {includedNamespaces: [a]}",
+            "enforceBackupSpec.includedNamespaces",
+        ),
+        (
+            "enforceBackupSpec: {includeClusterResources: true}",
+            "enforceBackupSpec.includeClusterResources",
+        ),
+        (
+            "enforceBackupSpec: {labelSelector: {matchLabelz: {a: b}}}",
+            "enforceBackupSpec.labelSelector.matchLabelz",
+        ),
+        (
+            "enforceRestoreSpec: {namespaceMapping: {a: b}}",
+            "enforceRestoreSpec.namespaceMapping",
+        ),
+        (
+            "enforceRestoreSpec: {restorePVs: yes please}",
+            "enforceRestoreSpec.restorePVs",
+        ),
+        ("backup: {maxTtl: 1h, minTtl: 2h}", "backup.minTtl"),
+        ("backup: {maxTtl: 10x}", "backup.maxTtl"),
+        (
+            "enforceBackupSpec: {ttl: 3000h}\nbackup: {maxTtl: 2160h}",
+            "enforceBackupSpec.ttl",
+        ),
+        ("unknownSection: 1", "unknown field `unknownSection`"),
+        ("enforceBackupSpec: [1, 2]", "enforceBackupSpec"),
+        ("enforceBackupSpec: {ttl: null}", "enforceBackupSpec.ttl"),
+        ("{{{", "not valid YAML"),
+    ];
+    for (yaml, needle) in cases {
+        let e = Policy::parse(yaml).unwrap_err().to_string();
+        assert!(e.contains(needle), "{yaml}: {e}");
+    }
+}
+
+#[test]
+fn empty_policy_is_permissive() {
+    for doc in ["", "---\n", "{}"] {
+        assert_eq!(Policy::parse(doc).unwrap(), Policy::default());
+    }
+    assert_eq!(
+        Policy::default().summary(),
+        vec!["permissive: only the always-on tenant rules apply"]
+    );
+}
+
+#[test]
+fn shipped_policies_parse() {
+    for f in ["permissive", "strict", "fs-backup-only"] {
+        let path = format!("{}/policies/{f}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let cm: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let doc = cm["data"][POLICY_KEY].as_str().unwrap();
+        Policy::parse(doc).unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+}
+
+proptest! {
+    /// Whatever namespaces a user lists, the resulting backup covers only their own namespace or is denied.
+    #[test]
+    fn never_escapes_own_namespace(ns in "[a-z]{1,8}", list in proptest::collection::vec("[a-z*]{0,8}", 0..4)) {
+        let s = spec(json!({ "includedNamespaces": list }));
+        let o = evaluate_backup(&s, &Policy::default(), &ns);
+        if o.allowed() {
+            prop_assert_eq!(&o.spec["includedNamespaces"], &json!([ns.clone()]));
+        } else {
+            prop_assert!(list.iter().any(|n| n != &ns));
+        }
+    }
+
+    /// An enforced value is always either the result or a named violation, never silently dropped.
+    #[test]
+    fn enforcement_is_fill_or_deny(enforced in any::<bool>(), user in proptest::option::of(any::<bool>())) {
+        let p = policy(&format!("enforceBackupSpec: {{snapshotVolumes: {enforced}}}"));
+        let s = match user { Some(u) => spec(json!({"snapshotVolumes": u})), None => Map::new() };
+        let o = evaluate_backup(&s, &p, "ns");
+        match user {
+            Some(u) if u != enforced => {
+                prop_assert!(!o.allowed());
+                prop_assert_eq!(&o.violations[0].field, "spec.backupSpec.snapshotVolumes");
+            }
+            _ => {
+                prop_assert!(o.allowed());
+                prop_assert_eq!(&o.spec["snapshotVolumes"], &json!(enforced));
+            }
+        }
+    }
+}
