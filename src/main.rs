@@ -1,1 +1,176 @@
-fn main() {}
+//! The `nac` command: `serve`, `crds`, `policy check`, `certs`, `webhook-config`.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use nac::config::{LogFormat, Settings};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "nac", version, about = "Non-admin backup and restore for Velero")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the admission webhooks (and run the controllers unless disabled).
+    Serve {
+        /// Settings file (YAML); NAC_* environment variables override it.
+        #[arg(long, env = "NAC_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print the CustomResourceDefinitions of nac's resources as YAML.
+    Crds,
+    /// Work with admin policies.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Write a development CA and a webhook serving certificate.
+    Certs {
+        /// Service name the API server calls nac by.
+        #[arg(long, default_value = "nac")]
+        service: String,
+        /// Namespace of the service.
+        #[arg(long, default_value = "nac-system")]
+        namespace: String,
+        /// Extra DNS names or IP addresses for the certificate.
+        #[arg(long = "host")]
+        hosts: Vec<String>,
+        /// Validity in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Output directory (ca.crt, ca.key, tls.crt, tls.key).
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Print Mutating/ValidatingWebhookConfigurations that call nac at a URL (local runs and tests).
+    WebhookConfig {
+        /// Base URL of nac's webhook listener, e.g. https://127.0.0.1:9443
+        #[arg(long)]
+        url: String,
+        /// PEM CA bundle that signed nac's serving certificate.
+        #[arg(long)]
+        ca_file: PathBuf,
+        /// nac's namespace (its policy ConfigMap lives there).
+        #[arg(long, default_value = "nac-system")]
+        namespace: String,
+        #[arg(long, default_value = "nac-policy")]
+        configmap: String,
+        #[arg(long, default_value_t = 5)]
+        timeout_seconds: u32,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate a policy file (a policy document or a ConfigMap holding one) and summarise it.
+    Check { file: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve { config } => {
+            let settings = Settings::load(config.as_deref())?;
+            init_tracing(&settings)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(nac::server::run(settings))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crds => {
+            print!("{}", nac::api::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::Check { file },
+        } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let doc = nac::policy::policy_text_of(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            match nac::policy::Policy::parse(&doc) {
+                Ok(p) => {
+                    println!("{}: valid policy", file.display());
+                    for line in p.summary() {
+                        println!("  {line}");
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", file.display());
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Certs {
+            service,
+            namespace,
+            mut hosts,
+            days,
+            out,
+        } => {
+            let mut all = vec![
+                format!("{service}.{namespace}.svc"),
+                format!("{service}.{namespace}.svc.cluster.local"),
+                format!("{service}.{namespace}"),
+                service.clone(),
+            ];
+            all.append(&mut hosts);
+            let c = nac::tls::make_dev_certs(&all, days)?;
+            std::fs::create_dir_all(&out)?;
+            for (name, body) in [
+                ("ca.crt", &c.ca_cert),
+                ("ca.key", &c.ca_key),
+                ("tls.crt", &c.cert),
+                ("tls.key", &c.key),
+            ] {
+                let p = out.join(name);
+                std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
+            }
+            println!(
+                "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}",
+                out.display(),
+                all.join(", ")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::WebhookConfig {
+            url,
+            ca_file,
+            namespace,
+            configmap,
+            timeout_seconds,
+        } => {
+            let ca = std::fs::read(&ca_file).with_context(|| format!("reading {}", ca_file.display()))?;
+            print!(
+                "{}",
+                nac::webhook_config::render(&url, &ca, &namespace, &configmap, timeout_seconds)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn init_tracing(s: &Settings) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&s.log.level)
+        .map_err(|e| anyhow::anyhow!("invalid settings: log.level {:?}: {e}", s.log.level))?;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match s.log.format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+    Ok(())
+}

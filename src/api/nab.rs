@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
     group = "oadp.openshift.io",
     version = "v1alpha1",
     kind = "NonAdminBackup",
+    doc = "A namespace user's request for a Velero backup of their own namespace",
     plural = "nonadminbackups",
     shortname = "nab",
     namespaced,

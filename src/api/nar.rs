@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
     group = "oadp.openshift.io",
     version = "v1alpha1",
     kind = "NonAdminRestore",
+    doc = "A namespace user's request to restore one of their NonAdminBackups",
     plural = "nonadminrestores",
     shortname = "nar",
     namespaced,

@@ -390,3 +390,21 @@ pub fn display_value(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The policy document in `text`: the text itself, or the `policy.yaml` key when `text` is a ConfigMap manifest.
+pub fn policy_text_of(text: &str) -> Result<String, String> {
+    let v: Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        // Not YAML at all: let the policy parser report it with its own wording.
+        Err(_) => return Ok(text.to_string()),
+    };
+    if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
+        return v
+            .get("data")
+            .and_then(|d| d.get(POLICY_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("ConfigMap has no string key data.{POLICY_KEY}"));
+    }
+    Ok(text.to_string())
+}

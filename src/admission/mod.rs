@@ -1,0 +1,256 @@
+//! The admission webhooks: AdmissionReview in, AdmissionResponse out.
+//!
+//! One generic HTTP handler decodes and checks the review, then hands it to the endpoint's reviewer. Bad input
+//! (malformed JSON, wrong apiVersion/kind, no request, over-large body, wrong content type) is an HTTP 400 with
+//! a one-line reason; a well-formed review always gets a response echoing its uid.
+
+mod configmap;
+mod proxy;
+
+pub use proxy::ProxyKind;
+
+use crate::metrics::{Metrics, Verdict};
+use crate::policy_store::PolicyStore;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::response::{StatusCause, StatusDetails};
+use kube::core::{DynamicObject, Status};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Largest AdmissionReview body accepted (the API server's own limit for objects is about 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Shared state of the webhook handlers.
+pub struct AdmissionState {
+    pub policy: Arc<PolicyStore>,
+    pub metrics: Arc<Metrics>,
+    /// Users allowed to set and change identity labels (nac's own service account).
+    pub privileged_users: Vec<String>,
+    /// Name and namespace of the policy ConfigMap `/validate/policies` guards.
+    pub policy_configmap: String,
+    pub policy_namespace: String,
+}
+
+/// The webhook endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Mutate(ProxyKind),
+    Validate(ProxyKind),
+    ValidatePolicy,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 5] = [
+        Endpoint::Mutate(ProxyKind::Backup),
+        Endpoint::Validate(ProxyKind::Backup),
+        Endpoint::Mutate(ProxyKind::Restore),
+        Endpoint::Validate(ProxyKind::Restore),
+        Endpoint::ValidatePolicy,
+    ];
+
+    pub fn path(&self) -> &'static str {
+        match self {
+            Endpoint::Mutate(ProxyKind::Backup) => "/mutate/nonadminbackups",
+            Endpoint::Validate(ProxyKind::Backup) => "/validate/nonadminbackups",
+            Endpoint::Mutate(ProxyKind::Restore) => "/mutate/nonadminrestores",
+            Endpoint::Validate(ProxyKind::Restore) => "/validate/nonadminrestores",
+            Endpoint::ValidatePolicy => "/validate/policies",
+        }
+    }
+}
+
+/// Why a request body is not a usable AdmissionReview (HTTP 400).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadRequest {
+    #[error("content type must be application/json, got {0:?}")]
+    ContentType(String),
+    #[error("request body is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error("could not read request body: {0}")]
+    Body(String),
+    #[error("malformed AdmissionReview JSON: {0}")]
+    Json(String),
+    #[error("unsupported AdmissionReview apiVersion {0:?}: only admission.k8s.io/v1 is served")]
+    ApiVersion(String),
+    #[error("expected kind AdmissionReview, got {0:?}")]
+    Kind(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+}
+
+/// Decodes and checks a review body. Pure, so the fuzzer and benchmarks can drive it directly.
+pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, BadRequest> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(BadRequest::TooLarge);
+    }
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|e| BadRequest::Json(one_line(&e.to_string())))?;
+    if review.types.api_version != "admission.k8s.io/v1" {
+        return Err(BadRequest::ApiVersion(review.types.api_version));
+    }
+    if review.types.kind != "AdmissionReview" {
+        return Err(BadRequest::Kind(review.types.kind));
+    }
+    review.try_into().map_err(|_| BadRequest::NoRequest)
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+/// Runs one endpoint's rules on a decoded request. Pure apart from reading the current policy.
+pub fn review(state: &AdmissionState, endpoint: Endpoint, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    match endpoint {
+        Endpoint::Mutate(kind) => proxy::mutate(state, kind, req),
+        Endpoint::Validate(kind) => proxy::validate(state, kind, req),
+        Endpoint::ValidatePolicy => configmap::validate(state, req),
+    }
+}
+
+/// Decodes, reviews and encodes: the whole webhook minus HTTP. Returns the response JSON or a 400 reason.
+pub fn handle_body(state: &AdmissionState, endpoint: Endpoint, body: &[u8]) -> Result<Vec<u8>, BadRequest> {
+    let req = decode_review(body)?;
+    let resp = review(state, endpoint, &req);
+    let out = resp.into_review();
+    Ok(serde_json::to_vec(&out).expect("AdmissionReview serializes"))
+}
+
+/// A denial carrying the violated fields as status causes, so clients can point at them.
+pub(crate) fn deny(
+    resp: AdmissionResponse,
+    message: String,
+    fields: impl IntoIterator<Item = (String, String)>,
+) -> AdmissionResponse {
+    let mut resp = resp.deny(&message);
+    let causes: Vec<StatusCause> = fields
+        .into_iter()
+        .map(|(field, message)| StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message,
+            field,
+        })
+        .collect();
+    resp.result = Status {
+        code: 403,
+        reason: "Forbidden".into(),
+        message,
+        details: (!causes.is_empty()).then(|| StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        }),
+        ..Status::failure("", "Forbidden")
+    };
+    resp
+}
+
+pub(crate) fn with_warnings(mut resp: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        resp.warnings = Some(warnings);
+    }
+    resp
+}
+
+fn content_type_ok(headers: &HeaderMap) -> Result<(), BadRequest> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(BadRequest::ContentType(ct.to_string()))
+    }
+}
+
+async fn read_body(body: Body) -> Result<Bytes, BadRequest> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        // `to_bytes` reports the limit as a length-limit error somewhere in its source chain.
+        let mut src: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = src {
+            if s.to_string().contains("length limit") {
+                return BadRequest::TooLarge;
+            }
+            src = s.source();
+        }
+        BadRequest::Body(one_line(&e.to_string()))
+    })
+}
+
+async fn handle(state: Arc<AdmissionState>, endpoint: Endpoint, headers: HeaderMap, body: Body) -> Response {
+    let start = Instant::now();
+    let result = match content_type_ok(&headers) {
+        Err(e) => Err(e),
+        Ok(()) => match read_body(body).await {
+            Err(e) => Err(e),
+            Ok(bytes) => decode_review(&bytes),
+        },
+    };
+    let (response, verdict) = match result {
+        Err(e) => {
+            tracing::warn!(endpoint = endpoint.path(), error = %e, "bad admission request");
+            (
+                (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+                Verdict::BadRequest,
+            )
+        }
+        Ok(req) => {
+            let resp = review(&state, endpoint, &req);
+            let verdict = if resp.allowed {
+                Verdict::Allowed
+            } else {
+                Verdict::Denied
+            };
+            tracing::debug!(
+                endpoint = endpoint.path(),
+                uid = %req.uid,
+                namespace = req.namespace.as_deref().unwrap_or(""),
+                name = %req.name,
+                allowed = resp.allowed,
+                "admission review"
+            );
+            if !resp.allowed {
+                tracing::info!(
+                    endpoint = endpoint.path(),
+                    namespace = req.namespace.as_deref().unwrap_or(""),
+                    name = %req.name,
+                    user = req.user_info.username.as_deref().unwrap_or(""),
+                    reason = %resp.result.message,
+                    "admission denied"
+                );
+            }
+            let body = serde_json::to_vec(&resp.into_review()).expect("AdmissionReview serializes");
+            (
+                ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+                verdict,
+            )
+        }
+    };
+    state
+        .metrics
+        .observe_request(endpoint.path(), verdict, start.elapsed().as_secs_f64());
+    response
+}
+
+/// The webhook router: one POST route per endpoint.
+pub fn router(state: Arc<AdmissionState>) -> Router {
+    let mut r = Router::new();
+    for ep in Endpoint::ALL {
+        let st = state.clone();
+        r = r.route(
+            ep.path(),
+            post(move |headers: HeaderMap, body: Body| handle(st.clone(), ep, headers, body)),
+        );
+    }
+    // axum's own body limit would answer 413; ours answers 400 with a reason, so lift axum's.
+    r.layer(axum::extract::DefaultBodyLimit::disable()).with_state(())
+}

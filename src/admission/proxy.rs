@@ -1,0 +1,299 @@
+//! Mutation and validation of NonAdminBackup and NonAdminRestore objects.
+//!
+//! Mutating: applies the policy (enforced fields, own namespace, TTL defaults) on CREATE and stamps a fresh
+//! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back.
+//! Validating: on CREATE the policy and tenant rules; on UPDATE immutability of the spec, the one-way
+//! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
+
+use super::{deny, with_warnings, AdmissionState};
+use crate::naming::{self, NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use crate::policy::{self, Outcome, Policy};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::DynamicObject;
+use serde_json::{Map, Value};
+
+/// Which proxy resource an endpoint handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyKind {
+    Backup,
+    Restore,
+}
+
+impl ProxyKind {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProxyKind::Backup => "NonAdminBackup",
+            ProxyKind::Restore => "NonAdminRestore",
+        }
+    }
+    fn spec_key(&self) -> &'static str {
+        match self {
+            ProxyKind::Backup => "backupSpec",
+            ProxyKind::Restore => "restoreSpec",
+        }
+    }
+    pub fn identity_label(&self) -> &'static str {
+        match self {
+            ProxyKind::Backup => NAB_ORIGIN_NACUUID_LABEL,
+            ProxyKind::Restore => NAR_ORIGIN_NACUUID_LABEL,
+        }
+    }
+    fn evaluate(&self, spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
+        match self {
+            ProxyKind::Backup => policy::evaluate_backup(spec, policy, namespace),
+            ProxyKind::Restore => policy::evaluate_restore(spec, policy),
+        }
+    }
+}
+
+/// The parts of a review both webhooks need, or the denial explaining why they are missing.
+struct Parsed<'a> {
+    namespace: &'a str,
+    name: String,
+    object: Value,
+    spec: Map<String, Value>,
+    old: Option<(Value, Map<String, Value>)>,
+}
+
+fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Result<Parsed<'a>, String> {
+    if req.kind.group != crate::api::GROUP || req.kind.kind != kind.kind() {
+        return Err(format!(
+            "this webhook endpoint handles {}.{} only, not {}.{} {}: check the webhook configuration",
+            kind.kind(),
+            crate::api::GROUP,
+            req.kind.kind,
+            if req.kind.group.is_empty() {
+                "core"
+            } else {
+                &req.kind.group
+            },
+            req.kind.version,
+        ));
+    }
+    let namespace = req
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("{} must be namespaced", kind.kind()))?;
+    let object = req
+        .object
+        .as_ref()
+        .ok_or_else(|| format!("{} review has no object", kind.kind()))?;
+    let object = serde_json::to_value(object).map_err(|e| e.to_string())?;
+    let spec = spec_of(kind, &object)?;
+    let old = match &req.old_object {
+        Some(o) if req.operation == Operation::Update => {
+            let o = serde_json::to_value(o).map_err(|e| e.to_string())?;
+            let s = spec_of(kind, &o)?;
+            Some((o, s))
+        }
+        _ => None,
+    };
+    // On CREATE with generateName the name is not known yet; the nacuuid then uses the prefix.
+    let name = object["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or_else(|| object["metadata"]["generateName"].as_str())
+        .unwrap_or(&req.name)
+        .to_string();
+    Ok(Parsed {
+        namespace,
+        name,
+        object,
+        spec,
+        old,
+    })
+}
+
+fn spec_of(kind: ProxyKind, object: &Value) -> Result<Map<String, Value>, String> {
+    match object.get("spec").and_then(|s| s.get(kind.spec_key())) {
+        Some(Value::Object(m)) => Ok(m.clone()),
+        None | Some(Value::Null) => Err(format!("{} spec.{} is required", kind.kind(), kind.spec_key())),
+        Some(_) => Err(format!("{} spec.{} must be an object", kind.kind(), kind.spec_key())),
+    }
+}
+
+fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object["metadata"]["labels"].get(key).and_then(Value::as_str)
+}
+
+fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> bool {
+    req.user_info
+        .username
+        .as_deref()
+        .is_some_and(|u| state.privileged_users.iter().any(|p| p == u))
+}
+
+fn no_policy_message(state: &AdmissionState, kind: ProxyKind) -> String {
+    let why = state
+        .policy
+        .snapshot()
+        .error
+        .clone()
+        .unwrap_or_else(|| "not loaded yet".into());
+    format!(
+        "{} requests are refused: nac has no valid admin policy ({why}); ask the cluster administrator to fix the policy ConfigMap",
+        kind.kind()
+    )
+}
+
+pub(super) fn mutate(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return resp;
+    }
+    let p = match parse(kind, req) {
+        Ok(p) => p,
+        Err(msg) => return deny(resp, msg, []),
+    };
+    let mut patched = p.object.clone();
+    let mut warnings = Vec::new();
+    let label_key = kind.identity_label();
+    match &p.old {
+        None => {
+            let Some(policy) = state.policy.current() else {
+                return deny(resp, no_policy_message(state, kind), []);
+            };
+            let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
+            // Violations are reported by the validating webhook; here only what can be filled is filled.
+            patched["spec"][kind.spec_key()] = Value::Object(outcome.spec);
+            warnings.extend(outcome.warnings);
+            let supplied = label(&p.object, label_key).map(str::to_string);
+            let keep = supplied.is_some() && is_privileged(state, req);
+            if !keep {
+                if let Some(v) = &supplied {
+                    warnings.push(format!(
+                        "label {label_key} is assigned by nac; the supplied value {v:?} was replaced"
+                    ));
+                }
+                let id = naming::generate_nacuuid(p.namespace, &p.name);
+                set_label(&mut patched, label_key, id);
+            }
+        }
+        Some((old_obj, old_spec)) => {
+            patched["spec"][kind.spec_key()] = Value::Object(policy::fill_from_old(&p.spec, old_spec));
+            if let (None, Some(old_id)) = (label(&p.object, label_key), label(old_obj, label_key)) {
+                set_label(&mut patched, label_key, old_id.to_string());
+            }
+        }
+    }
+    let patch = json_patch::diff(&p.object, &patched);
+    let resp = with_warnings(resp, warnings);
+    if patch.0.is_empty() {
+        return resp;
+    }
+    match resp.clone().with_patch(patch) {
+        Ok(r) => r,
+        Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
+    }
+}
+
+fn set_label(object: &mut Value, key: &str, value: String) {
+    let meta = &mut object["metadata"];
+    if !meta["labels"].is_object() {
+        meta["labels"] = Value::Object(Map::new());
+    }
+    meta["labels"][key] = Value::String(value);
+}
+
+pub(super) fn validate(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return resp;
+    }
+    let p = match parse(kind, req) {
+        Ok(p) => p,
+        Err(msg) => return deny(resp, msg, []),
+    };
+    let label_key = kind.identity_label();
+    let label_field = format!("metadata.labels[{label_key}]");
+    let privileged = is_privileged(state, req);
+    match &p.old {
+        None => {
+            let Some(policy) = state.policy.current() else {
+                return deny(resp, no_policy_message(state, kind), []);
+            };
+            let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
+            let mut violations: Vec<(String, String)> = outcome
+                .violations
+                .iter()
+                .map(|v| (v.field.clone(), v.message.clone()))
+                .collect();
+            if let Some(id) = label(&p.object, label_key) {
+                if !privileged && !naming::is_nacuuid_for(id, p.namespace, &p.name) {
+                    violations.push((
+                        label_field.clone(),
+                        format!(
+                            "{} label {label_key}={id} is forged: it is assigned by nac and names another object",
+                            kind.kind()
+                        ),
+                    ));
+                }
+            }
+            if violations.is_empty() {
+                return resp;
+            }
+            let message = violations
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            deny(resp, message, violations)
+        }
+        Some((old_obj, old_spec)) => {
+            let mut violations = Vec::new();
+            if let Some(path) = policy::first_changed_field(old_spec, &p.spec) {
+                let field = format!("spec.{}{path}", kind.spec_key());
+                violations.push((
+                    field.clone(),
+                    format!(
+                        "{} spec.{} cannot be changed after creation ({field} differs); create a new {} instead",
+                        kind.kind(),
+                        kind.spec_key(),
+                        kind.kind()
+                    ),
+                ));
+            }
+            if kind == ProxyKind::Backup {
+                let was = old_obj["spec"]["deleteBackup"].as_bool().unwrap_or(false);
+                let now = p.object["spec"]["deleteBackup"].as_bool().unwrap_or(false);
+                if was && !now {
+                    violations.push((
+                        "spec.deleteBackup".into(),
+                        "NonAdminBackup spec.deleteBackup cannot be set back to false once deletion was requested"
+                            .into(),
+                    ));
+                }
+            }
+            let (old_id, new_id) = (label(old_obj, label_key), label(&p.object, label_key));
+            if old_id != new_id && !privileged {
+                violations.push((
+                    label_field,
+                    format!(
+                        "{} label {label_key} is assigned by nac and cannot be changed or removed (was {}, now {})",
+                        kind.kind(),
+                        old_id.unwrap_or("unset"),
+                        new_id.unwrap_or("unset")
+                    ),
+                ));
+            }
+            if violations.is_empty() {
+                return resp;
+            }
+            let message = violations
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            deny(resp, message, violations)
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Settings from `--config FILE` and `NAC_*` environment variables (`NAC_WEBHOOK__LISTEN=...`), validated at
+//! start-up: an unknown key or a bad value stops nac with a message that names it.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub webhook: WebhookSettings,
+    pub metrics: MetricsSettings,
+    pub policy: PolicySettings,
+    pub controllers: ControllerSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookSettings {
+    pub listen: SocketAddr,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// How often the certificate files are checked for replacement.
+    pub cert_reload_secs: u64,
+    /// Users (e.g. nac's own service account) allowed to set or change identity labels.
+    pub privileged_users: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    pub listen: SocketAddr,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicySettings {
+    /// Read the policy from this YAML file instead of the ConfigMap (local runs, tests, benchmarks).
+    pub file: Option<PathBuf>,
+    /// Name of the policy ConfigMap in `namespace`.
+    pub configmap: String,
+    /// nac's own namespace, where the policy ConfigMap and the leader Lease live.
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControllerSettings {
+    pub enabled: bool,
+    /// Where Velero runs and nac creates Velero objects.
+    pub velero_namespace: String,
+    pub leader_election: LeaderElectionSettings,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaderElectionSettings {
+    pub enabled: bool,
+    pub lease_name: String,
+    pub lease_duration_secs: u64,
+    pub renew_interval_secs: u64,
+    /// Identity of this replica in the Lease (default: the host name).
+    pub identity: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` or `json`.
+    pub format: LogFormat,
+    /// A tracing filter, e.g. `info` or `nac=debug,kube=info`.
+    pub level: String,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+fn default_namespace() -> String {
+    std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "nac-system".to_string())
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            webhook: WebhookSettings::default(),
+            metrics: MetricsSettings::default(),
+            policy: PolicySettings::default(),
+            controllers: ControllerSettings::default(),
+            log: LogSettings::default(),
+        }
+    }
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            listen: "0.0.0.0:9443".parse().expect("literal address"),
+            cert_file: "/etc/nac/tls/tls.crt".into(),
+            key_file: "/etc/nac/tls/tls.key".into(),
+            cert_reload_secs: 2,
+            privileged_users: vec![format!("system:serviceaccount:{}:nac", default_namespace())],
+        }
+    }
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        MetricsSettings {
+            listen: "0.0.0.0:8080".parse().expect("literal address"),
+        }
+    }
+}
+
+impl Default for PolicySettings {
+    fn default() -> Self {
+        PolicySettings {
+            file: None,
+            configmap: "nac-policy".into(),
+            namespace: default_namespace(),
+        }
+    }
+}
+
+impl Default for ControllerSettings {
+    fn default() -> Self {
+        ControllerSettings {
+            enabled: true,
+            velero_namespace: "openshift-adp".into(),
+            leader_election: LeaderElectionSettings::default(),
+        }
+    }
+}
+
+impl Default for LeaderElectionSettings {
+    fn default() -> Self {
+        LeaderElectionSettings {
+            enabled: true,
+            lease_name: "nac-leader".into(),
+            lease_duration_secs: 15,
+            renew_interval_secs: 5,
+            identity: None,
+        }
+    }
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid settings: {0}")]
+pub struct SettingsError(String);
+
+impl Settings {
+    /// Loads settings: defaults, then the file (if any), then `NAC_*` variables (`__` separates levels).
+    pub fn load(file: Option<&std::path::Path>) -> Result<Settings, SettingsError> {
+        Self::load_from(file, std::env::vars())
+    }
+
+    pub fn load_from(
+        file: Option<&std::path::Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, SettingsError> {
+        let mut b = config::Config::builder();
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(SettingsError(format!("config file {} does not exist", f.display())));
+            }
+            b = b.add_source(config::File::from(f).format(config::FileFormat::Yaml));
+        }
+        let vars: config::Map<String, String> = env.into_iter().filter(|(k, _)| k.starts_with("NAC_")).collect();
+        b = b.add_source(
+            config::Environment::with_prefix("NAC")
+                .prefix_separator("_")
+                .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("webhook.privileged_users")
+                .try_parsing(true)
+                .source(Some(vars)),
+        );
+        let cfg = b.build().map_err(|e| SettingsError(e.to_string()))?;
+        let s: Settings = cfg.try_deserialize().map_err(|e| SettingsError(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        let bad = |k: &str, why: &str| Err(SettingsError(format!("{k}: {why}")));
+        if self.webhook.cert_reload_secs == 0 || self.webhook.cert_reload_secs > 10 {
+            return bad(
+                "webhook.cert_reload_secs",
+                "must be between 1 and 10 (rotations apply within 10 s)",
+            );
+        }
+        if self.policy.file.is_none() && self.policy.configmap.is_empty() {
+            return bad("policy.configmap", "must be set when policy.file is not");
+        }
+        if self.policy.namespace.is_empty() {
+            return bad("policy.namespace", "must not be empty");
+        }
+        if self.controllers.enabled && self.controllers.velero_namespace.is_empty() {
+            return bad("controllers.velero_namespace", "must not be empty");
+        }
+        let le = &self.controllers.leader_election;
+        if le.enabled && le.renew_interval_secs * 2 > le.lease_duration_secs {
+            return bad(
+                "controllers.leader_election.renew_interval_secs",
+                "must be at most half of lease_duration_secs",
+            );
+        }
+        if !self.controllers.enabled && self.policy.file.is_none() {
+            // Without the controllers there is still the ConfigMap watch, which needs a cluster: allowed.
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let s = Settings::load_from(None, env(&[])).unwrap();
+        assert_eq!(s.webhook.listen.to_string(), "0.0.0.0:9443");
+        assert_eq!(s.metrics.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(s.policy.configmap, "nac-policy");
+    }
+
+    #[test]
+    fn file_then_env() {
+        let mut f = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();
+        writeln!(
+            f,
+            "webhook:\n  listen: 127.0.0.1:1\ncontrollers:\n  enabled: false\npolicy:\n  file: /p.yaml"
+        )
+        .unwrap();
+        let s = Settings::load_from(
+            Some(f.path()),
+            env(&[
+                ("NAC_WEBHOOK__LISTEN", "127.0.0.1:2"),
+                ("NAC_WEBHOOK__PRIVILEGED_USERS", "a,b"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.webhook.listen.to_string(), "127.0.0.1:2");
+        assert!(!s.controllers.enabled);
+        assert_eq!(s.webhook.privileged_users, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = Settings::load_from(None, env(&[("NAC_WEBHOOK__LISTN", "x")])).unwrap_err();
+        assert!(e.to_string().contains("listn"), "{e}");
+        let e = Settings::load_from(None, env(&[("NAC_WEBHOOK__LISTEN", "not-an-address")])).unwrap_err();
+        assert!(e.to_string().contains("webhook.listen"), "{e}");
+        let e = Settings::load_from(None, env(&[("NAC_WEBHOOK__CERT_RELOAD_SECS", "60")])).unwrap_err();
+        assert!(e.to_string().contains("webhook.cert_reload_secs"), "{e}");
+        let mut f = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();
+        writeln!(f, "metrcs: {{}}").unwrap();
+        let e = Settings::load_from(Some(f.path()), env(&[])).unwrap_err();
+        assert!(e.to_string().contains("metrcs"), "{e}");
+    }
+}

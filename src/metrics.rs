@@ -1,0 +1,179 @@
+//! Prometheus metrics, all named `nac_*`, served as text on the metrics listener.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Verdict {
+    Allowed,
+    Denied,
+    BadRequest,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: String,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub controller: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_duration: Family<EndpointLabels, Histogram>,
+    pub policy_reloads: Counter,
+    pub policy_reload_errors: Counter,
+    pub policy_generation: Gauge<u64, AtomicU64>,
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub reconcile_duration: Family<ControllerLabels, Histogram>,
+    pub queue_depth: Family<ControllerLabels, Gauge>,
+    pub velero_objects: Family<KindLabels, Gauge>,
+    pub leader: Gauge,
+    pub api_writes: Family<KindLabels, Counter>,
+}
+
+fn latency_buckets() -> Histogram {
+    // 50 µs .. ~1.6 s: webhook reviews take well under a millisecond, reconciles tens of milliseconds.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.00005, 2.0, 16,
+    ))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("nac");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let request_duration = Family::<EndpointLabels, Histogram>::new_with_constructor(latency_buckets as fn() -> _);
+        let reconcile_duration =
+            Family::<ControllerLabels, Histogram>::new_with_constructor(latency_buckets as fn() -> _);
+        let m = Metrics {
+            requests,
+            request_duration: request_duration.clone(),
+            policy_reloads: Counter::default(),
+            policy_reload_errors: Counter::default(),
+            policy_generation: Gauge::default(),
+            reconciles: Family::default(),
+            reconcile_duration: reconcile_duration.clone(),
+            queue_depth: Family::default(),
+            velero_objects: Family::default(),
+            leader: Gauge::default(),
+            api_writes: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "webhook_requests",
+            "Admission reviews by endpoint and verdict",
+            m.requests.clone(),
+        );
+        registry.register(
+            "webhook_request_duration_seconds",
+            "Admission review latency",
+            request_duration,
+        );
+        registry.register("policy_reloads", "Policy versions applied", m.policy_reloads.clone());
+        registry.register(
+            "policy_reload_errors",
+            "Policy versions rejected (the last valid policy stays)",
+            m.policy_reload_errors.clone(),
+        );
+        registry.register(
+            "policy_generation",
+            "Generation of the policy in force (0: none loaded)",
+            m.policy_generation.clone(),
+        );
+        registry.register(
+            "reconciles",
+            "Reconciles by controller and result",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile latency by controller",
+            reconcile_duration,
+        );
+        registry.register(
+            "queue_depth",
+            "Reconciles waiting or running, by controller",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "velero_objects_managed",
+            "Velero objects carrying nac's labels, by kind",
+            m.velero_objects.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the controller lease",
+            m.leader.clone(),
+        );
+        registry.register("api_writes", "Writes to the API server, by kind", m.api_writes.clone());
+        Metrics { registry, ..m }
+    }
+
+    pub fn policy_reloaded(&self, generation: u64) {
+        self.policy_reloads.inc();
+        self.policy_generation.set(generation);
+    }
+
+    pub fn policy_reload_failed(&self) {
+        self.policy_reload_errors.inc();
+    }
+
+    pub fn observe_request(&self, endpoint: &str, verdict: Verdict, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.to_string(),
+                verdict,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn write(&self, kind: &str) {
+        self.api_writes
+            .get_or_create(&KindLabels { kind: kind.to_string() })
+            .inc();
+    }
+
+    /// Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+}

@@ -1,0 +1,65 @@
+//! Where the live policy comes from: the policy ConfigMap (watched) or, for local runs, a file (polled).
+
+use crate::policy::POLICY_KEY;
+use crate::policy_store::PolicyStore;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Api;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Polls a policy file (every 500 ms, so edits apply well within 2 s).
+pub async fn watch_file(path: PathBuf, store: Arc<PolicyStore>) {
+    let source = path.display().to_string();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        match tokio::fs::read_to_string(&path).await {
+            Ok(text) => {
+                store.offer(&text, &source);
+            }
+            Err(e) => store.record_error(&format!("{source}: {e}"), None),
+        }
+    }
+}
+
+/// Watches the policy ConfigMap; the kube watcher re-lists after API server restarts and expired versions.
+pub async fn watch_configmap(client: kube::Client, namespace: String, name: String, store: Arc<PolicyStore>) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let source = format!("ConfigMap {namespace}/{name}");
+    let mut seen = false;
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
+                seen = true;
+                apply(&cm, &source, &store);
+            }
+            Ok(Event::Init) => seen = false,
+            Ok(Event::InitDone) => {
+                if !seen {
+                    store.record_error(&format!("{source} not found"), None);
+                }
+            }
+            Ok(Event::Delete(_)) => {
+                store.record_error(&format!("{source} was deleted; keeping the last valid policy"), None)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "policy ConfigMap watch failed; retrying");
+            }
+        }
+    }
+}
+
+fn apply(cm: &ConfigMap, source: &str, store: &PolicyStore) {
+    match cm.data.as_ref().and_then(|d| d.get(POLICY_KEY)) {
+        Some(text) => {
+            store.offer(text, source);
+        }
+        None => store.record_error(&format!("{source} has no key {POLICY_KEY}"), None),
+    }
+}

@@ -1,0 +1,308 @@
+//! `nac serve`: the HTTPS webhook listener, the plain-HTTP health/metrics listener, the policy source and
+//! (when enabled) the controllers, with graceful shutdown on SIGINT/SIGTERM.
+
+use crate::admission::{self, AdmissionState};
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::policy_store::PolicyStore;
+use crate::tls::CertStore;
+use anyhow::Context;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+/// What `/readyz` looks at.
+pub struct Health {
+    pub tls_up: AtomicBool,
+    pub certs: Arc<CertStore>,
+    pub policy: Arc<PolicyStore>,
+}
+
+impl Health {
+    /// Ok when serving is possible, otherwise the reasons.
+    pub fn readiness(&self) -> Result<String, String> {
+        let mut problems = Vec::new();
+        if !self.tls_up.load(Ordering::Relaxed) || !self.certs.is_ready() {
+            problems.push("webhook TLS listener is not up".to_string());
+        }
+        let snap = self.policy.snapshot();
+        if snap.policy.is_none() {
+            problems.push(format!(
+                "no valid policy loaded: {}",
+                snap.error.as_deref().unwrap_or("waiting for the policy")
+            ));
+        }
+        if problems.is_empty() {
+            let mut msg = format!("ok (policy generation {})", snap.generation);
+            if let Some(e) = &snap.error {
+                msg.push_str(&format!("; newest policy version rejected, previous one in force: {e}"));
+            }
+            Ok(msg)
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// The health and metrics router.
+pub fn ops_router(health: Arc<Health>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let h = health.clone();
+                async move {
+                    match h.readiness() {
+                        Ok(m) => (StatusCode::OK, format!("{m}\n")),
+                        Err(m) => (StatusCode::SERVICE_UNAVAILABLE, format!("{m}\n")),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` turns true, then lets open requests finish.
+pub async fn serve_tls(
+    listener: TcpListener,
+    certs: Arc<CertStore>,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let acceptor = TlsAcceptor::from(Arc::new(certs.server_config()));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut shutdown) => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let svc = TowerToHyperService::new(router.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(tls), svc)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection closed with error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {},
+        _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("open webhook connections did not finish in 10 s"),
+    }
+    Ok(())
+}
+
+/// Serves plain HTTP until shutdown.
+pub async fn serve_plain(
+    listener: TcpListener,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stopped(&mut shutdown).await })
+        .await
+        .context("metrics listener")
+}
+
+/// Resolves once the shutdown flag is set (or its sender is gone).
+pub async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// `nac serve`.
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let needs_client = settings.controllers.enabled || settings.policy.file.is_none();
+    let client = if needs_client {
+        Some(kube::Client::try_default().await.context(
+            "connecting to the Kubernetes API (set policy.file and controllers.enabled=false to run without a cluster)",
+        )?)
+    } else {
+        None
+    };
+
+    let mut tasks = tokio::task::JoinSet::new();
+    // The policy source runs until the process ends; it is aborted at shutdown.
+    let policy_task = match (&settings.policy.file, &client) {
+        (Some(file), _) => {
+            tracing::info!(file = %file.display(), "policy from file");
+            tokio::spawn(crate::policy_source::watch_file(file.clone(), store.clone()))
+        }
+        (None, Some(c)) => {
+            tracing::info!(namespace = %settings.policy.namespace, name = %settings.policy.configmap, "policy from ConfigMap");
+            tokio::spawn(crate::policy_source::watch_configmap(
+                c.clone(),
+                settings.policy.namespace.clone(),
+                settings.policy.configmap.clone(),
+                store.clone(),
+            ))
+        }
+        (None, None) => unreachable!("a client is created whenever no policy file is set"),
+    };
+
+    let certs = CertStore::load(&settings.webhook.cert_file, &settings.webhook.key_file)
+        .context("loading the webhook serving certificate")?;
+    tokio::spawn(
+        certs
+            .clone()
+            .watch(Duration::from_secs(settings.webhook.cert_reload_secs)),
+    );
+
+    let health = Arc::new(Health {
+        tls_up: AtomicBool::new(false),
+        certs: certs.clone(),
+        policy: store.clone(),
+    });
+    let state = Arc::new(AdmissionState {
+        policy: store.clone(),
+        metrics: metrics.clone(),
+        privileged_users: settings.webhook.privileged_users.clone(),
+        policy_configmap: settings.policy.configmap.clone(),
+        policy_namespace: settings.policy.namespace.clone(),
+    });
+
+    let tls_listener = TcpListener::bind(settings.webhook.listen)
+        .await
+        .with_context(|| format!("binding webhook.listen {}", settings.webhook.listen))?;
+    let ops_listener = TcpListener::bind(settings.metrics.listen)
+        .await
+        .with_context(|| format!("binding metrics.listen {}", settings.metrics.listen))?;
+    tracing::info!(webhook = %tls_listener.local_addr()?, metrics = %ops_listener.local_addr()?, "listening");
+    health.tls_up.store(true, Ordering::Relaxed);
+
+    tasks.spawn(serve_tls(
+        tls_listener,
+        certs,
+        admission::router(state),
+        stop_rx.clone(),
+    ));
+    tasks.spawn(serve_plain(
+        ops_listener,
+        ops_router(health, metrics.clone()),
+        stop_rx.clone(),
+    ));
+
+    if settings.controllers.enabled {
+        let client = client.clone().expect("client exists when controllers are enabled");
+        tasks.spawn(start_controllers(
+            client,
+            settings.clone(),
+            store.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        ));
+    }
+
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+        Some(res) = tasks.join_next() => {
+            // A task ending on its own is fatal: report it and stop the rest.
+            let _ = stop_tx.send(true);
+            policy_task.abort();
+            return match res {
+                Ok(Ok(())) => Err(anyhow::anyhow!("a server task stopped unexpectedly")),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(anyhow::anyhow!("a server task panicked: {e}")),
+            };
+        }
+    }
+    let _ = stop_tx.send(true);
+    let drain = async {
+        while let Some(res) = tasks.join_next().await {
+            if let Ok(Err(e)) = res {
+                tracing::warn!(error = %e, "task ended with error during shutdown");
+            }
+        }
+    };
+    // Give the servers and controllers a bounded time to finish.
+    let _ = tokio::time::timeout(Duration::from_secs(15), drain).await;
+    tasks.abort_all();
+    policy_task.abort();
+    Ok(())
+}
+
+async fn start_controllers(
+    client: kube::Client,
+    settings: Settings,
+    store: Arc<PolicyStore>,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let _ = (client, settings, store, metrics);
+    let mut stop = stop;
+    stopped(&mut stop).await;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Webhook registrations that call nac by URL (local runs and end-to-end tests; the Helm chart renders its own,
+//! pointing at the Service).
+
+use base64::Engine;
+
+/// Label that marks the policy ConfigMap, so the policy webhook's objectSelector sees only it.
+pub const POLICY_LABEL: &str = "nac.oadp.openshift.io/policy";
+
+/// Mutating and validating webhook configurations as a YAML stream.
+pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeout_seconds: u32) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let url = url.trim_end_matches('/');
+    let proxy_hook = |name: &str, path: &str, resource: &str| {
+        format!(
+            r#"- name: {name}
+  clientConfig:
+    url: {url}{path}
+    caBundle: {ca}
+  rules:
+  - apiGroups: ["oadp.openshift.io"]
+    apiVersions: ["v1alpha1"]
+    operations: ["CREATE", "UPDATE"]
+    resources: ["{resource}"]
+    scope: Namespaced
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: ["kube-system", "{namespace}"]
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#
+        )
+    };
+    let mut out = String::new();
+    out.push_str("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\n");
+    out.push_str("metadata:\n  name: nac-mutating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
+    out.push_str(&proxy_hook(
+        "mnab.nac.oadp.openshift.io",
+        "/mutate/nonadminbackups",
+        "nonadminbackups",
+    ));
+    out.push_str("  reinvocationPolicy: Never\n");
+    out.push_str(&proxy_hook(
+        "mnar.nac.oadp.openshift.io",
+        "/mutate/nonadminrestores",
+        "nonadminrestores",
+    ));
+    out.push_str("  reinvocationPolicy: Never\n");
+    out.push_str("---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n");
+    out.push_str("metadata:\n  name: nac-validating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
+    out.push_str(&proxy_hook(
+        "vnab.nac.oadp.openshift.io",
+        "/validate/nonadminbackups",
+        "nonadminbackups",
+    ));
+    out.push_str(&proxy_hook(
+        "vnar.nac.oadp.openshift.io",
+        "/validate/nonadminrestores",
+        "nonadminrestores",
+    ));
+    out.push_str(&format!(
+        r#"- name: vpolicy.nac.oadp.openshift.io
+  clientConfig:
+    url: {url}/validate/policies
+    caBundle: {ca}
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE", "UPDATE"]
+    resources: ["configmaps"]
+    scope: Namespaced
+  namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {namespace}
+  objectSelector:
+    matchLabels:
+      {POLICY_LABEL}: "true"
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#
+    ));
+    let _ = configmap;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn renders_valid_yaml_with_both_configurations() {
+        let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "nac-policy", 5);
+        let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 2);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            docs[1]["webhooks"][2]["clientConfig"]["url"],
+            "https://127.0.0.1:9443/validate/policies"
+        );
+        assert_eq!(docs[0]["webhooks"][0]["failurePolicy"], "Fail");
+    }
+}
