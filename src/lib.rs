@@ -12,3 +12,4 @@ pub mod server;
 pub mod tls;
 pub mod velero;
 pub mod webhook_config;
+pub mod testing;

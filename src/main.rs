@@ -127,13 +127,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 service.clone(),
             ];
             all.append(&mut hosts);
-            let c = nac::tls::make_dev_certs(&all, days)?;
+            let ca = nac::tls::DevCa::new(days)?;
+            let (cert, key) = ca.issue(&all, days)?;
             std::fs::create_dir_all(&out)?;
             for (name, body) in [
-                ("ca.crt", &c.ca_cert),
-                ("ca.key", &c.ca_key),
-                ("tls.crt", &c.cert),
-                ("tls.key", &c.key),
+                ("ca.crt", &ca.cert_pem),
+                ("ca.key", &ca.key_pem()),
+                ("tls.crt", &cert),
+                ("tls.key", &key),
             ] {
                 let p = out.join(name);
                 std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;

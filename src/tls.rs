@@ -170,54 +170,53 @@ fn fingerprint(c: &[u8], k: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// A development CA and a serving certificate signed by it (PEM), for `nac certs` and tests.
-pub struct DevCerts {
-    pub ca_cert: String,
-    pub ca_key: String,
-    pub cert: String,
-    pub key: String,
+/// A development CA that issues serving certificates (for `nac certs`, local runs and tests).
+pub struct DevCa {
+    params: rcgen::CertificateParams,
+    key: rcgen::KeyPair,
+    /// The CA certificate (PEM): the caBundle clients trust.
+    pub cert_pem: String,
 }
 
-/// Makes a CA and a serving certificate for `hosts` (DNS names and IP addresses), valid for `days`.
-pub fn make_dev_certs(hosts: &[String], days: u32) -> Result<DevCerts, rcgen::Error> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
-    let not_before = time_now();
-    let not_after = not_before + std::time::Duration::from_secs(u64::from(days) * 86_400);
+impl DevCa {
+    pub fn new(days: u32) -> Result<DevCa, rcgen::Error> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(DnType::CommonName, "nac-webhook-ca");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        let (nb, na) = validity(days);
+        params.not_before = nb.into();
+        params.not_after = na.into();
+        let cert_pem = params.self_signed(&key)?.pem();
+        Ok(DevCa { params, key, cert_pem })
+    }
 
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name.push(DnType::CommonName, "nac-webhook-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    ca.not_before = not_before.into();
-    ca.not_after = not_after.into();
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = rcgen::Issuer::new(ca, &ca_key);
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
 
-    let key = KeyPair::generate()?;
-    let mut leaf = CertificateParams::new(hosts.to_vec())?;
-    leaf.distinguished_name.push(
-        DnType::CommonName,
-        hosts.first().cloned().unwrap_or_else(|| "nac".into()),
-    );
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    leaf.not_before = not_before.into();
-    leaf.not_after = not_after.into();
-    let cert = leaf.signed_by(&key, &issuer)?;
-    Ok(DevCerts {
-        ca_cert: ca_cert.pem(),
-        ca_key: ca_key.serialize_pem(),
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+    /// A serving certificate and key (PEM) for `hosts` (DNS names or IP addresses).
+    pub fn issue(&self, hosts: &[String], days: u32) -> Result<(String, String), rcgen::Error> {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair, KeyUsagePurpose};
+        let issuer = rcgen::Issuer::new(self.params.clone(), &self.key);
+        let key = KeyPair::generate()?;
+        let mut leaf = CertificateParams::new(hosts.to_vec())?;
+        leaf.distinguished_name
+            .push(DnType::CommonName, hosts.first().cloned().unwrap_or_else(|| "nac".into()));
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        let (nb, na) = validity(days);
+        leaf.not_before = nb.into();
+        leaf.not_after = na.into();
+        let cert = leaf.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
 }
 
-fn time_now() -> std::time::SystemTime {
-    // Backdate a little so a clock skew between machines does not make a fresh certificate "not yet valid".
-    std::time::SystemTime::now() - std::time::Duration::from_secs(300)
+fn validity(days: u32) -> (std::time::SystemTime, std::time::SystemTime) {
+    // Backdate a little so clock skew between machines does not make a fresh certificate "not yet valid".
+    let nb = std::time::SystemTime::now() - std::time::Duration::from_secs(300);
+    (nb, nb + std::time::Duration::from_secs(u64::from(days) * 86_400))
 }

@@ -1,0 +1,182 @@
+//! Counts of Velero's per-volume objects (DataUploads, PodVolumeBackups) by owning backup and phase, kept
+//! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Phase → number of objects; the empty string stands for "no phase yet".
+pub type PhaseTally = BTreeMap<String, i64>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    owner: String,
+    phase: String,
+}
+
+#[derive(Debug, Default)]
+pub struct PhaseCounts {
+    objects: HashMap<String, Entry>,
+    by_owner: HashMap<String, PhaseTally>,
+    relist: Option<HashMap<String, Entry>>,
+}
+
+impl PhaseCounts {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The tally for one owner (empty when it has no objects).
+    pub fn tally(&self, owner: &str) -> PhaseTally {
+        self.by_owner.get(owner).cloned().unwrap_or_default()
+    }
+
+    /// Records object `name` belonging to `owner` in `phase`. Returns the owners whose tally changed.
+    pub fn upsert(&mut self, name: &str, owner: &str, phase: Option<&str>) -> Vec<String> {
+        let entry = Entry {
+            owner: owner.to_string(),
+            phase: phase.unwrap_or_default().to_string(),
+        };
+        if let Some(buffer) = self.relist.as_mut() {
+            buffer.insert(name.to_string(), entry.clone());
+        }
+        let old = self.objects.insert(name.to_string(), entry.clone());
+        if old.as_ref() == Some(&entry) {
+            return Vec::new();
+        }
+        let mut changed = BTreeSet::new();
+        if let Some(old) = old {
+            self.take(&old);
+            changed.insert(old.owner);
+        }
+        self.add(&entry);
+        changed.insert(entry.owner);
+        changed.into_iter().collect()
+    }
+
+    /// Forgets object `name`. Returns the owner whose tally changed, if any.
+    pub fn remove(&mut self, name: &str) -> Vec<String> {
+        if let Some(buffer) = self.relist.as_mut() {
+            buffer.remove(name);
+        }
+        match self.objects.remove(name) {
+            Some(old) => {
+                self.take(&old);
+                vec![old.owner]
+            }
+            None => Vec::new(),
+        }
+    }
+
+    pub fn start_relist(&mut self) {
+        self.relist = Some(HashMap::new());
+    }
+
+    pub fn relist_item(&mut self, name: &str, owner: &str, phase: Option<&str>) {
+        self.relist.get_or_insert_with(HashMap::new).insert(
+            name.to_string(),
+            Entry {
+                owner: owner.to_string(),
+                phase: phase.unwrap_or_default().to_string(),
+            },
+        );
+    }
+
+    /// Ends a relist; returns the owners whose tally differs from before.
+    pub fn finish_relist(&mut self) -> Vec<String> {
+        let Some(objects) = self.relist.take() else {
+            return Vec::new();
+        };
+        let before = std::mem::take(&mut self.by_owner);
+        self.objects = objects;
+        let entries: Vec<Entry> = self.objects.values().cloned().collect();
+        for e in &entries {
+            self.add(e);
+        }
+        let owners: BTreeSet<&String> = before.keys().chain(self.by_owner.keys()).collect();
+        owners
+            .into_iter()
+            .filter(|o| before.get(*o) != self.by_owner.get(*o))
+            .cloned()
+            .collect()
+    }
+
+    fn add(&mut self, e: &Entry) {
+        *self
+            .by_owner
+            .entry(e.owner.clone())
+            .or_default()
+            .entry(e.phase.clone())
+            .or_default() += 1;
+    }
+
+    fn take(&mut self, e: &Entry) {
+        if let Some(t) = self.by_owner.get_mut(&e.owner) {
+            if let Some(n) = t.get_mut(&e.phase) {
+                *n -= 1;
+                if *n <= 0 {
+                    t.remove(&e.phase);
+                }
+            }
+            if t.is_empty() {
+                self.by_owner.remove(&e.owner);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(pairs: &[(&str, i64)]) -> PhaseTally {
+        pairs.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn objects_are_counted_by_owner_and_phase() {
+        let mut c = PhaseCounts::new();
+        assert_eq!(c.upsert("du-1", "bk", Some("New")), vec!["bk"]);
+        c.upsert("du-2", "bk", Some("InProgress"));
+        c.upsert("du-3", "other", Some("New"));
+        c.upsert("du-4", "bk", None);
+        assert_eq!(c.tally("bk"), tally(&[("", 1), ("InProgress", 1), ("New", 1)]));
+        assert_eq!(c.tally("other"), tally(&[("New", 1)]));
+        assert!(c.tally("nobody").is_empty());
+    }
+
+    #[test]
+    fn a_phase_change_moves_the_count() {
+        let mut c = PhaseCounts::new();
+        c.upsert("du-1", "bk", Some("InProgress"));
+        assert_eq!(c.upsert("du-1", "bk", Some("Completed")), vec!["bk"]);
+        assert_eq!(c.tally("bk"), tally(&[("Completed", 1)]));
+    }
+
+    #[test]
+    fn an_unchanged_object_reports_nothing() {
+        let mut c = PhaseCounts::new();
+        c.upsert("du-1", "bk", Some("New"));
+        assert!(c.upsert("du-1", "bk", Some("New")).is_empty());
+    }
+
+    #[test]
+    fn removal_decrements_and_forgets_empty_owners() {
+        let mut c = PhaseCounts::new();
+        c.upsert("du-1", "bk", Some("New"));
+        assert_eq!(c.remove("du-1"), vec!["bk"]);
+        assert!(c.tally("bk").is_empty());
+        assert!(c.remove("du-1").is_empty());
+    }
+
+    #[test]
+    fn a_relist_reports_owners_whose_counts_differ() {
+        let mut c = PhaseCounts::new();
+        c.upsert("du-1", "a", Some("New"));
+        c.upsert("du-2", "b", Some("New"));
+        c.start_relist();
+        c.relist_item("du-1", "a", Some("New"));
+        c.relist_item("du-3", "c", Some("Completed"));
+        assert_eq!(c.finish_relist(), vec!["b", "c"]);
+        assert!(c.tally("b").is_empty());
+        assert_eq!(c.tally("c"), tally(&[("Completed", 1)]));
+    }
+}

@@ -1,0 +1,134 @@
+//! Shared helpers for integration tests: a real HTTPS webhook server on loopback with generated certificates.
+#![allow(dead_code)]
+
+use nac::admission::{self, AdmissionState};
+use nac::metrics::Metrics;
+use nac::policy_store::PolicyStore;
+use nac::testing::{client_config, Conn};
+use nac::tls::{CertStore, DevCa};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+pub const STRICT_POLICY: &str = "
+enforceBackupSpec:
+  ttl: 720h0m0s
+  defaultVolumesToFsBackup: true
+  snapshotVolumes: false
+enforceRestoreSpec:
+  restorePVs: true
+backup:
+  maxTtl: 2160h
+  minTtl: 1h
+";
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub ca: DevCa,
+    pub dir: tempfile::TempDir,
+    pub policy: Arc<PolicyStore>,
+    pub metrics: Arc<Metrics>,
+    pub certs: Arc<CertStore>,
+    stop: watch::Sender<bool>,
+}
+
+pub fn hosts() -> Vec<String> {
+    vec!["127.0.0.1".to_string(), "localhost".to_string()]
+}
+
+impl TestServer {
+    /// Starts the webhook server on an ephemeral loopback port with `policy` (None: no valid policy yet).
+    pub async fn start(policy: Option<&str>) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = DevCa::new(1).unwrap();
+        let (cert, key) = ca.issue(&hosts(), 1).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+        std::fs::write(dir.path().join("tls.key"), key).unwrap();
+        let certs = CertStore::load(&dir.path().join("tls.crt"), &dir.path().join("tls.key")).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
+        if let Some(p) = policy {
+            assert!(matches!(store.offer(p, "test"), nac::policy_store::Offer::Applied(_)));
+        }
+        let state = Arc::new(AdmissionState {
+            policy: store.clone(),
+            metrics: metrics.clone(),
+            privileged_users: vec!["system:serviceaccount:nac-system:nac".into()],
+            policy_configmap: "nac-policy".into(),
+            policy_namespace: "nac-system".into(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, rx) = watch::channel(false);
+        tokio::spawn(nac::server::serve_tls(listener, certs.clone(), admission::router(state), rx));
+        TestServer {
+            addr,
+            ca,
+            dir,
+            policy: store,
+            metrics,
+            certs,
+            stop,
+        }
+    }
+
+    pub fn cert_path(&self) -> PathBuf {
+        self.dir.path().join("tls.crt")
+    }
+
+    pub fn key_path(&self) -> PathBuf {
+        self.dir.path().join("tls.key")
+    }
+
+    pub async fn connect_with(&self, alpn: &[&[u8]], tls12_only: bool) -> Conn {
+        let cfg = client_config(self.ca.cert_pem.as_bytes(), alpn, tls12_only).unwrap();
+        Conn::connect(self.addr, Arc::new(cfg)).await.unwrap()
+    }
+
+    pub async fn connect(&self) -> Conn {
+        self.connect_with(&[b"http/1.1"], false).await
+    }
+
+    /// POSTs a review and returns the status and parsed JSON (or text for errors).
+    pub async fn post_json(&self, path: &str, review: &Value) -> (u16, Value) {
+        let mut c = self.connect().await;
+        let (status, body) = c
+            .post(path, "application/json", serde_json::to_vec(review).unwrap())
+            .await
+            .unwrap();
+        let v = serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
+        (status, v)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub fn fixture(name: &str) -> Value {
+    let p = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// Applies the response's JSON patch to the request object and returns the result.
+pub fn patched_object(review: &Value, response: &Value) -> Value {
+    let mut obj = review["request"]["object"].clone();
+    // kube serializes the patch bytes as a JSON array of numbers; Go's decoder (the API server) accepts both.
+    let bytes: Option<Vec<u8>> = match &response["response"]["patch"] {
+        Value::String(p) => {
+            use base64::Engine;
+            Some(base64::engine::general_purpose::STANDARD.decode(p).unwrap())
+        }
+        Value::Array(a) => Some(a.iter().map(|b| b.as_u64().unwrap() as u8).collect()),
+        _ => None,
+    };
+    if let Some(bytes) = bytes {
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut obj, &patch).unwrap();
+    }
+    obj
+}

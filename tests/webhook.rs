@@ -1,0 +1,275 @@
+//! Handler tests: the real HTTPS server on loopback, real AdmissionReview JSON from tests/fixtures.
+
+mod common;
+
+use common::*;
+use nac::naming::{is_nacuuid_for, NAB_ORIGIN_NACUUID_LABEL};
+use serde_json::{json, Value};
+
+fn resp(v: &Value) -> &Value {
+    &v["response"]
+}
+
+#[tokio::test]
+async fn mutate_nab_create_fills_policy_namespace_and_identity() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let review = fixture("nab-create.json");
+    let (status, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(status, 200);
+    assert_eq!(resp(&out)["uid"], review["request"]["uid"]);
+    assert_eq!(resp(&out)["allowed"], true);
+    assert_eq!(resp(&out)["patchType"], "JSONPatch");
+    let obj = patched_object(&review, &out);
+    let spec = &obj["spec"]["backupSpec"];
+    assert_eq!(spec["includedNamespaces"], json!(["team-a"]));
+    assert_eq!(spec["ttl"], "720h0m0s");
+    assert_eq!(spec["defaultVolumesToFsBackup"], true);
+    assert_eq!(spec["snapshotVolumes"], false);
+    // The user's own fields are untouched.
+    assert_eq!(spec["labelSelector"], json!({"matchLabels": {"app": "shop"}}));
+    let id = obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL].as_str().unwrap();
+    assert!(is_nacuuid_for(id, "team-a", "nightly"), "{id}");
+    let warnings: Vec<&str> = resp(&out)["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(warnings.contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy"), "{warnings:?}");
+
+    // The mutated object then passes validation.
+    let mut validated = review.clone();
+    validated["request"]["object"] = obj;
+    let (_, out) = s.post_json("/validate/nonadminbackups", &validated).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+}
+
+#[tokio::test]
+async fn forged_identity_label_is_replaced_on_create_and_refused_if_it_gets_through() {
+    let s = TestServer::start(Some("{}")).await;
+    let mut review = fixture("nab-create.json");
+    let forged = "team-b-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+    review["request"]["object"]["metadata"]["labels"] = json!({ NAB_ORIGIN_NACUUID_LABEL: forged });
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    let obj = patched_object(&review, &out);
+    let id = obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL].as_str().unwrap();
+    assert_ne!(id, forged);
+    assert!(resp(&out)["warnings"].to_string().contains("was replaced"));
+    // Without the mutating webhook the forged value reaches validation: refused, naming the label.
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains(NAB_ORIGIN_NACUUID_LABEL) && msg.contains("forged"), "{msg}");
+    // nac's own service account may set it (re-creating an object with its original identity).
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:nac-system:nac");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    let obj = patched_object(&review, &out);
+    assert_eq!(obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL], forged);
+}
+
+#[tokio::test]
+async fn validate_denies_other_namespace_and_cluster_resources_naming_fields() {
+    let s = TestServer::start(Some("{}")).await;
+    let review = fixture("nab-create-other-namespace.json");
+    let (status, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(status, 200);
+    let r = resp(&out);
+    assert_eq!(r["uid"], review["request"]["uid"]);
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], 403);
+    let msg = r["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("NonAdminBackup spec.backupSpec.includedNamespaces is restricted"), "{msg}");
+    assert!(msg.contains("team-b"), "{msg}");
+    assert!(msg.contains("spec.backupSpec.includeClusterResources"), "{msg}");
+    let fields: Vec<&str> = r["status"]["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["spec.backupSpec.includedNamespaces", "spec.backupSpec.includeClusterResources"]
+    );
+}
+
+#[tokio::test]
+async fn enforced_value_conflict_names_field_and_both_values() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let mut review = fixture("nab-create.json");
+    review["request"]["object"]["spec"]["backupSpec"]["snapshotVolumes"] = json!(true);
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("spec.backupSpec.snapshotVolumes") && msg.contains("false") && msg.contains("true"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn spec_is_immutable_but_delete_backup_may_be_set() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let review = fixture("nab-update-spec.json");
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("spec.backupSpec.ttl"), "{msg}");
+
+    // Re-applying the original manifest with deleteBackup: the webhook fills what it left out and allows it.
+    let review = fixture("nab-update-delete.json");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    let obj = patched_object(&review, &out);
+    assert_eq!(obj["spec"]["backupSpec"], review["request"]["oldObject"]["spec"]["backupSpec"]);
+    assert_eq!(
+        obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL],
+        review["request"]["oldObject"]["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL]
+    );
+    let mut validated = review.clone();
+    validated["request"]["object"] = obj.clone();
+    let (_, out) = s.post_json("/validate/nonadminbackups", &validated).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+
+    // deleteBackup only goes one way.
+    let mut back = validated.clone();
+    back["request"]["oldObject"] = obj.clone();
+    back["request"]["object"]["spec"]["deleteBackup"] = json!(false);
+    let (_, out) = s.post_json("/validate/nonadminbackups", &back).await;
+    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("spec.deleteBackup"));
+}
+
+#[tokio::test]
+async fn identity_label_cannot_be_changed_except_by_nac() {
+    let s = TestServer::start(Some("{}")).await;
+    let mut review = fixture("nab-update-delete.json");
+    let old = review["request"]["oldObject"].clone();
+    let mut obj = old.clone();
+    obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL] = json!("team-a-nightly-11111111-2222-4333-8444-555555555555");
+    review["request"]["object"] = obj;
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("cannot be changed or removed"));
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:nac-system:nac");
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true);
+}
+
+#[tokio::test]
+async fn updates_pass_even_without_a_valid_policy_but_creates_fail_closed() {
+    let s = TestServer::start(None).await;
+    let (_, out) = s.post_json("/validate/nonadminbackups", &fixture("nab-create.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("no valid admin policy"));
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &fixture("nab-create.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    // Controller updates (finalizers, deleteBackup) must never be blocked by a broken policy.
+    let mut review = fixture("nab-update-delete.json");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true);
+    review["request"]["object"] = patched_object(&review, &out);
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+}
+
+#[tokio::test]
+async fn nar_rules() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let review = fixture("nar-create.json");
+    let (_, out) = s.post_json("/mutate/nonadminrestores", &review).await;
+    let obj = patched_object(&review, &out);
+    assert_eq!(obj["spec"]["restoreSpec"]["restorePVs"], true);
+    let id = obj["metadata"]["labels"]["openshift.io/oadp-nar-origin-nacuuid"].as_str().unwrap();
+    assert!(is_nacuuid_for(id, "team-a", "restore-1"));
+    let (_, out) = s.post_json("/validate/nonadminrestores", &fixture("nar-create-namespace-mapping.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("NonAdminRestore spec.restoreSpec.namespaceMapping is restricted"), "{msg}");
+}
+
+#[tokio::test]
+async fn wrong_resource_on_an_endpoint_is_denied_not_allowed() {
+    let s = TestServer::start(Some("{}")).await;
+    let (_, out) = s.post_json("/validate/nonadminbackups", &fixture("nar-create.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("handles NonAdminBackup") && msg.contains("NonAdminRestore"), "{msg}");
+    let (_, out) = s.post_json("/validate/policies", &fixture("nab-create.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+}
+
+#[tokio::test]
+async fn policy_configmap_validation() {
+    let s = TestServer::start(Some("{}")).await;
+    let (_, out) = s.post_json("/validate/policies", &fixture("policy-bad.json")).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"), "{msg}");
+    let (_, out) = s.post_json("/validate/policies", &fixture("policy-good.json")).await;
+    assert_eq!(resp(&out)["allowed"], true);
+    // Other ConfigMaps in the namespace are not nac's business.
+    let mut other = fixture("policy-bad.json");
+    other["request"]["name"] = json!("something-else");
+    let (_, out) = s.post_json("/validate/policies", &other).await;
+    assert_eq!(resp(&out)["allowed"], true);
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_verdict() {
+    let s = TestServer::start(Some("{}")).await;
+    let mut review = fixture("nab-create-other-namespace.json");
+    review["request"]["dryRun"] = json!(true);
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+}
+
+#[tokio::test]
+async fn bad_input_gets_400_with_a_one_line_reason() {
+    let s = TestServer::start(Some("{}")).await;
+    let good = serde_json::to_vec(&fixture("nab-create.json")).unwrap();
+    let mut no_request = fixture("nab-create.json");
+    no_request.as_object_mut().unwrap().remove("request");
+    let mut v1beta1 = fixture("nab-create.json");
+    v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let mut wrong_kind = fixture("nab-create.json");
+    wrong_kind["kind"] = json!("Pod");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("application/json", b"{not json".to_vec(), "malformed AdmissionReview JSON"),
+        ("application/json", b"".to_vec(), "malformed"),
+        ("application/json", serde_json::to_vec(&no_request).unwrap(), "no request"),
+        ("application/json", serde_json::to_vec(&v1beta1).unwrap(), "apiVersion"),
+        ("application/json", serde_json::to_vec(&wrong_kind).unwrap(), "kind AdmissionReview"),
+        ("text/plain", good.clone(), "content type"),
+        ("application/json", vec![b' '; 3 * 1024 * 1024 + 1], "larger than"),
+        ("application/json", b"[1,2,3]".to_vec(), "malformed"),
+    ];
+    for (ct, body, needle) in cases {
+        let mut c = s.connect().await;
+        let (status, text) = c.post("/validate/nonadminbackups", ct, body).await.unwrap();
+        let text = String::from_utf8_lossy(&text).to_string();
+        assert_eq!(status, 400, "{needle}: {text}");
+        assert!(text.contains(needle), "{needle}: {text}");
+        assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+    }
+    // The server is still fine afterwards.
+    let mut c = s.connect().await;
+    let (status, _) = c.post("/validate/nonadminbackups", "application/json", good).await.unwrap();
+    assert_eq!(status, 200);
+    let m = s.metrics.encode();
+    assert!(m.contains("nac_webhook_requests_total{endpoint=\"/validate/nonadminbackups\",verdict=\"BadRequest\"} 8"), "{m}");
+}
+
+#[tokio::test]
+async fn http2_and_tls12_are_served() {
+    let s = TestServer::start(Some("{}")).await;
+    let body = serde_json::to_vec(&fixture("nab-create.json")).unwrap();
+    let mut h2 = s.connect_with(&[b"h2", b"http/1.1"], false).await;
+    assert_eq!(h2.alpn.as_deref(), Some(&b"h2"[..]));
+    assert_eq!(h2.tls_version, Some(rustls::ProtocolVersion::TLSv1_3));
+    for _ in 0..3 {
+        let (status, _) = h2.post("/mutate/nonadminbackups", "application/json", body.clone()).await.unwrap();
+        assert_eq!(status, 200);
+    }
+    let mut t12 = s.connect_with(&[b"http/1.1"], true).await;
+    assert_eq!(t12.tls_version, Some(rustls::ProtocolVersion::TLSv1_2));
+    let (status, _) = t12.post("/mutate/nonadminbackups", "application/json", body).await.unwrap();
+    assert_eq!(status, 200);
+}
