@@ -9,7 +9,7 @@ pub mod policy;
 pub mod policy_source;
 pub mod policy_store;
 pub mod server;
+pub mod testing;
 pub mod tls;
 pub mod velero;
 pub mod webhook_config;
-pub mod testing;

@@ -185,7 +185,11 @@ impl DevCa {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name.push(DnType::CommonName, "nac-webhook-ca");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let (nb, na) = validity(days);
         params.not_before = nb.into();
         params.not_after = na.into();
@@ -203,8 +207,10 @@ impl DevCa {
         let issuer = rcgen::Issuer::new(self.params.clone(), &self.key);
         let key = KeyPair::generate()?;
         let mut leaf = CertificateParams::new(hosts.to_vec())?;
-        leaf.distinguished_name
-            .push(DnType::CommonName, hosts.first().cloned().unwrap_or_else(|| "nac".into()));
+        leaf.distinguished_name.push(
+            DnType::CommonName,
+            hosts.first().cloned().unwrap_or_else(|| "nac".into()),
+        );
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         let (nb, na) = validity(days);

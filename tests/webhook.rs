@@ -35,7 +35,10 @@ async fn mutate_nab_create_fills_policy_namespace_and_identity() {
         .iter()
         .map(|w| w.as_str().unwrap())
         .collect();
-    assert!(warnings.contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy"), "{warnings:?}");
+    assert!(
+        warnings.contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy"),
+        "{warnings:?}"
+    );
 
     // The mutated object then passes validation.
     let mut validated = review.clone();
@@ -59,7 +62,10 @@ async fn forged_identity_label_is_replaced_on_create_and_refused_if_it_gets_thro
     let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
     assert_eq!(resp(&out)["allowed"], false);
     let msg = resp(&out)["status"]["message"].as_str().unwrap();
-    assert!(msg.contains(NAB_ORIGIN_NACUUID_LABEL) && msg.contains("forged"), "{msg}");
+    assert!(
+        msg.contains(NAB_ORIGIN_NACUUID_LABEL) && msg.contains("forged"),
+        "{msg}"
+    );
     // nac's own service account may set it (re-creating an object with its original identity).
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:nac-system:nac");
     let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
@@ -78,7 +84,10 @@ async fn validate_denies_other_namespace_and_cluster_resources_naming_fields() {
     assert_eq!(r["allowed"], false);
     assert_eq!(r["status"]["code"], 403);
     let msg = r["status"]["message"].as_str().unwrap();
-    assert!(msg.contains("NonAdminBackup spec.backupSpec.includedNamespaces is restricted"), "{msg}");
+    assert!(
+        msg.contains("NonAdminBackup spec.backupSpec.includedNamespaces is restricted"),
+        "{msg}"
+    );
     assert!(msg.contains("team-b"), "{msg}");
     assert!(msg.contains("spec.backupSpec.includeClusterResources"), "{msg}");
     let fields: Vec<&str> = r["status"]["details"]["causes"]
@@ -89,7 +98,10 @@ async fn validate_denies_other_namespace_and_cluster_resources_naming_fields() {
         .collect();
     assert_eq!(
         fields,
-        ["spec.backupSpec.includedNamespaces", "spec.backupSpec.includeClusterResources"]
+        [
+            "spec.backupSpec.includedNamespaces",
+            "spec.backupSpec.includeClusterResources"
+        ]
     );
 }
 
@@ -119,7 +131,10 @@ async fn spec_is_immutable_but_delete_backup_may_be_set() {
     let review = fixture("nab-update-delete.json");
     let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
     let obj = patched_object(&review, &out);
-    assert_eq!(obj["spec"]["backupSpec"], review["request"]["oldObject"]["spec"]["backupSpec"]);
+    assert_eq!(
+        obj["spec"]["backupSpec"],
+        review["request"]["oldObject"]["spec"]["backupSpec"]
+    );
     assert_eq!(
         obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL],
         review["request"]["oldObject"]["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL]
@@ -134,7 +149,10 @@ async fn spec_is_immutable_but_delete_backup_may_be_set() {
     back["request"]["oldObject"] = obj.clone();
     back["request"]["object"]["spec"]["deleteBackup"] = json!(false);
     let (_, out) = s.post_json("/validate/nonadminbackups", &back).await;
-    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("spec.deleteBackup"));
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("spec.deleteBackup"));
 }
 
 #[tokio::test]
@@ -147,7 +165,10 @@ async fn identity_label_cannot_be_changed_except_by_nac() {
     review["request"]["object"] = obj;
     let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
     assert_eq!(resp(&out)["allowed"], false);
-    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("cannot be changed or removed"));
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be changed or removed"));
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:nac-system:nac");
     let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
     assert_eq!(resp(&out)["allowed"], true);
@@ -156,10 +177,17 @@ async fn identity_label_cannot_be_changed_except_by_nac() {
 #[tokio::test]
 async fn updates_pass_even_without_a_valid_policy_but_creates_fail_closed() {
     let s = TestServer::start(None).await;
-    let (_, out) = s.post_json("/validate/nonadminbackups", &fixture("nab-create.json")).await;
+    let (_, out) = s
+        .post_json("/validate/nonadminbackups", &fixture("nab-create.json"))
+        .await;
     assert_eq!(resp(&out)["allowed"], false);
-    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("no valid admin policy"));
-    let (_, out) = s.post_json("/mutate/nonadminbackups", &fixture("nab-create.json")).await;
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no valid admin policy"));
+    let (_, out) = s
+        .post_json("/mutate/nonadminbackups", &fixture("nab-create.json"))
+        .await;
     assert_eq!(resp(&out)["allowed"], false);
     // Controller updates (finalizers, deleteBackup) must never be blocked by a broken policy.
     let mut review = fixture("nab-update-delete.json");
@@ -177,21 +205,36 @@ async fn nar_rules() {
     let (_, out) = s.post_json("/mutate/nonadminrestores", &review).await;
     let obj = patched_object(&review, &out);
     assert_eq!(obj["spec"]["restoreSpec"]["restorePVs"], true);
-    let id = obj["metadata"]["labels"]["openshift.io/oadp-nar-origin-nacuuid"].as_str().unwrap();
+    let id = obj["metadata"]["labels"]["openshift.io/oadp-nar-origin-nacuuid"]
+        .as_str()
+        .unwrap();
     assert!(is_nacuuid_for(id, "team-a", "restore-1"));
-    let (_, out) = s.post_json("/validate/nonadminrestores", &fixture("nar-create-namespace-mapping.json")).await;
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminrestores",
+            &fixture("nar-create-namespace-mapping.json"),
+        )
+        .await;
     assert_eq!(resp(&out)["allowed"], false);
     let msg = resp(&out)["status"]["message"].as_str().unwrap();
-    assert!(msg.contains("NonAdminRestore spec.restoreSpec.namespaceMapping is restricted"), "{msg}");
+    assert!(
+        msg.contains("NonAdminRestore spec.restoreSpec.namespaceMapping is restricted"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
 async fn wrong_resource_on_an_endpoint_is_denied_not_allowed() {
     let s = TestServer::start(Some("{}")).await;
-    let (_, out) = s.post_json("/validate/nonadminbackups", &fixture("nar-create.json")).await;
+    let (_, out) = s
+        .post_json("/validate/nonadminbackups", &fixture("nar-create.json"))
+        .await;
     assert_eq!(resp(&out)["allowed"], false);
     let msg = resp(&out)["status"]["message"].as_str().unwrap();
-    assert!(msg.contains("handles NonAdminBackup") && msg.contains("NonAdminRestore"), "{msg}");
+    assert!(
+        msg.contains("handles NonAdminBackup") && msg.contains("NonAdminRestore"),
+        "{msg}"
+    );
     let (_, out) = s.post_json("/validate/policies", &fixture("nab-create.json")).await;
     assert_eq!(resp(&out)["allowed"], false);
 }
@@ -202,7 +245,10 @@ async fn policy_configmap_validation() {
     let (_, out) = s.post_json("/validate/policies", &fixture("policy-bad.json")).await;
     assert_eq!(resp(&out)["allowed"], false);
     let msg = resp(&out)["status"]["message"].as_str().unwrap();
-    assert!(msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"), "{msg}");
+    assert!(
+        msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"),
+        "{msg}"
+    );
     let (_, out) = s.post_json("/validate/policies", &fixture("policy-good.json")).await;
     assert_eq!(resp(&out)["allowed"], true);
     // Other ConfigMaps in the namespace are not nac's business.
@@ -232,11 +278,23 @@ async fn bad_input_gets_400_with_a_one_line_reason() {
     let mut wrong_kind = fixture("nab-create.json");
     wrong_kind["kind"] = json!("Pod");
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("application/json", b"{not json".to_vec(), "malformed AdmissionReview JSON"),
+        (
+            "application/json",
+            b"{not json".to_vec(),
+            "malformed AdmissionReview JSON",
+        ),
         ("application/json", b"".to_vec(), "malformed"),
-        ("application/json", serde_json::to_vec(&no_request).unwrap(), "no request"),
+        (
+            "application/json",
+            serde_json::to_vec(&no_request).unwrap(),
+            "no request",
+        ),
         ("application/json", serde_json::to_vec(&v1beta1).unwrap(), "apiVersion"),
-        ("application/json", serde_json::to_vec(&wrong_kind).unwrap(), "kind AdmissionReview"),
+        (
+            "application/json",
+            serde_json::to_vec(&wrong_kind).unwrap(),
+            "kind AdmissionReview",
+        ),
         ("text/plain", good.clone(), "content type"),
         ("application/json", vec![b' '; 3 * 1024 * 1024 + 1], "larger than"),
         ("application/json", b"[1,2,3]".to_vec(), "malformed"),
@@ -251,10 +309,16 @@ async fn bad_input_gets_400_with_a_one_line_reason() {
     }
     // The server is still fine afterwards.
     let mut c = s.connect().await;
-    let (status, _) = c.post("/validate/nonadminbackups", "application/json", good).await.unwrap();
+    let (status, _) = c
+        .post("/validate/nonadminbackups", "application/json", good)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     let m = s.metrics.encode();
-    assert!(m.contains("nac_webhook_requests_total{endpoint=\"/validate/nonadminbackups\",verdict=\"BadRequest\"} 8"), "{m}");
+    assert!(
+        m.contains("nac_webhook_requests_total{endpoint=\"/validate/nonadminbackups\",verdict=\"BadRequest\"} 8"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -265,11 +329,17 @@ async fn http2_and_tls12_are_served() {
     assert_eq!(h2.alpn.as_deref(), Some(&b"h2"[..]));
     assert_eq!(h2.tls_version, Some(rustls::ProtocolVersion::TLSv1_3));
     for _ in 0..3 {
-        let (status, _) = h2.post("/mutate/nonadminbackups", "application/json", body.clone()).await.unwrap();
+        let (status, _) = h2
+            .post("/mutate/nonadminbackups", "application/json", body.clone())
+            .await
+            .unwrap();
         assert_eq!(status, 200);
     }
     let mut t12 = s.connect_with(&[b"http/1.1"], true).await;
     assert_eq!(t12.tls_version, Some(rustls::ProtocolVersion::TLSv1_2));
-    let (status, _) = t12.post("/mutate/nonadminbackups", "application/json", body).await.unwrap();
+    let (status, _) = t12
+        .post("/mutate/nonadminbackups", "application/json", body)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
 }

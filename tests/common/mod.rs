@@ -47,6 +47,7 @@ impl TestServer {
         std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
         std::fs::write(dir.path().join("tls.key"), key).unwrap();
         let certs = CertStore::load(&dir.path().join("tls.crt"), &dir.path().join("tls.key")).unwrap();
+        tokio::spawn(certs.clone().watch(std::time::Duration::from_secs(1)));
         let metrics = Arc::new(Metrics::new());
         let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
         if let Some(p) = policy {
@@ -62,7 +63,12 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, rx) = watch::channel(false);
-        tokio::spawn(nac::server::serve_tls(listener, certs.clone(), admission::router(state), rx));
+        tokio::spawn(nac::server::serve_tls(
+            listener,
+            certs.clone(),
+            admission::router(state),
+            rx,
+        ));
         TestServer {
             addr,
             ca,
