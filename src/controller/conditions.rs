@@ -102,7 +102,14 @@ mod tests {
     #[test]
     fn a_new_condition_is_added_with_the_current_time() {
         let mut c = Vec::new();
-        assert!(set_condition(&mut c, "Accepted", true, "BackupAccepted", "backup accepted", t(0)));
+        assert!(set_condition(
+            &mut c,
+            "Accepted",
+            true,
+            "BackupAccepted",
+            "backup accepted",
+            t(0)
+        ));
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].status, "True");
         assert_eq!(c[0].last_transition_time, Time(t(0)));
@@ -113,7 +120,14 @@ mod tests {
         let mut c = Vec::new();
         set_condition(&mut c, "Accepted", true, "BackupAccepted", "backup accepted", t(0));
         let before = c.clone();
-        assert!(!set_condition(&mut c, "Accepted", true, "BackupAccepted", "backup accepted", t(60)));
+        assert!(!set_condition(
+            &mut c,
+            "Accepted",
+            true,
+            "BackupAccepted",
+            "backup accepted",
+            t(60)
+        ));
         assert_eq!(c, before);
     }
 
@@ -129,8 +143,22 @@ mod tests {
     #[test]
     fn a_status_change_moves_the_transition_time() {
         let mut c = Vec::new();
-        set_condition(&mut c, "Queued", true, "BackupScheduled", "Created Velero Backup object", t(0));
-        assert!(set_condition(&mut c, "Queued", false, "VeleroBackupNotFound", "gone", t(60)));
+        set_condition(
+            &mut c,
+            "Queued",
+            true,
+            "BackupScheduled",
+            "Created Velero Backup object",
+            t(0),
+        );
+        assert!(set_condition(
+            &mut c,
+            "Queued",
+            false,
+            "VeleroBackupNotFound",
+            "gone",
+            t(60)
+        ));
         assert_eq!(c[0].status, "False");
         assert_eq!(c[0].last_transition_time, Time(t(60)));
         assert!(!is_true(&c, "Queued"));
@@ -140,7 +168,14 @@ mod tests {
     fn conditions_of_other_types_are_left_alone() {
         let mut c = Vec::new();
         set_condition(&mut c, "Accepted", true, "BackupAccepted", "backup accepted", t(0));
-        set_condition(&mut c, "Queued", true, "BackupScheduled", "Created Velero Backup object", t(1));
+        set_condition(
+            &mut c,
+            "Queued",
+            true,
+            "BackupScheduled",
+            "Created Velero Backup object",
+            t(1),
+        );
         assert_eq!(c.len(), 2);
         assert!(is_true(&c, "Accepted") && is_true(&c, "Queued"));
         assert_eq!(find(&c, "Accepted").unwrap().last_transition_time, Time(t(0)));
@@ -152,7 +187,10 @@ mod tests {
         assert!(advance_phase(&mut p, New));
         assert!(advance_phase(&mut p, Created));
         assert!(!advance_phase(&mut p, New));
-        assert!(!advance_phase(&mut p, BackingOff), "nac never falls back from Created to BackingOff");
+        assert!(
+            !advance_phase(&mut p, BackingOff),
+            "nac never falls back from Created to BackingOff"
+        );
         assert_eq!(p, Some(Created));
         assert!(advance_phase(&mut p, Deleting));
         assert!(!advance_phase(&mut p, Created));

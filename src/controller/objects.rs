@@ -17,7 +17,8 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// Namespaced kinds never included in a tenant's backup or restore: nac's own objects.
-pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] = &["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"];
+pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] =
+    &["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"];
 /// Cluster-scoped kinds never included in a tenant's backup or restore: cluster security objects.
 pub const EXCLUDED_CLUSTER_RESOURCES: &[&str] = &[
     "securitycontextconstraints",
@@ -44,7 +45,9 @@ fn append_unique(spec: &mut Map<String, Value>, field: &str, items: &[&str]) {
             }
         })
         .or_insert_with(|| Value::Array(Vec::new()));
-    let Value::Array(list) = list else { unreachable!("made an array above") };
+    let Value::Array(list) = list else {
+        unreachable!("made an array above")
+    };
     for item in items {
         if !list.iter().any(|v| v.as_str() == Some(item)) {
             list.push(Value::String((*item).to_string()));
@@ -179,7 +182,12 @@ pub fn velero_backup_for(
     velero_namespace: &str,
     policy: &Policy,
 ) -> Result<Backup, String> {
-    Ok(velero_backup(nab, nacuuid, velero_namespace, velero_backup_spec(nab, policy)?))
+    Ok(velero_backup(
+        nab,
+        nacuuid,
+        velero_namespace,
+        velero_backup_spec(nab, policy)?,
+    ))
 }
 
 /// The DeleteBackupRequest asking Velero to delete `backup` and its data, named by the nacuuid so it is created
@@ -292,12 +300,16 @@ pub fn nar_ref(meta: &ObjectMeta) -> Option<ObjectRef<NonAdminRestore>> {
 
 /// Whether a Velero object carries nac's NonAdminBackup identity label.
 pub fn has_nab_label(meta: &ObjectMeta) -> bool {
-    meta.labels.as_ref().is_some_and(|l| l.contains_key(NAB_ORIGIN_NACUUID_LABEL))
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(NAB_ORIGIN_NACUUID_LABEL))
 }
 
 /// Whether a Velero object carries nac's NonAdminRestore identity label.
 pub fn has_nar_label(meta: &ObjectMeta) -> bool {
-    meta.labels.as_ref().is_some_and(|l| l.contains_key(NAR_ORIGIN_NACUUID_LABEL))
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(NAR_ORIGIN_NACUUID_LABEL))
 }
 
 /// Whether a Velero object found under a nacuuid really belongs to the object `namespace`/`name` (a guard against
@@ -379,8 +391,13 @@ mod tests {
 
     #[test]
     fn old_style_specs_get_the_exclusions_in_excluded_resources() {
-        let b = velero_backup_for(&nab(json!({"excludedResources": ["secrets"]})), "x", "velero", &Policy::default())
-            .unwrap();
+        let b = velero_backup_for(
+            &nab(json!({"excludedResources": ["secrets"]})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
         let ex = b.spec.excluded_resources.unwrap();
         assert_eq!(ex[0], "secrets");
         for k in EXCLUDED_NAMESPACED_RESOURCES.iter().chain(EXCLUDED_CLUSTER_RESOURCES) {
@@ -403,8 +420,14 @@ mod tests {
             b.spec.excluded_namespace_scoped_resources.unwrap(),
             EXCLUDED_NAMESPACED_RESOURCES
         );
-        assert_eq!(b.spec.excluded_cluster_scoped_resources.unwrap(), EXCLUDED_CLUSTER_RESOURCES);
-        assert!(b.spec.excluded_resources.is_none(), "Velero refuses mixed old and new filters");
+        assert_eq!(
+            b.spec.excluded_cluster_scoped_resources.unwrap(),
+            EXCLUDED_CLUSTER_RESOURCES
+        );
+        assert!(
+            b.spec.excluded_resources.is_none(),
+            "Velero refuses mixed old and new filters"
+        );
     }
 
     #[test]
@@ -413,7 +436,10 @@ mod tests {
         add_backup_exclusions(&mut spec);
         add_backup_exclusions(&mut spec);
         let n = spec["excludedResources"].as_array().unwrap().len();
-        assert_eq!(n, EXCLUDED_NAMESPACED_RESOURCES.len() + EXCLUDED_CLUSTER_RESOURCES.len());
+        assert_eq!(
+            n,
+            EXCLUDED_NAMESPACED_RESOURCES.len() + EXCLUDED_CLUSTER_RESOURCES.len()
+        );
     }
 
     #[test]
@@ -431,7 +457,13 @@ mod tests {
 
     #[test]
     fn unknown_fields_survive_into_the_velero_spec() {
-        let b = velero_backup_for(&nab(json!({"futureField": {"a": 1}})), "x", "velero", &Policy::default()).unwrap();
+        let b = velero_backup_for(
+            &nab(json!({"futureField": {"a": 1}})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
         assert_eq!(b.spec.extra["futureField"], json!({"a": 1}));
     }
 
@@ -465,7 +497,7 @@ mod tests {
         assert_eq!(r.spec.backup_name.as_deref(), Some("team-a-nightly-uuid"));
         assert_eq!(r.spec.included_namespaces, Some(vec!["team-a".to_string()]));
         assert_eq!(r.spec.include_cluster_resources, Some(false));
-        let ex = r.spec.excluded_resources.unwrap();
+        let ex = r.spec.excluded_resources.clone().unwrap();
         assert_eq!(ex[0], "secrets");
         assert!(ex.iter().any(|e| e == "clusterroles"));
         assert!(ex.iter().any(|e| e == "nonadminbackups"));

@@ -174,7 +174,9 @@ impl QueueIndex {
 
     /// One object of the relist.
     pub fn relist_item(&mut self, obs: Observed) {
-        self.relist.get_or_insert_with(HashMap::new).insert(obs.name.clone(), obs);
+        self.relist
+            .get_or_insert_with(HashMap::new)
+            .insert(obs.name.clone(), obs);
     }
 
     /// Ends a relist; returns every object (old or new) whose position differs from before.
@@ -227,7 +229,11 @@ mod tests {
         q.upsert(obs("c", 3, None));
         assert_eq!(q.position("a"), Some(1));
         assert_eq!(q.position("b"), Some(2));
-        assert_eq!(q.position("c"), Some(3), "a backup Velero has not seen yet is queued too");
+        assert_eq!(
+            q.position("c"),
+            Some(3),
+            "a backup Velero has not seen yet is queued too"
+        );
         assert_eq!(q.position("unknown"), None);
     }
 
@@ -313,7 +319,13 @@ mod tests {
     fn velero_queue_position_wins_while_queued() {
         let mut q = QueueIndex::new();
         q.upsert(obs("a", 1, Some("InProgress")));
-        q.upsert(Observed::new("b", at(2), Some("Queued"), Some(7), backup_phase_unfinished));
+        q.upsert(Observed::new(
+            "b",
+            at(2),
+            Some("Queued"),
+            Some(7),
+            backup_phase_unfinished,
+        ));
         q.upsert(obs("c", 3, Some("New")));
         assert_eq!(q.position("b"), Some(7));
         assert_eq!(q.position("c"), Some(3), "counted objects still count the queued one");

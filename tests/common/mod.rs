@@ -1,6 +1,9 @@
 //! Shared helpers for integration tests: a real HTTPS webhook server on loopback with generated certificates.
 #![allow(dead_code)]
 
+#[cfg(feature = "e2e")]
+pub mod e2e;
+
 use nac::admission::{self, AdmissionState};
 use nac::metrics::Metrics;
 use nac::policy_store::PolicyStore;

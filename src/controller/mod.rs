@@ -1,0 +1,7 @@
+//! The reconcilers (leader only).
+
+pub mod conditions;
+pub mod counts;
+pub mod objects;
+pub mod queue;
+pub mod status;
