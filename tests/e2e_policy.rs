@@ -1,0 +1,79 @@
+//! End to end: the policy ConfigMap is guarded at apply time and its edits apply live.
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use kube::api::{Api, PostParams};
+use nac::api::NonAdminBackup;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn nab(name: &str) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": {"ttl": "100h"}}
+    }))
+    .unwrap()
+}
+
+/// One test, so that policy edits cannot race with other tests in this binary.
+#[tokio::test]
+async fn policy_edits_are_checked_at_apply_and_applied_live() {
+    let env = Env::start(
+        "backup:\n  maxTtl: 2160h\n",
+        NacOptions {
+            controllers: false,
+            ..NacOptions::default()
+        },
+    )
+    .await;
+    let (ns, user) = env.tenant("e2e-policy").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    api.create(&PostParams::default(), &nab("before")).await.unwrap();
+
+    // A broken edit is refused at apply, naming the field; the policy in force does not change.
+    let err = set_policy(&env.admin, "enforceBackupSpec:\n  ttl: 720h\n  snapshotVolume: false\n")
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"), "{msg}");
+    let err = set_policy(&env.admin, "backup:\n  maxTtl: soon\n").await.unwrap_err();
+    assert!(err.to_string().contains("backup.maxTtl"), "{err}");
+    api.create(&PostParams::default(), &nab("still-allowed")).await.unwrap();
+
+    // A valid edit changes the verdict of the next create within 2 seconds.
+    set_policy(&env.admin, "backup:\n  maxTtl: 48h\n").await.unwrap();
+    let edited = Instant::now();
+    let mut n = 0;
+    let took = loop {
+        n += 1;
+        match api.create(&PostParams::default(), &nab(&format!("after-{n}"))).await {
+            Err(kube::Error::Api(e)) if e.message.contains("above the maximum 48h0m0s") => break edited.elapsed(),
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => {}
+        }
+        assert!(edited.elapsed() < Duration::from_secs(2), "policy edit not applied within 2 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("policy edit applied after {took:?}");
+    let metrics = env.nac.metrics_text().await;
+    assert!(metrics.contains("nac_policy_generation 2"), "{metrics}");
+
+    // With the policy webhook out of the way, a broken policy can land: nac keeps the last valid one,
+    // says so on /readyz, and counts the error.
+    delete_webhooks(&env.admin).await;
+    set_policy(&env.admin, "enforceBackupSpec: {tll: 1h}\n").await.unwrap();
+    let ready = eventually(Duration::from_secs(5), "readyz to report the rejected policy", || async {
+        let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
+        (code == 200 && body.contains("rejected")).then_some(body)
+    })
+    .await;
+    assert!(ready.contains("tll"), "{ready}");
+    let metrics = env.nac.metrics_text().await;
+    assert!(metrics.contains("nac_policy_reload_errors_total 1"), "{metrics}");
+    assert!(metrics.contains("nac_policy_generation 2"), "{metrics}");
+    register_webhooks(&env.cluster, &env.admin, &env.nac).await;
+    let e = api.create(&PostParams::default(), &nab("last-valid")).await.unwrap_err();
+    assert!(e.to_string().contains("48h0m0s"), "{e}");
+}
