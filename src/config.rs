@@ -5,7 +5,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub webhook: WebhookSettings,
@@ -83,18 +83,6 @@ pub enum LogFormat {
 
 fn default_namespace() -> String {
     std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "nac-system".to_string())
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            webhook: WebhookSettings::default(),
-            metrics: MetricsSettings::default(),
-            policy: PolicySettings::default(),
-            controllers: ControllerSettings::default(),
-            log: LogSettings::default(),
-        }
-    }
 }
 
 impl Default for WebhookSettings {
@@ -218,9 +206,6 @@ impl Settings {
                 "controllers.leader_election.renew_interval_secs",
                 "must be at most half of lease_duration_secs",
             );
-        }
-        if !self.controllers.enabled && self.policy.file.is_none() {
-            // Without the controllers there is still the ConfigMap watch, which needs a cluster: allowed.
         }
         Ok(())
     }

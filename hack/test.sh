@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: lint, unit and handler tests, then the end-to-end tests against a
+# local control plane started here (its own state dir, so a `make run` cluster is left alone) and stopped on
+# exit, also on failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$PWD/.cluster-test}
+started=0
+cleanup() {
+	status=$?
+	if [[ $started == 1 ]]; then
+		hack/cluster-down.sh || true
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== lint"
+cargo fmt --all -- --check
+cargo clippy --all-targets --features e2e -- -D warnings
+
+echo "== build"
+cargo build --bins --tests --features e2e
+
+echo "== control plane ($CLUSTER_DIR)"
+if ! hack/cluster-up.sh --status >/dev/null 2>&1; then
+	started=1
+fi
+make --no-print-directory cluster-up
+hack/install-crds.sh target/debug/nac
+
+echo "== tests (unit, handler, end-to-end)"
+cargo test --features e2e
