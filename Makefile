@@ -26,7 +26,7 @@ lint:
 # The end-to-end suite alone, against the cluster in $(CLUSTER_DIR) (make cluster-up first).
 e2e:
 	$(CARGO) build --bins
-	hack/install-crds.sh target/debug/nac
+	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
 	$(CARGO) test --features e2e --test 'e2e_*'
 
 # A local control plane plus nac with the strict example policy, in the foreground until Ctrl-C.

@@ -30,7 +30,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 cargo build --bins
-NAC=$ROOT/target/debug/nac
+NAC=${CARGO_TARGET_DIR:-$ROOT/target}/debug/nac
 
 if [[ -n ${KUBECONFIG:-} ]]; then
 	echo "run: using the cluster in KUBECONFIG=$KUBECONFIG"

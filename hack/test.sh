@@ -29,7 +29,7 @@ if ! hack/cluster-up.sh --status >/dev/null 2>&1; then
 	started=1
 fi
 make --no-print-directory cluster-up
-hack/install-crds.sh target/debug/nac
+hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
 
 echo "== tests (unit, handler, end-to-end)"
 cargo test --features e2e
