@@ -57,8 +57,9 @@ hack/install-crds.sh "$NAC"
 "$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-nab-editor" --clusterrole=nonadminbackup-editor-role \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
 
-port=${NAC_WEBHOOK_PORT:-9443}
-metrics_port=${NAC_METRICS_PORT:-8080}
+# Not NAC_*: nac reads every NAC_* variable as a setting and refuses unknown ones.
+port=${RUN_WEBHOOK_PORT:-9443}
+metrics_port=${RUN_METRICS_PORT:-8080}
 NAC_WEBHOOK__LISTEN=127.0.0.1:$port NAC_METRICS__LISTEN=127.0.0.1:$metrics_port \
 NAC_WEBHOOK__CERT_FILE=$WEBHOOK_TLS_CERT NAC_WEBHOOK__KEY_FILE=$WEBHOOK_TLS_KEY \
 NAC_POLICY__NAMESPACE=$NAC_NS NAC_CONTROLLERS__VELERO_NAMESPACE=${VELERO_NAMESPACE:-openshift-adp} \
