@@ -3,7 +3,7 @@ include make/cluster.mk
 
 CARGO ?= cargo
 
-.PHONY: build release test unit lint e2e run bench fuzz clean
+.PHONY: build release test unit lint e2e run bench scale clean
 
 build:
 	$(CARGO) build --bins
@@ -38,3 +38,9 @@ bench:
 
 clean: cluster-clean
 	$(CARGO) clean
+
+# Reconciler scale run against the cluster in $(CLUSTER_DIR): 1,000 NABs over 100 namespaces (see BENCHMARKS.md).
+scale:
+	$(CARGO) build --release --bins
+	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"
+	$(CARGO) test --release --features e2e,scale --test scale_run -- --nocapture

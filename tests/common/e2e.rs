@@ -162,6 +162,20 @@ impl NacProcess {
         }
     }
 
+    /// The pid of nac itself (the wrapper shell's child).
+    pub fn nac_pid(&self) -> Option<u32> {
+        let pid = self.child.id();
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        kids.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Peak resident memory of nac so far (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.nac_pid()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
     pub async fn metrics_text(&self) -> String {
         http_get(self.metrics, "/metrics")
             .await

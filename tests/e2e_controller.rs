@@ -1,0 +1,395 @@
+//! End to end: the reconciler against the real API server, the test playing Velero by patching Velero objects
+//! (Velero's CRDs have no status subresource, so status is patched on the object itself).
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use nac::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore};
+use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use nac::velero::{Backup, DeleteBackupRequest, Restore};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+static NAC: OnceCell<Env> = OnceCell::const_new();
+const T: Duration = Duration::from_secs(20);
+
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async { Env::start("backup:\n  maxTtl: 2160h\n", NacOptions::default()).await })
+        .await
+}
+
+async fn tenant(prefix: &str) -> (String, Client, Client) {
+    env().await;
+    let c = Cluster::load();
+    let admin = c.admin().await;
+    let ns = unique_ns(prefix);
+    ensure_namespace(&admin, &ns).await;
+    let user = format!("user-{ns}");
+    grant_editor(&admin, &ns, &user).await;
+    (ns, c.as_user(&user).await, admin)
+}
+
+fn nab(name: &str) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": {"labelSelector": {"matchLabels": {"app": "shop"}}}}
+    }))
+    .unwrap()
+}
+
+fn nar(name: &str, backup: &str) -> NonAdminRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": backup}}
+    }))
+    .unwrap()
+}
+
+fn condition<'a>(nab: &'a Value, ty: &str) -> Option<&'a Value> {
+    nab["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == ty)
+}
+
+/// Waits until the NAB is Created and returns it with its Velero Backup.
+async fn created(api: &Api<NonAdminBackup>, velero: &Api<Backup>, name: &str) -> (Value, Backup) {
+    let nab = eventually(T, &format!("NAB {name} Created"), || async {
+        let n = api.get(name).await.ok()?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::Created)).then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await;
+    let vb_name = nab["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let vb = velero.get(&vb_name).await.unwrap();
+    (nab, vb)
+}
+
+async fn play_velero_backup(velero: &Api<Backup>, name: &str, status: Value) {
+    velero
+        .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn backup_lifecycle_is_mirrored() {
+    let (ns, user, admin) = tenant("ctl-life").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let created_nab = api.create(&PostParams::default(), &nab("nightly")).await.unwrap();
+    let id = created_nab.metadata.labels.as_ref().unwrap()[NAB_ORIGIN_NACUUID_LABEL].clone();
+    let (n, vb) = created(&api, &velero, "nightly").await;
+
+    // Conditions and references per the status design.
+    let accepted = condition(&n, "Accepted").unwrap();
+    assert_eq!((accepted["status"].as_str(), accepted["reason"].as_str()), (Some("True"), Some("BackupAccepted")));
+    let queued = condition(&n, "Queued").unwrap();
+    assert_eq!((queued["status"].as_str(), queued["reason"].as_str()), (Some("True"), Some("BackupScheduled")));
+    assert_eq!(n["status"]["veleroBackup"]["nacuuid"], id.as_str());
+    assert_eq!(n["status"]["veleroBackup"]["name"], id.as_str());
+    assert_eq!(n["status"]["veleroBackup"]["namespace"], VELERO_NAMESPACE);
+    assert!(created_nab.metadata.finalizers.is_none());
+    assert!(api.get("nightly").await.unwrap().metadata.finalizers.is_some_and(|f| !f.is_empty()));
+
+    // The Velero Backup: named by the nacuuid, labelled and annotated per the design, tenant-scoped spec.
+    assert_eq!(vb.metadata.name.as_deref(), Some(id.as_str()));
+    let labels = vb.metadata.labels.clone().unwrap();
+    assert_eq!(labels[NAB_ORIGIN_NACUUID_LABEL], id);
+    assert_eq!(labels["openshift.io/oadp"], "True");
+    assert!(labels.contains_key("app.kubernetes.io/managed-by"));
+    let ann = vb.metadata.annotations.clone().unwrap();
+    assert_eq!(ann["openshift.io/oadp-nab-origin-name"], "nightly");
+    assert_eq!(ann["openshift.io/oadp-nab-origin-namespace"], ns);
+    assert_eq!(vb.spec.included_namespaces, Some(vec![ns.clone()]));
+    let excluded = vb.spec.excluded_resources.clone().unwrap_or_default();
+    for kind in ["nonadminbackups", "nonadminrestores", "clusterroles", "customresourcedefinitions"] {
+        assert!(excluded.iter().any(|e| e.starts_with(kind)), "{kind} not excluded: {excluded:?}");
+    }
+    assert_eq!(vb.spec.label_selector, created_nab.spec.backup_spec.label_selector);
+
+    // Velero runs it: InProgress, then Completed, mirrored whole into the NAB.
+    play_velero_backup(&velero, &id, json!({"phase": "InProgress", "startTimestamp": "2026-11-23T00:00:00Z"})).await;
+    eventually(T, "InProgress mirrored", || async {
+        let n = api.get("nightly").await.ok()?;
+        let vs = n.status?.velero_backup?.status?;
+        (vs.phase.as_deref() == Some("InProgress")).then_some(())
+    })
+    .await;
+    play_velero_backup(
+        &velero,
+        &id,
+        json!({"phase": "Completed", "completionTimestamp": "2026-11-23T00:01:00Z",
+               "progress": {"itemsBackedUp": 56, "totalItems": 56}}),
+    )
+    .await;
+    let done = eventually(T, "Completed mirrored", || async {
+        let n = api.get("nightly").await.ok()?;
+        let st = n.status.clone()?;
+        (st.velero_backup.as_ref()?.status.as_ref()?.phase.as_deref() == Some("Completed")).then_some(n)
+    })
+    .await;
+    let st = done.status.unwrap();
+    assert_eq!(st.phase, Some(NonAdminPhase::Created));
+    assert_eq!(st.queue_info.unwrap().estimated_queue_position, 0);
+    let vs = serde_json::to_value(st.velero_backup.unwrap().status.unwrap()).unwrap();
+    assert_eq!(vs["progress"]["itemsBackedUp"], 56);
+    assert_eq!(vs["startTimestamp"], "2026-11-23T00:00:00Z");
+}
+
+#[tokio::test]
+async fn failed_backup_is_mirrored_and_phase_stays_created() {
+    let (ns, user, admin) = tenant("ctl-fail").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin, VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("b")).await.unwrap();
+    let (_, vb) = created(&api, &velero, "b").await;
+    let name = vb.metadata.name.unwrap();
+    play_velero_backup(&velero, &name, json!({"phase": "Failed", "failureReason": "no credentials"})).await;
+    let n = eventually(T, "Failed mirrored", || async {
+        let n = api.get("b").await.ok()?;
+        let vs = n.status.clone()?.velero_backup?.status?;
+        (vs.phase.as_deref() == Some("Failed")).then_some(n)
+    })
+    .await;
+    let st = n.status.unwrap();
+    assert_eq!(st.phase, Some(NonAdminPhase::Created));
+    assert_eq!(st.velero_backup.unwrap().status.unwrap().failure_reason.as_deref(), Some("no credentials"));
+}
+
+#[tokio::test]
+async fn queue_positions_across_namespaces() {
+    let (ns1, user1, admin) = tenant("ctl-q1").await;
+    let (ns2, user2, _) = tenant("ctl-q2").await;
+    let velero: Api<Backup> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let a1: Api<NonAdminBackup> = Api::namespaced(user1, &ns1);
+    let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
+    // Creation timestamps have one-second resolution: space the creates so the order is unambiguous.
+    let mut names = Vec::new();
+    for (api, n) in [(&a1, "first"), (&a2, "second"), (&a1, "third")] {
+        api.create(&PostParams::default(), &nab(n)).await.unwrap();
+        let (_, vb) = created(api, &velero, n).await;
+        names.push(vb.metadata.name.unwrap());
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let position = |api: Api<NonAdminBackup>, n: &'static str| async move {
+        api.get(n).await.ok()?.status?.queue_info.map(|q| q.estimated_queue_position)
+    };
+    // Other tests' unfinished backups may be queued ahead of ours: compare relative positions.
+    let p = |a: &Api<NonAdminBackup>, n: &'static str| position(a.clone(), n);
+    let (first, second, third) = eventually(T, "three positions", || async {
+        let (x, y, z) = (p(&a1, "first").await?, p(&a2, "second").await?, p(&a1, "third").await?);
+        (x >= 1 && y == x + 1 && z == y + 1).then_some((x, y, z))
+    })
+    .await;
+    assert!(first >= 1 && second == first + 1 && third == second + 1);
+
+    // The first finishes: it drops to 0, the others move up by one.
+    play_velero_backup(&velero, &names[0], json!({"phase": "Completed"})).await;
+    eventually(T, "queue advanced", || async {
+        let (x, y, z) = (p(&a1, "first").await?, p(&a2, "second").await?, p(&a1, "third").await?);
+        (x == 0 && y == second - 1 && z == third - 1).then_some(())
+    })
+    .await;
+    // Velero 1.18 reports its own queue position for Queued backups: that wins.
+    play_velero_backup(&velero, &names[2], json!({"phase": "Queued", "queuePosition": 7})).await;
+    eventually(T, "Velero's queuePosition used", || async {
+        (p(&a1, "third").await? == 7).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delete_backup_request_path() {
+    let (ns, user, admin) = tenant("ctl-dbr").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("old")).await.unwrap();
+    let (_, vb) = created(&api, &velero, "old").await;
+    let vb_name = vb.metadata.name.clone().unwrap();
+    play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;
+
+    api.patch("old", &PatchParams::default(), &Patch::Merge(json!({"spec": {"deleteBackup": true}})))
+        .await
+        .unwrap();
+    let n = eventually(T, "Deleting phase", || async {
+        let n = api.get("old").await.ok()?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::Deleting)).then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await;
+    let c = condition(&n, "Deleting").unwrap();
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("DeletionPending")));
+    assert!(c["message"].as_str().unwrap().contains("backup accepted for deletion"));
+
+    let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}");
+    let dbr = eventually(T, "DeleteBackupRequest created", || async {
+        dbrs.list(&ListParams::default().labels(&sel)).await.ok()?.items.into_iter().next()
+    })
+    .await;
+    assert_eq!(dbr.spec.backup_name, vb_name);
+    let l = dbr.metadata.labels.clone().unwrap();
+    assert_eq!(l["velero.io/backup-name"], vb_name);
+    assert_eq!(l["velero.io/backup-uid"], vb.metadata.uid.clone().unwrap());
+    // Only one request, however many reconciles happen meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(dbrs.list(&ListParams::default().labels(&sel)).await.unwrap().items.len(), 1);
+
+    // Velero processes it: the backup goes away, then the request.
+    velero.delete(&vb_name, &DeleteParams::default()).await.unwrap();
+    dbrs.delete(&dbr.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
+    eventually(T, "NAB removed", || async { api.get_opt("old").await.ok()?.is_none().then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn direct_delete_removes_the_velero_backup() {
+    let (ns, user, admin) = tenant("ctl-del").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("gone")).await.unwrap();
+    let (_, vb) = created(&api, &velero, "gone").await;
+    let vb_name = vb.metadata.name.unwrap();
+    api.delete("gone", &DeleteParams::default()).await.unwrap();
+    eventually(T, "Velero Backup deleted", || async { velero.get_opt(&vb_name).await.ok()?.is_none().then_some(()) }).await;
+    eventually(T, "NAB removed", || async { api.get_opt("gone").await.ok()?.is_none().then_some(()) }).await;
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}");
+    assert!(dbrs.list(&ListParams::default().labels(&sel)).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn velero_backup_removed_behind_nacs_back_is_reported() {
+    let (ns, user, admin) = tenant("ctl-vanish").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin, VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("b")).await.unwrap();
+    let (_, vb) = created(&api, &velero, "b").await;
+    velero.delete(&vb.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
+    let n = eventually(T, "VeleroBackupNotFound", || async {
+        let n = serde_json::to_value(api.get("b").await.ok()?).unwrap();
+        n["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["reason"] == "VeleroBackupNotFound")
+            .then_some(n)
+    })
+    .await;
+    // Phases only move forward.
+    assert_eq!(n["status"]["phase"], "Created");
+}
+
+#[tokio::test]
+async fn restore_of_a_completed_backup() {
+    let (ns, user, admin) = tenant("ctl-nar").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
+    nabs.create(&PostParams::default(), &nab("src")).await.unwrap();
+    let (_, vb) = created(&nabs, &velero, "src").await;
+    let vb_name = vb.metadata.name.unwrap();
+
+    // Not completed yet: not restored.
+    nars.create(&PostParams::default(), &nar("too-early", "src")).await.unwrap();
+    play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;
+
+    let r = nars.create(&PostParams::default(), &nar("r1", "src")).await.unwrap();
+    let id = r.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL].clone();
+    let n = eventually(T, "NAR Created", || async {
+        let n = nars.get("r1").await.ok()?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::Created)).then_some(n)
+    })
+    .await;
+    let st = n.status.unwrap();
+    let vr_name = st.velero_restore.as_ref().unwrap().name.clone().unwrap();
+    assert_eq!(vr_name, id);
+    let vr = restores.get(&vr_name).await.unwrap();
+    assert_eq!(vr.spec.backup_name.as_deref(), Some(vb_name.as_str()));
+    assert_eq!(vr.spec.included_namespaces, Some(vec![ns.clone()]));
+    assert_eq!(vr.spec.include_cluster_resources, Some(false));
+    assert_eq!(vr.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL], id);
+    assert_eq!(vr.metadata.annotations.unwrap()["openshift.io/oadp-nar-origin-namespace"], ns);
+
+    restores
+        .patch(&vr_name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Completed"}})))
+        .await
+        .unwrap();
+    eventually(T, "restore Completed mirrored", || async {
+        let vs = nars.get("r1").await.ok()?.status?.velero_restore?.status?;
+        (vs.phase.as_deref() == Some("Completed")).then_some(())
+    })
+    .await;
+
+    // Deleting the NAR deletes its Velero Restore.
+    nars.delete("r1", &DeleteParams::default()).await.unwrap();
+    eventually(T, "Velero Restore deleted", || async { restores.get_opt(&vr_name).await.ok()?.is_none().then_some(()) })
+        .await;
+    eventually(T, "NAR removed", || async { nars.get_opt("r1").await.ok()?.is_none().then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn restore_naming_another_namespaces_backup_is_refused() {
+    let (ns, user, _) = tenant("ctl-nar-x").await;
+    let (other, other_user, admin) = tenant("ctl-nar-victim").await;
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let theirs: Api<NonAdminBackup> = Api::namespaced(other_user, &other);
+    theirs.create(&PostParams::default(), &nab("secret")).await.unwrap();
+    let (_, vb) = created(&theirs, &velero, "secret").await;
+    play_velero_backup(&velero, &vb.metadata.name.unwrap(), json!({"phase": "Completed"})).await;
+
+    // The name resolves in the NAR's own namespace only: there is no "secret" NAB there.
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    nars.create(&PostParams::default(), &nar("steal", "secret")).await.unwrap();
+    let n = eventually(T, "NAR BackingOff", || async {
+        let n = nars.get("steal").await.ok()?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await;
+    let c = condition(&n, "Accepted").unwrap();
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("InvalidRestoreSpec")));
+    let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let sel = NAR_ORIGIN_NACUUID_LABEL.to_string();
+    let mine: Vec<_> = restores
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| r.metadata.annotations.as_ref().is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns)))
+        .collect();
+    assert!(mine.is_empty());
+}
+
+#[tokio::test]
+async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
+    let (_, _, admin) = tenant("ctl-bypass").await;
+    // The webhooks leave nac's own namespace out, so an object there reaches the reconciler unchecked: exactly
+    // the case of a bypassed webhook. The reconciler must still refuse it.
+    let api: Api<NonAdminBackup> = Api::namespaced(admin.clone(), NAC_NAMESPACE);
+    let bad: NonAdminBackup = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": "escape"},
+        "spec": {"backupSpec": {"includedNamespaces": ["kube-system"], "includeClusterResources": true}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &bad).await.unwrap();
+    let n = eventually(T, "BackingOff", || async {
+        let n = api.get("escape").await.ok()?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await;
+    let c = condition(&n, "Accepted").unwrap();
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("InvalidBackupSpec")));
+    assert!(c["message"].as_str().unwrap().contains("spec.backupSpec.includedNamespaces"));
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let ours = velero
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| b.metadata.annotations.as_ref().is_some_and(|a| a.get("openshift.io/oadp-nab-origin-namespace").map(String::as_str) == Some(NAC_NAMESPACE)))
+        .count();
+    assert_eq!(ours, 0);
+    api.delete("escape", &DeleteParams::default()).await.unwrap();
+}
