@@ -105,6 +105,20 @@ pub fn nab_rejected(old: Option<&NonAdminBackupStatus>, message: &str, now: Time
     s
 }
 
+/// The spec is valid but the Velero Backup could not be created yet (the reconcile failed and is retried).
+pub fn nab_validated(old: Option<&NonAdminBackupStatus>, now: Timestamp) -> NonAdminBackupStatus {
+    let mut s = nab_first_sight(old);
+    set_condition(
+        &mut s.conditions,
+        ACCEPTED,
+        true,
+        BACKUP_ACCEPTED,
+        BACKUP_ACCEPTED_MESSAGE,
+        now,
+    );
+    s
+}
+
 /// The spec is valid and has a nacuuid, the Velero Backup is not created yet (the nacuuid is persisted first).
 pub fn nab_accepted(
     old: Option<&NonAdminBackupStatus>,
@@ -232,6 +246,19 @@ pub fn nar_rejected(old: Option<&NonAdminRestoreStatus>, message: &str, now: Tim
     let mut s = nar_first_sight(old);
     advance_phase(&mut s.phase, NonAdminPhase::BackingOff);
     set_condition(&mut s.conditions, ACCEPTED, false, INVALID_RESTORE_SPEC, message, now);
+    s
+}
+
+pub fn nar_validated(old: Option<&NonAdminRestoreStatus>, now: Timestamp) -> NonAdminRestoreStatus {
+    let mut s = nar_first_sight(old);
+    set_condition(
+        &mut s.conditions,
+        ACCEPTED,
+        true,
+        RESTORE_ACCEPTED,
+        RESTORE_ACCEPTED_MESSAGE,
+        now,
+    );
     s
 }
 
@@ -598,6 +625,17 @@ mod tests {
         assert_eq!(vb.nacuuid.as_deref(), Some("ns-n-u"));
         assert_eq!(vb.name.as_deref(), Some("ns-n-u"));
         assert_eq!(reasons(&nab_notes(None, &s)), vec![BACKUP_ACCEPTED]);
+    }
+
+    #[test]
+    fn a_valid_backup_that_could_not_be_created_yet_is_new_and_accepted() {
+        let s = nab_validated(None, t(0));
+        assert_eq!(s.phase, Some(New));
+        assert!(super::super::conditions::is_true(&s.conditions, ACCEPTED));
+        assert!(s.velero_backup.is_none());
+        let r = nar_validated(None, t(0));
+        assert_eq!(r.phase, Some(New));
+        assert_eq!(find(&r.conditions, ACCEPTED).unwrap().reason, RESTORE_ACCEPTED);
     }
 
     #[test]

@@ -1,0 +1,147 @@
+//! The reconcilers' writes: status through the status subresource only when it changed (conflicts re-read and
+//! re-planned), idempotent creates, tolerant deletes. Every request that writes is counted in `nac_api_writes`.
+
+use crate::api::{NonAdminBackup, NonAdminBackupStatus, NonAdminRestore, NonAdminRestoreStatus};
+use crate::metrics::Metrics;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+/// Attempts at a status write before the conflict is handed to the error policy.
+const STATUS_ATTEMPTS: usize = 4;
+
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason != "AlreadyExists")
+}
+
+pub fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// nac's resources with a status subresource.
+pub trait HasStatus:
+    Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    type Status: Clone + PartialEq + Debug + Send + Sync;
+    /// Kind label for the write counter (`<Kind>/status`).
+    const STATUS_KIND: &'static str;
+    fn status_ref(&self) -> Option<&Self::Status>;
+    fn status_mut(&mut self) -> &mut Option<Self::Status>;
+}
+
+impl HasStatus for NonAdminBackup {
+    type Status = NonAdminBackupStatus;
+    const STATUS_KIND: &'static str = "NonAdminBackup/status";
+    fn status_ref(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<Self::Status> {
+        &mut self.status
+    }
+}
+
+impl HasStatus for NonAdminRestore {
+    type Status = NonAdminRestoreStatus;
+    const STATUS_KIND: &'static str = "NonAdminRestore/status";
+    fn status_ref(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<Self::Status> {
+        &mut self.status
+    }
+}
+
+/// The result of [`update_status`].
+pub struct StatusUpdate<K: HasStatus> {
+    /// The object as stored after the update (or as read, when nothing changed).
+    pub object: K,
+    /// The status it had before the write.
+    pub old: Option<K::Status>,
+    pub written: bool,
+}
+
+impl<K: HasStatus> StatusUpdate<K> {
+    pub fn status(&self) -> Option<&K::Status> {
+        self.object.status_ref()
+    }
+}
+
+/// Writes the status `plan` computes from the current one, if it differs. The write is conditional on the
+/// object's resourceVersion; on a conflict the object is read again and the status planned again from it.
+pub async fn update_status<K, F>(
+    api: &Api<K>,
+    obj: &K,
+    metrics: &Metrics,
+    plan: F,
+) -> Result<StatusUpdate<K>, kube::Error>
+where
+    K: HasStatus,
+    F: Fn(Option<&K::Status>) -> K::Status,
+{
+    let name = obj.name_any();
+    let mut current = obj.clone();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let desired = plan(current.status_ref());
+        if current.status_ref() == Some(&desired) {
+            let old = current.status_ref().cloned();
+            return Ok(StatusUpdate {
+                object: current,
+                old,
+                written: false,
+            });
+        }
+        let old = current.status_ref().cloned();
+        let mut next = current.clone();
+        *next.status_mut() = Some(desired);
+        metrics.write(K::STATUS_KIND);
+        match api.replace_status(&name, &PostParams::default(), &next).await {
+            Ok(object) => {
+                return Ok(StatusUpdate {
+                    object,
+                    old,
+                    written: true,
+                })
+            }
+            Err(e) if is_conflict(&e) && attempt < STATUS_ATTEMPTS => {
+                tracing::debug!(object = %name, attempt, "status write conflict; re-reading");
+                current = api.get(&name).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates `obj`; if it already exists (a previous attempt, another term), reads the existing one instead.
+pub async fn create_or_get<K>(api: &Api<K>, obj: &K, metrics: &Metrics, kind: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    metrics.write(kind);
+    match api.create(&PostParams::default(), obj).await {
+        Ok(created) => Ok(created),
+        Err(e) if is_already_exists(&e) => api.get(&obj.name_any()).await,
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes `name`. Returns true when it is gone now, false when it lingers (finalizers).
+pub async fn delete_if_present<K>(api: &Api<K>, name: &str, metrics: &Metrics, kind: &str) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    metrics.write(kind);
+    match api.delete(name, &DeleteParams::background()).await {
+        // Custom resources come back as the deleted object: gone unless finalizers hold it.
+        Ok(either) => Ok(either.either(|o| o.finalizers().is_empty(), |_| true)),
+        Err(e) if is_not_found(&e) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
