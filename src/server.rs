@@ -257,7 +257,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     if settings.controllers.enabled {
         let client = client.clone().expect("client exists when controllers are enabled");
-        tasks.spawn(start_controllers(
+        tasks.spawn(crate::controller::run(
             client,
             settings.clone(),
             store.clone(),
@@ -291,18 +291,5 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(15), drain).await;
     tasks.abort_all();
     policy_task.abort();
-    Ok(())
-}
-
-async fn start_controllers(
-    client: kube::Client,
-    settings: Settings,
-    store: Arc<PolicyStore>,
-    metrics: Arc<Metrics>,
-    stop: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let _ = (client, settings, store, metrics);
-    let mut stop = stop;
-    stopped(&mut stop).await;
     Ok(())
 }
