@@ -67,7 +67,11 @@ async fn created(api: &Api<NonAdminBackup>, velero: &Api<Backup>, name: &str) ->
 
 async fn play_velero_backup(velero: &Api<Backup>, name: &str, status: Value) {
     velero
-        .patch(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
         .await
         .unwrap();
 }
@@ -83,14 +87,26 @@ async fn backup_lifecycle_is_mirrored() {
 
     // Conditions and references per the status design.
     let accepted = condition(&n, "Accepted").unwrap();
-    assert_eq!((accepted["status"].as_str(), accepted["reason"].as_str()), (Some("True"), Some("BackupAccepted")));
+    assert_eq!(
+        (accepted["status"].as_str(), accepted["reason"].as_str()),
+        (Some("True"), Some("BackupAccepted"))
+    );
     let queued = condition(&n, "Queued").unwrap();
-    assert_eq!((queued["status"].as_str(), queued["reason"].as_str()), (Some("True"), Some("BackupScheduled")));
+    assert_eq!(
+        (queued["status"].as_str(), queued["reason"].as_str()),
+        (Some("True"), Some("BackupScheduled"))
+    );
     assert_eq!(n["status"]["veleroBackup"]["nacuuid"], id.as_str());
     assert_eq!(n["status"]["veleroBackup"]["name"], id.as_str());
     assert_eq!(n["status"]["veleroBackup"]["namespace"], VELERO_NAMESPACE);
     assert!(created_nab.metadata.finalizers.is_none());
-    assert!(api.get("nightly").await.unwrap().metadata.finalizers.is_some_and(|f| !f.is_empty()));
+    assert!(api
+        .get("nightly")
+        .await
+        .unwrap()
+        .metadata
+        .finalizers
+        .is_some_and(|f| !f.is_empty()));
 
     // The Velero Backup: named by the nacuuid, labelled and annotated per the design, tenant-scoped spec.
     assert_eq!(vb.metadata.name.as_deref(), Some(id.as_str()));
@@ -103,13 +119,26 @@ async fn backup_lifecycle_is_mirrored() {
     assert_eq!(ann["openshift.io/oadp-nab-origin-namespace"], ns);
     assert_eq!(vb.spec.included_namespaces, Some(vec![ns.clone()]));
     let excluded = vb.spec.excluded_resources.clone().unwrap_or_default();
-    for kind in ["nonadminbackups", "nonadminrestores", "clusterroles", "customresourcedefinitions"] {
-        assert!(excluded.iter().any(|e| e.starts_with(kind)), "{kind} not excluded: {excluded:?}");
+    for kind in [
+        "nonadminbackups",
+        "nonadminrestores",
+        "clusterroles",
+        "customresourcedefinitions",
+    ] {
+        assert!(
+            excluded.iter().any(|e| e.starts_with(kind)),
+            "{kind} not excluded: {excluded:?}"
+        );
     }
     assert_eq!(vb.spec.label_selector, created_nab.spec.backup_spec.label_selector);
 
     // Velero runs it: InProgress, then Completed, mirrored whole into the NAB.
-    play_velero_backup(&velero, &id, json!({"phase": "InProgress", "startTimestamp": "2026-11-23T00:00:00Z"})).await;
+    play_velero_backup(
+        &velero,
+        &id,
+        json!({"phase": "InProgress", "startTimestamp": "2026-11-23T00:00:00Z"}),
+    )
+    .await;
     eventually(T, "InProgress mirrored", || async {
         let n = api.get("nightly").await.ok()?;
         let vs = n.status?.velero_backup?.status?;
@@ -145,7 +174,12 @@ async fn failed_backup_is_mirrored_and_phase_stays_created() {
     api.create(&PostParams::default(), &nab("b")).await.unwrap();
     let (_, vb) = created(&api, &velero, "b").await;
     let name = vb.metadata.name.unwrap();
-    play_velero_backup(&velero, &name, json!({"phase": "Failed", "failureReason": "no credentials"})).await;
+    play_velero_backup(
+        &velero,
+        &name,
+        json!({"phase": "Failed", "failureReason": "no credentials"}),
+    )
+    .await;
     let n = eventually(T, "Failed mirrored", || async {
         let n = api.get("b").await.ok()?;
         let vs = n.status.clone()?.velero_backup?.status?;
@@ -154,7 +188,10 @@ async fn failed_backup_is_mirrored_and_phase_stays_created() {
     .await;
     let st = n.status.unwrap();
     assert_eq!(st.phase, Some(NonAdminPhase::Created));
-    assert_eq!(st.velero_backup.unwrap().status.unwrap().failure_reason.as_deref(), Some("no credentials"));
+    assert_eq!(
+        st.velero_backup.unwrap().status.unwrap().failure_reason.as_deref(),
+        Some("no credentials")
+    );
 }
 
 #[tokio::test]
@@ -173,7 +210,12 @@ async fn queue_positions_across_namespaces() {
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
     let position = |api: Api<NonAdminBackup>, n: &'static str| async move {
-        api.get(n).await.ok()?.status?.queue_info.map(|q| q.estimated_queue_position)
+        api.get(n)
+            .await
+            .ok()?
+            .status?
+            .queue_info
+            .map(|q| q.estimated_queue_position)
     };
     // Other tests' unfinished backups may be queued ahead of ours: compare relative positions.
     let p = |a: &Api<NonAdminBackup>, n: &'static str| position(a.clone(), n);
@@ -210,21 +252,33 @@ async fn delete_backup_request_path() {
     let vb_name = vb.metadata.name.clone().unwrap();
     play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;
 
-    api.patch("old", &PatchParams::default(), &Patch::Merge(json!({"spec": {"deleteBackup": true}})))
-        .await
-        .unwrap();
+    api.patch(
+        "old",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
+    )
+    .await
+    .unwrap();
     let n = eventually(T, "Deleting phase", || async {
         let n = api.get("old").await.ok()?;
         (n.status.as_ref()?.phase == Some(NonAdminPhase::Deleting)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;
     let c = condition(&n, "Deleting").unwrap();
-    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("DeletionPending")));
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("DeletionPending"))
+    );
     assert!(c["message"].as_str().unwrap().contains("backup accepted for deletion"));
 
     let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}");
     let dbr = eventually(T, "DeleteBackupRequest created", || async {
-        dbrs.list(&ListParams::default().labels(&sel)).await.ok()?.items.into_iter().next()
+        dbrs.list(&ListParams::default().labels(&sel))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()
     })
     .await;
     assert_eq!(dbr.spec.backup_name, vb_name);
@@ -233,12 +287,24 @@ async fn delete_backup_request_path() {
     assert_eq!(l["velero.io/backup-uid"], vb.metadata.uid.clone().unwrap());
     // Only one request, however many reconciles happen meanwhile.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(dbrs.list(&ListParams::default().labels(&sel)).await.unwrap().items.len(), 1);
+    assert_eq!(
+        dbrs.list(&ListParams::default().labels(&sel))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 
     // Velero processes it: the backup goes away, then the request.
     velero.delete(&vb_name, &DeleteParams::default()).await.unwrap();
-    dbrs.delete(&dbr.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
-    eventually(T, "NAB removed", || async { api.get_opt("old").await.ok()?.is_none().then_some(()) }).await;
+    dbrs.delete(&dbr.metadata.name.unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(T, "NAB removed", || async {
+        api.get_opt("old").await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -250,11 +316,22 @@ async fn direct_delete_removes_the_velero_backup() {
     let (_, vb) = created(&api, &velero, "gone").await;
     let vb_name = vb.metadata.name.unwrap();
     api.delete("gone", &DeleteParams::default()).await.unwrap();
-    eventually(T, "Velero Backup deleted", || async { velero.get_opt(&vb_name).await.ok()?.is_none().then_some(()) }).await;
-    eventually(T, "NAB removed", || async { api.get_opt("gone").await.ok()?.is_none().then_some(()) }).await;
+    eventually(T, "Velero Backup deleted", || async {
+        velero.get_opt(&vb_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    eventually(T, "NAB removed", || async {
+        api.get_opt("gone").await.ok()?.is_none().then_some(())
+    })
+    .await;
     let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
     let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}");
-    assert!(dbrs.list(&ListParams::default().labels(&sel)).await.unwrap().items.is_empty());
+    assert!(dbrs
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .is_empty());
 }
 
 #[tokio::test]
@@ -264,7 +341,10 @@ async fn velero_backup_removed_behind_nacs_back_is_reported() {
     let velero: Api<Backup> = Api::namespaced(admin, VELERO_NAMESPACE);
     api.create(&PostParams::default(), &nab("b")).await.unwrap();
     let (_, vb) = created(&api, &velero, "b").await;
-    velero.delete(&vb.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
+    velero
+        .delete(&vb.metadata.name.unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
     let n = eventually(T, "VeleroBackupNotFound", || async {
         let n = serde_json::to_value(api.get("b").await.ok()?).unwrap();
         n["status"]["conditions"]
@@ -290,7 +370,9 @@ async fn restore_of_a_completed_backup() {
     let vb_name = vb.metadata.name.unwrap();
 
     // Not completed yet: not restored.
-    nars.create(&PostParams::default(), &nar("too-early", "src")).await.unwrap();
+    nars.create(&PostParams::default(), &nar("too-early", "src"))
+        .await
+        .unwrap();
     play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;
 
     let r = nars.create(&PostParams::default(), &nar("r1", "src")).await.unwrap();
@@ -308,10 +390,17 @@ async fn restore_of_a_completed_backup() {
     assert_eq!(vr.spec.included_namespaces, Some(vec![ns.clone()]));
     assert_eq!(vr.spec.include_cluster_resources, Some(false));
     assert_eq!(vr.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL], id);
-    assert_eq!(vr.metadata.annotations.unwrap()["openshift.io/oadp-nar-origin-namespace"], ns);
+    assert_eq!(
+        vr.metadata.annotations.unwrap()["openshift.io/oadp-nar-origin-namespace"],
+        ns
+    );
 
     restores
-        .patch(&vr_name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Completed"}})))
+        .patch(
+            &vr_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Completed"}})),
+        )
         .await
         .unwrap();
     eventually(T, "restore Completed mirrored", || async {
@@ -322,9 +411,14 @@ async fn restore_of_a_completed_backup() {
 
     // Deleting the NAR deletes its Velero Restore.
     nars.delete("r1", &DeleteParams::default()).await.unwrap();
-    eventually(T, "Velero Restore deleted", || async { restores.get_opt(&vr_name).await.ok()?.is_none().then_some(()) })
-        .await;
-    eventually(T, "NAR removed", || async { nars.get_opt("r1").await.ok()?.is_none().then_some(()) }).await;
+    eventually(T, "Velero Restore deleted", || async {
+        restores.get_opt(&vr_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    eventually(T, "NAR removed", || async {
+        nars.get_opt("r1").await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -339,14 +433,19 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
 
     // The name resolves in the NAR's own namespace only: there is no "secret" NAB there.
     let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
-    nars.create(&PostParams::default(), &nar("steal", "secret")).await.unwrap();
+    nars.create(&PostParams::default(), &nar("steal", "secret"))
+        .await
+        .unwrap();
     let n = eventually(T, "NAR BackingOff", || async {
         let n = nars.get("steal").await.ok()?;
         (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;
     let c = condition(&n, "Accepted").unwrap();
-    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("InvalidRestoreSpec")));
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("False"), Some("InvalidRestoreSpec"))
+    );
     let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
     let sel = NAR_ORIGIN_NACUUID_LABEL.to_string();
     let mine: Vec<_> = restores
@@ -355,7 +454,12 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
         .unwrap()
         .items
         .into_iter()
-        .filter(|r| r.metadata.annotations.as_ref().is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns)))
+        .filter(|r| {
+            r.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns))
+        })
         .collect();
     assert!(mine.is_empty());
 }
@@ -379,8 +483,14 @@ async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
     })
     .await;
     let c = condition(&n, "Accepted").unwrap();
-    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("InvalidBackupSpec")));
-    assert!(c["message"].as_str().unwrap().contains("spec.backupSpec.includedNamespaces"));
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("False"), Some("InvalidBackupSpec"))
+    );
+    assert!(c["message"]
+        .as_str()
+        .unwrap()
+        .contains("spec.backupSpec.includedNamespaces"));
     let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
     let ours = velero
         .list(&ListParams::default())
@@ -388,7 +498,11 @@ async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
         .unwrap()
         .items
         .into_iter()
-        .filter(|b| b.metadata.annotations.as_ref().is_some_and(|a| a.get("openshift.io/oadp-nab-origin-namespace").map(String::as_str) == Some(NAC_NAMESPACE)))
+        .filter(|b| {
+            b.metadata.annotations.as_ref().is_some_and(|a| {
+                a.get("openshift.io/oadp-nab-origin-namespace").map(String::as_str) == Some(NAC_NAMESPACE)
+            })
+        })
         .count();
     assert_eq!(ours, 0);
     api.delete("escape", &DeleteParams::default()).await.unwrap();

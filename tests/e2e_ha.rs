@@ -20,8 +20,14 @@ fn controller(cluster: &Cluster, identity: &str) -> NacProcess {
             controllers: true,
             identity: identity.to_string(),
             extra_env: vec![
-                ("NAC_CONTROLLERS__LEADER_ELECTION__LEASE_DURATION_SECS".into(), "4".into()),
-                ("NAC_CONTROLLERS__LEADER_ELECTION__RENEW_INTERVAL_SECS".into(), "1".into()),
+                (
+                    "NAC_CONTROLLERS__LEADER_ELECTION__LEASE_DURATION_SECS".into(),
+                    "4".into(),
+                ),
+                (
+                    "NAC_CONTROLLERS__LEADER_ELECTION__RENEW_INTERVAL_SECS".into(),
+                    "1".into(),
+                ),
             ],
         },
     )
@@ -32,7 +38,10 @@ async fn is_leader(nac: &NacProcess) -> bool {
 }
 
 async fn holder(admin: &kube::Client) -> Option<String> {
-    let lease = Api::<Lease>::namespaced(admin.clone(), NAC_NAMESPACE).get_opt("nac-leader").await.ok()??;
+    let lease = Api::<Lease>::namespaced(admin.clone(), NAC_NAMESPACE)
+        .get_opt("nac-leader")
+        .await
+        .ok()??;
     lease.spec?.holder_identity
 }
 
@@ -104,7 +113,9 @@ async fn one_leader_and_no_duplicates_across_a_crash() {
     for b in velero.list(&ListParams::default()).await.unwrap().items {
         let ann = b.metadata.annotations.unwrap_or_default();
         if ann.get("openshift.io/oadp-nab-origin-namespace") == Some(&ns) {
-            *per_nab.entry(ann["openshift.io/oadp-nab-origin-name"].clone()).or_default() += 1;
+            *per_nab
+                .entry(ann["openshift.io/oadp-nab-origin-name"].clone())
+                .or_default() += 1;
         }
     }
     assert_eq!(per_nab.len(), N, "{per_nab:?}");

@@ -37,7 +37,10 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"), "{msg}");
+    assert!(
+        msg.contains("enforceBackupSpec.snapshotVolume") && msg.contains("unknown field"),
+        "{msg}"
+    );
     let err = set_policy(&env.admin, "backup:\n  maxTtl: soon\n").await.unwrap_err();
     assert!(err.to_string().contains("backup.maxTtl"), "{err}");
     api.create(&PostParams::default(), &nab("still-allowed")).await.unwrap();
@@ -53,7 +56,10 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
             Err(e) => panic!("unexpected error: {e}"),
             Ok(_) => {}
         }
-        assert!(edited.elapsed() < Duration::from_secs(2), "policy edit not applied within 2 s");
+        assert!(
+            edited.elapsed() < Duration::from_secs(2),
+            "policy edit not applied within 2 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     eprintln!("policy edit applied after {took:?}");
@@ -64,16 +70,23 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
     // says so on /readyz, and counts the error.
     delete_webhooks(&env.admin).await;
     set_policy(&env.admin, "enforceBackupSpec: {tll: 1h}\n").await.unwrap();
-    let ready = eventually(Duration::from_secs(5), "readyz to report the rejected policy", || async {
-        let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
-        (code == 200 && body.contains("rejected")).then_some(body)
-    })
+    let ready = eventually(
+        Duration::from_secs(5),
+        "readyz to report the rejected policy",
+        || async {
+            let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
+            (code == 200 && body.contains("rejected")).then_some(body)
+        },
+    )
     .await;
     assert!(ready.contains("tll"), "{ready}");
     let metrics = env.nac.metrics_text().await;
     assert!(metrics.contains("nac_policy_reload_errors_total 1"), "{metrics}");
     assert!(metrics.contains("nac_policy_generation 2"), "{metrics}");
     register_webhooks(&env.cluster, &env.admin, &env.nac).await;
-    let e = api.create(&PostParams::default(), &nab("last-valid")).await.unwrap_err();
+    let e = api
+        .create(&PostParams::default(), &nab("last-valid"))
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("48h0m0s"), "{e}");
 }

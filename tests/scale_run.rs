@@ -58,7 +58,9 @@ async fn scale_run() {
     let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
     let seen_w = seen.clone();
     let watch = tokio::spawn(async move {
-        let mut s = watcher::watcher(all, watcher::Config::default()).applied_objects().boxed();
+        let mut s = watcher::watcher(all, watcher::Config::default())
+            .applied_objects()
+            .boxed();
         while let Ok(Some(n)) = s.try_next().await {
             if n.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
                 let key = (n.metadata.namespace.clone().unwrap(), n.metadata.name.clone().unwrap());
@@ -127,7 +129,10 @@ async fn scale_run() {
     println!("\n| measure | value |\n|---|---|");
     println!("| NABs / namespaces | {total} / {namespaces} |");
     println!("| client create concurrency | {concurrency} |");
-    println!("| all creates accepted (webhooks included) | {:.1} s |", creates_done.as_secs_f64());
+    println!(
+        "| all creates accepted (webhooks included) | {:.1} s |",
+        creates_done.as_secs_f64()
+    );
     println!("| all Velero Backups created | {:.1} s |", all_backups.as_secs_f64());
     println!("| create→Created p50 | {} ms |", percentile(&lat, 0.5).as_millis());
     println!("| create→Created p99 | {} ms |", percentile(&lat, 0.99).as_millis());

@@ -7,7 +7,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn get(port: u16, path: &str) -> Option<(u16, String)> {
@@ -92,7 +96,10 @@ async fn serves_without_a_cluster_and_reloads_the_policy_file() {
 
     // A later broken edit keeps the valid policy in force and is reported.
     std::fs::write(&policy, "enforceBackupSpec: [\n").unwrap();
-    let body = wait_for(mport, "/readyz", "rejected edit reported", |c, b| c == 200 && b.contains("rejected")).await;
+    let body = wait_for(mport, "/readyz", "rejected edit reported", |c, b| {
+        c == 200 && b.contains("rejected")
+    })
+    .await;
     assert!(body.contains("generation 1"), "{body}");
     let metrics = get(mport, "/metrics").await.unwrap().1;
     assert!(metrics.contains("nac_policy_generation 1"), "{metrics}");
@@ -105,7 +112,11 @@ async fn serves_without_a_cluster_and_reloads_the_policy_file() {
         .unwrap();
     let review = common::fixture("nab-create.json");
     let (code, body) = conn
-        .post("/mutate/nonadminbackups", "application/json", serde_json::to_vec(&review).unwrap())
+        .post(
+            "/mutate/nonadminbackups",
+            "application/json",
+            serde_json::to_vec(&review).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(code, 200);
@@ -115,6 +126,9 @@ async fn serves_without_a_cluster_and_reloads_the_policy_file() {
     // SIGTERM: a clean, prompt exit.
     let pid = child.id().unwrap() as i32;
     Command::new("kill").arg("-TERM").arg(pid.to_string()).status().unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "{status}");
 }
