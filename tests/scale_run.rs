@@ -10,7 +10,7 @@ mod common;
 use common::e2e::*;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use nac::api::{NonAdminBackup, NonAdminPhase};
 use nac::velero::Backup;
 use serde_json::json;
