@@ -43,7 +43,7 @@ pub async fn reconcile(nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Er
 
 /// Create/update path (and the `deleteBackup: true` request, which starts the deletion).
 async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.backups, "Velero Backups").await?;
+    ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
     if nab.spec.delete_backup {
         return request_deletion(api, &nab, ctx).await;
     }
@@ -61,7 +61,7 @@ async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -
 
     let Some(policy) = ctx.policy.current() else {
         // No valid policy yet: the spec cannot be validated, so nothing is created.
-        let up = update_status(api, &nab, &ctx.metrics, status::nab_first_sight).await?;
+        let up = update_status(api, &nab, &ctx.recent, &ctx.metrics, status::nab_first_sight).await?;
         ctx.publish_update(&up, status::nab_notes);
         tracing::info!(nab = %key_of(&*nab), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
@@ -70,7 +70,10 @@ async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -
         Ok(spec) => spec,
         Err(message) => {
             let now = now_seconds();
-            let up = update_status(api, &nab, &ctx.metrics, |s| status::nab_rejected(s, &message, now)).await?;
+            let up = update_status(api, &nab, &ctx.recent, &ctx.metrics, |s| {
+                status::nab_rejected(s, &message, now)
+            })
+            .await?;
             ctx.publish_update(&up, status::nab_notes);
             // Terminal until the user changes the object.
             return Ok(Action::await_change());
@@ -81,7 +84,7 @@ async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -
     if res.is_err() {
         // Valid but not created yet (the error is retried): show that much.
         let now = now_seconds();
-        if let Ok(up) = update_status(api, &nab, &ctx.metrics, |s| status::nab_validated(s, now)).await {
+        if let Ok(up) = update_status(api, &nab, &ctx.recent, &ctx.metrics, |s| status::nab_validated(s, now)).await {
             ctx.publish_update(&up, status::nab_notes);
         }
     }
@@ -129,7 +132,7 @@ async fn persist_new_nacuuid(
     let generated = generate_nacuuid(&ns, &fresh.name_any());
     let now = now_seconds();
     let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, &fresh, &ctx.metrics, |s| {
+    let up = update_status(api, &fresh, &ctx.recent, &ctx.metrics, |s| {
         let recorded = s
             .and_then(|s| s.velero_backup.as_ref())
             .and_then(|v| v.nacuuid.clone())
@@ -170,7 +173,7 @@ async fn mirror_existing(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &
         None => {
             let now = now_seconds();
             let vns = ctx.opts.velero_namespace.clone();
-            let up = update_status(api, nab, &ctx.metrics, |s| {
+            let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
                 status::nab_velero_backup_missing(s, &vns, &name, now)
             })
             .await?;
@@ -214,7 +217,10 @@ async fn mirror(
     ctx.counts_ready().await;
     let view = backup_view(ctx, vb, nacuuid);
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.metrics, |s| status::nab_created(s, &view, now)).await?;
+    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
+        status::nab_created(s, &view, now)
+    })
+    .await?;
     ctx.publish_update(&up, status::nab_notes);
     Ok(Action::await_change())
 }
@@ -223,7 +229,7 @@ async fn mirror(
 /// the rest (DeleteBackupRequest, wait for Velero).
 async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.metrics, |s| {
+    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
         status::nab_deleting(s, status::BACKUP_DELETE_REQUESTED_MESSAGE, None, now)
     })
     .await?;
@@ -237,8 +243,9 @@ async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: 
 
 /// The object is being deleted: clean up Velero objects before the finalizer goes.
 async fn cleanup(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.backups, "Velero Backups").await?;
-    ctx.ready(&ctx.delete_requests, "Velero DeleteBackupRequests").await?;
+    ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
+    ctx.ready(&ctx.delete_requests_synced, "Velero DeleteBackupRequests")
+        .await?;
     if nab.spec.delete_backup {
         delete_backup_data(api, &nab, ctx).await
     } else {
@@ -308,7 +315,7 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
     };
     let message = status::delete_request_message(Some(&view));
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.metrics, |s| {
+    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
         status::nab_deleting(s, &message, Some(&view), now)
     })
     .await?;
@@ -323,7 +330,7 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
 /// the finalizer go once the Velero Backup is gone.
 async fn delete_backup_object(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.metrics, |s| {
+    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
         status::nab_deleting(s, status::BACKUP_DIRECT_DELETE_MESSAGE, None, now)
     })
     .await?;

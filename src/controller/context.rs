@@ -5,7 +5,7 @@ use super::counts::PhaseCounts;
 use super::queue::QueueIndex;
 use super::status::Note;
 use super::watches::Synced;
-use super::write::{HasStatus, StatusUpdate};
+use super::write::{HasStatus, RecentWrites, StatusUpdate};
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
@@ -133,8 +133,11 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub nabs: Store<NonAdminBackup>,
     pub nars: Store<NonAdminRestore>,
+    pub backups_synced: Synced,
     pub backups: Store<Backup>,
+    pub delete_requests_synced: Synced,
     pub delete_requests: Store<DeleteBackupRequest>,
+    pub restores_synced: Synced,
     pub restores: Store<Restore>,
     pub backup_queue: Arc<Mutex<QueueIndex>>,
     pub restore_queue: Arc<Mutex<QueueIndex>>,
@@ -146,6 +149,7 @@ pub struct Ctx {
     pub nar_triggers: UnboundedSender<ObjectRef<NonAdminRestore>>,
     pub nab_depth: QueueDepth,
     pub nar_depth: QueueDepth,
+    pub recent: RecentWrites,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -161,8 +165,11 @@ pub struct CtxParts {
     pub recorder: Recorder,
     pub nabs: Store<NonAdminBackup>,
     pub nars: Store<NonAdminRestore>,
+    pub backups_synced: Synced,
     pub backups: Store<Backup>,
+    pub delete_requests_synced: Synced,
     pub delete_requests: Store<DeleteBackupRequest>,
+    pub restores_synced: Synced,
     pub restores: Store<Restore>,
     pub backup_queue: Arc<Mutex<QueueIndex>>,
     pub restore_queue: Arc<Mutex<QueueIndex>>,
@@ -187,8 +194,11 @@ impl Ctx {
             nabs: p.nabs,
             nars: p.nars,
             backups: p.backups,
+            backups_synced: p.backups_synced,
             delete_requests: p.delete_requests,
+            delete_requests_synced: p.delete_requests_synced,
             restores: p.restores,
+            restores_synced: p.restores_synced,
             backup_queue: p.backup_queue,
             restore_queue: p.restore_queue,
             data_uploads: p.data_uploads,
@@ -199,6 +209,7 @@ impl Ctx {
             nar_triggers: p.nar_triggers,
             nab_depth,
             nar_depth,
+            recent: RecentWrites::default(),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -218,20 +229,16 @@ impl Ctx {
         ObjectRef::new(name).within(&self.opts.velero_namespace)
     }
 
-    /// Waits (bounded) until a watch-fed store has its first full list.
-    pub async fn ready<K>(&self, store: &Store<K>, what: &str) -> Result<(), Error>
-    where
-        K: kube::runtime::reflector::Lookup + Clone + 'static,
-        K::DynamicType: Eq + std::hash::Hash + Clone,
-    {
-        match tokio::time::timeout(self.opts.store_ready_timeout, store.wait_until_ready()).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(Error::NotReady(format!(
-                "the watch of {what} in namespace {} has not synced yet (are Velero's CRDs installed and may nac \
-                 list and watch them?)",
-                self.opts.velero_namespace
-            ))),
+    /// Waits (bounded) until a Velero watch has its first full list.
+    pub async fn ready(&self, synced: &Synced, what: &str) -> Result<(), Error> {
+        if synced.is_synced() || synced.wait(self.opts.store_ready_timeout).await {
+            return Ok(());
         }
+        Err(Error::NotReady(format!(
+            "the watch of {what} in namespace {} has not synced yet (are Velero's CRDs installed and may nac list \
+             and watch them?)",
+            self.opts.velero_namespace
+        )))
     }
 
     /// Waits (bounded, once per term) until the DataUpload and PodVolumeBackup counts have their first list, so a

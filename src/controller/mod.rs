@@ -54,6 +54,9 @@ pub struct Options {
     pub renew_interval: Duration,
     /// This replica's identity in the Lease and in Events.
     pub identity: String,
+    /// Reconciles triggered by queue moves and per-volume progress are collected and released once per this
+    /// interval (0: at once), so a burst costs one status write per object, not one per event.
+    pub queue_update_interval: Duration,
     /// Reconciles running at once per controller (0: unbounded).
     pub concurrency: u16,
     /// First retry delay after a failed reconcile; doubles per consecutive failure up to `backoff_max`.
@@ -84,6 +87,7 @@ impl Options {
             lease_duration: Duration::from_secs(le.lease_duration_secs.max(1)),
             renew_interval: Duration::from_secs(le.renew_interval_secs.max(1)),
             identity: le.identity.clone().unwrap_or_else(default_identity),
+            queue_update_interval: Duration::from_secs(1),
             concurrency: 32,
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(300),
@@ -185,6 +189,11 @@ async fn term(
     let data_uploads = Arc::new(Mutex::new(counts::PhaseCounts::new()));
     let pod_volume_backups = Arc::new(Mutex::new(counts::PhaseCounts::new()));
     let (du_synced, pvb_synced) = (watches::Synced::default(), watches::Synced::default());
+    let (backups_synced, restores_synced, dbrs_synced) = (
+        watches::Synced::default(),
+        watches::Synced::default(),
+        watches::Synced::default(),
+    );
     let (nab_tx, nab_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminBackup>>();
     let (nar_tx, nar_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminRestore>>();
     let recorder = Recorder::new(
@@ -203,8 +212,11 @@ async fn term(
         nabs: nab_store.clone(),
         nars: nar_store.clone(),
         backups: backup_store.clone(),
+        backups_synced: backups_synced.clone(),
         delete_requests: dbr_store,
+        delete_requests_synced: dbrs_synced.clone(),
         restores: restore_store,
+        restores_synced: restores_synced.clone(),
         backup_queue: backup_queue.clone(),
         restore_queue: restore_queue.clone(),
         data_uploads: data_uploads.clone(),
@@ -264,6 +276,7 @@ async fn term(
             backup_writer,
             backup_queue,
             nab_tx.clone(),
+            backups_synced,
             metrics.clone(),
         ),
         move |b: Backup| {
@@ -275,7 +288,12 @@ async fn term(
         },
     )
     .watches_stream(
-        watches::delete_request_stream(Api::namespaced(client.clone(), &vns), dbr_writer, metrics.clone()),
+        watches::delete_request_stream(
+            Api::namespaced(client.clone(), &vns),
+            dbr_writer,
+            dbrs_synced,
+            metrics.clone(),
+        ),
         move |d: DeleteBackupRequest| {
             let r = objects::nab_ref(&d.metadata);
             if let Some(r) = &r {
@@ -284,7 +302,7 @@ async fn term(
             r
         },
     )
-    .reconcile_on(nab_rx.map(move |r| {
+    .reconcile_on(watches::coalesce(nab_rx, opts.queue_update_interval).map(move |r| {
         e4(&r);
         r
     }))
@@ -322,6 +340,7 @@ async fn term(
             restore_writer,
             restore_queue,
             nar_tx.clone(),
+            restores_synced,
             metrics.clone(),
         ),
         move |r: Restore| {
@@ -332,7 +351,7 @@ async fn term(
             n
         },
     )
-    .reconcile_on(nar_rx.map(move |r| {
+    .reconcile_on(watches::coalesce(nar_rx, opts.queue_update_interval).map(move |r| {
         f3(&r);
         r
     }))
@@ -379,7 +398,14 @@ async fn reconcile_nab(nab: Arc<NonAdminBackup>, ctx: Arc<Ctx>) -> Result<Action
     let span = tracing::info_span!("reconcile", controller = NAB_CONTROLLER, object = %key);
     ctx.nab_depth.start(&key);
     let start = Instant::now();
-    let res = backup::reconcile(nab, &ctx).instrument(span).await;
+    let res = async {
+        tracing::debug!("reconcile started");
+        let res = backup::reconcile(nab, &ctx).await;
+        tracing::debug!(ok = res.is_ok(), "reconcile finished");
+        res
+    }
+    .instrument(span)
+    .await;
     ctx.nab_depth.finish();
     ctx.record(NAB_CONTROLLER, &key, &res, start.elapsed());
     res
@@ -390,7 +416,14 @@ async fn reconcile_nar(nar: Arc<NonAdminRestore>, ctx: Arc<Ctx>) -> Result<Actio
     let span = tracing::info_span!("reconcile", controller = NAR_CONTROLLER, object = %key);
     ctx.nar_depth.start(&key);
     let start = Instant::now();
-    let res = restore::reconcile(nar, &ctx).instrument(span).await;
+    let res = async {
+        tracing::debug!("reconcile started");
+        let res = restore::reconcile(nar, &ctx).await;
+        tracing::debug!(ok = res.is_ok(), "reconcile finished");
+        res
+    }
+    .instrument(span)
+    .await;
     ctx.nar_depth.finish();
     ctx.record(NAR_CONTROLLER, &key, &res, start.elapsed());
     res

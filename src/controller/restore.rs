@@ -46,8 +46,8 @@ pub async fn reconcile(nar: Arc<NonAdminRestore>, ctx: &Ctx) -> Result<Action, E
 }
 
 async fn apply(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.restores, "Velero Restores").await?;
-    ctx.ready(&ctx.backups, "Velero Backups").await?;
+    ctx.ready(&ctx.restores_synced, "Velero Restores").await?;
+    ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
     let old = nar.status.as_ref();
     if old.and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
         return Ok(Action::await_change());
@@ -59,7 +59,7 @@ async fn apply(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx)
     }
 
     let Some(policy) = ctx.policy.current() else {
-        let up = update_status(api, &nar, &ctx.metrics, status::nar_first_sight).await?;
+        let up = update_status(api, &nar, &ctx.recent, &ctx.metrics, status::nar_first_sight).await?;
         ctx.publish_update(&up, status::nar_notes);
         tracing::info!(nar = %key_of(&*nar), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
@@ -68,7 +68,10 @@ async fn apply(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx)
         Ok(spec) => spec,
         Err(message) => {
             let now = now_seconds();
-            let up = update_status(api, &nar, &ctx.metrics, |s| status::nar_rejected(s, &message, now)).await?;
+            let up = update_status(api, &nar, &ctx.recent, &ctx.metrics, |s| {
+                status::nar_rejected(s, &message, now)
+            })
+            .await?;
             ctx.publish_update(&up, status::nar_notes);
             return Ok(Action::await_change());
         }
@@ -77,7 +80,7 @@ async fn apply(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx)
     let res = create_and_mirror(api, nar.clone(), spec, ctx).await;
     if res.is_err() {
         let now = now_seconds();
-        if let Ok(up) = update_status(api, &nar, &ctx.metrics, |s| status::nar_validated(s, now)).await {
+        if let Ok(up) = update_status(api, &nar, &ctx.recent, &ctx.metrics, |s| status::nar_validated(s, now)).await {
             ctx.publish_update(&up, status::nar_notes);
         }
     }
@@ -202,7 +205,7 @@ async fn persist_new_nacuuid(
     let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
     let now = now_seconds();
     let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, &fresh, &ctx.metrics, |s| {
+    let up = update_status(api, &fresh, &ctx.recent, &ctx.metrics, |s| {
         let recorded = s
             .and_then(|s| s.velero_restore.as_ref())
             .and_then(|v| v.nacuuid.clone())
@@ -245,7 +248,7 @@ async fn mirror_existing(api: &Api<NonAdminRestore>, nar: &NonAdminRestore, ctx:
         None => {
             let now = now_seconds();
             let vns = ctx.opts.velero_namespace.clone();
-            let up = update_status(api, nar, &ctx.metrics, |s| {
+            let up = update_status(api, nar, &ctx.recent, &ctx.metrics, |s| {
                 status::nar_velero_restore_missing(s, &vns, &name, now)
             })
             .await?;
@@ -281,7 +284,10 @@ async fn mirror(
 ) -> Result<Action, Error> {
     let view = restore_view(ctx, vr, nacuuid);
     let now = now_seconds();
-    let up = update_status(api, nar, &ctx.metrics, |s| status::nar_created(s, &view, now)).await?;
+    let up = update_status(api, nar, &ctx.recent, &ctx.metrics, |s| {
+        status::nar_created(s, &view, now)
+    })
+    .await?;
     ctx.publish_update(&up, status::nar_notes);
     Ok(Action::await_change())
 }
@@ -289,7 +295,7 @@ async fn mirror(
 /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds the
 /// Velero Restore longer than `restore_finalizer_grace` (Velero not running), the condition says so.
 async fn cleanup(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.restores, "Velero Restores").await?;
+    ctx.ready(&ctx.restores_synced, "Velero Restores").await?;
     let target = match nar_nacuuid(&nar) {
         Some(nacuuid) => {
             let name = nar_velero_restore_name(&nar, &nacuuid);
@@ -317,7 +323,10 @@ async fn cleanup(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ct
         .clone()
         .unwrap_or_else(|| status::RESTORE_DELETE_MESSAGE.to_string());
     let now = now_seconds();
-    let up = update_status(api, &nar, &ctx.metrics, |s| status::nar_deleting(s, &message, now)).await?;
+    let up = update_status(api, &nar, &ctx.recent, &ctx.metrics, |s| {
+        status::nar_deleting(s, &message, now)
+    })
+    .await?;
     ctx.publish_update(&up, status::nar_notes);
     if up.written && stalled.is_some() {
         tracing::warn!(nar = %key_of(&*nar), "Velero has not finalized the Velero Restore; is Velero running?");

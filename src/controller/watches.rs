@@ -11,7 +11,7 @@ use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
 use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore};
 use futures::channel::mpsc::UnboundedSender;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Future, Stream, StreamExt, TryStreamExt};
 use kube::runtime::reflector::{store::Writer, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -20,7 +20,8 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-/// Whether a watch that feeds an index (not a store) has completed its first list.
+/// Whether a watch has completed its first list. Unlike `Store::wait_until_ready` (a oneshot that wakes only
+/// its last poller), any number of reconciles may wait on it at once.
 #[derive(Clone, Debug)]
 pub struct Synced(Arc<tokio::sync::watch::Sender<bool>>);
 
@@ -44,6 +45,74 @@ impl Synced {
         let mut rx = self.0.subscribe();
         let synced = matches!(tokio::time::timeout(timeout, rx.wait_for(|v| *v)).await, Ok(Ok(_)));
         synced
+    }
+}
+
+/// Collects items and releases each distinct one once per `every`: a queue advance or a burst of DataUpload
+/// progress then costs one reconcile (and at most one write) per object and interval, not one per event.
+pub fn coalesce<T, S>(input: S, every: std::time::Duration) -> impl Stream<Item = T> + Send
+where
+    T: Eq + std::hash::Hash + Clone + Send + Unpin + 'static,
+    S: Stream<Item = T> + Send + 'static,
+{
+    Coalesce {
+        input: Box::pin(input),
+        every,
+        pending: Vec::new(),
+        seen: std::collections::HashSet::new(),
+        ready: std::collections::VecDeque::new(),
+        timer: None,
+        done: false,
+    }
+}
+
+struct Coalesce<T> {
+    input: std::pin::Pin<Box<dyn Stream<Item = T> + Send>>,
+    every: std::time::Duration,
+    pending: Vec<T>,
+    seen: std::collections::HashSet<T>,
+    ready: std::collections::VecDeque<T>,
+    timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    done: bool,
+}
+
+impl<T: Eq + std::hash::Hash + Clone + Unpin> Stream for Coalesce<T> {
+    type Item = T;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        while !this.done {
+            match this.input.as_mut().poll_next(cx) {
+                Poll::Ready(Some(item)) => {
+                    if this.every.is_zero() {
+                        return Poll::Ready(Some(item));
+                    }
+                    if this.seen.insert(item.clone()) {
+                        this.pending.push(item);
+                    }
+                    if this.timer.is_none() {
+                        this.timer = Some(Box::pin(tokio::time::sleep(this.every)));
+                    }
+                }
+                Poll::Ready(None) => this.done = true,
+                Poll::Pending => break,
+            }
+        }
+        let due = match this.timer.as_mut() {
+            Some(t) => t.as_mut().poll(cx).is_ready(),
+            None => false,
+        };
+        if due || (this.done && !this.pending.is_empty()) {
+            this.timer = None;
+            this.seen.clear();
+            this.ready.extend(this.pending.drain(..));
+        }
+        match this.ready.pop_front() {
+            Some(item) => Poll::Ready(Some(item)),
+            None if this.done && this.pending.is_empty() => Poll::Ready(None),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -167,6 +236,7 @@ pub fn backup_stream(
     mut writer: Writer<Backup>,
     index: Arc<Mutex<QueueIndex>>,
     triggers: UnboundedSender<ObjectRef<NonAdminBackup>>,
+    synced: Synced,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Backup, watcher::Error>> + Send {
     let store = writer.as_reader();
@@ -191,6 +261,9 @@ pub fn backup_stream(
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index_event(&index, &ev, observe_backup);
             apply_filtered(&mut writer, &ev, |b: &Backup| has_nab_label(&b.metadata));
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
+            }
             for name in changed {
                 let r = store
                     .get(&ObjectRef::new(&name).within(&namespace))
@@ -212,6 +285,7 @@ pub fn restore_stream(
     mut writer: Writer<Restore>,
     index: Arc<Mutex<QueueIndex>>,
     triggers: UnboundedSender<ObjectRef<NonAdminRestore>>,
+    synced: Synced,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<Restore, watcher::Error>> + Send {
     let store = writer.as_reader();
@@ -235,6 +309,9 @@ pub fn restore_stream(
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index_event(&index, &ev, observe_restore);
             apply_filtered(&mut writer, &ev, |r: &Restore| has_nar_label(&r.metadata));
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
+            }
             for name in changed {
                 let r = store
                     .get(&ObjectRef::new(&name).within(&namespace))
@@ -254,6 +331,7 @@ pub fn restore_stream(
 pub fn delete_request_stream(
     api: Api<crate::velero::DeleteBackupRequest>,
     writer: Writer<crate::velero::DeleteBackupRequest>,
+    synced: Synced,
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<crate::velero::DeleteBackupRequest, watcher::Error>> + Send {
     let store = writer.as_reader();
@@ -264,7 +342,12 @@ pub fn delete_request_stream(
     .default_backoff()
     .modify(|o: &mut crate::velero::DeleteBackupRequest| o.metadata.managed_fields = None)
     .reflect(writer)
-    .inspect_ok(move |_| set_gauge(&metrics, "DeleteBackupRequest", store.len()))
+    .inspect_ok(move |ev| {
+        if matches!(ev, Event::InitDone) {
+            synced.mark();
+        }
+        set_gauge(&metrics, "DeleteBackupRequest", store.len())
+    })
     .touched_objects();
     log_errors(s, "velero deletebackuprequests")
 }
@@ -352,6 +435,34 @@ mod tests {
         s.mark();
         assert!(waiter.await.unwrap());
         assert!(s.is_synced());
+    }
+
+    #[tokio::test]
+    async fn coalescing_releases_each_object_once_per_interval() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<&str>();
+        let mut out = Box::pin(coalesce(rx, Duration::from_millis(50)));
+        for x in ["a", "b", "a", "a", "c", "b"] {
+            tx.unbounded_send(x).unwrap();
+        }
+        let first: Vec<&str> = vec![
+            out.next().await.unwrap(),
+            out.next().await.unwrap(),
+            out.next().await.unwrap(),
+        ];
+        assert_eq!(first, vec!["a", "b", "c"]);
+        tx.unbounded_send("a").unwrap();
+        drop(tx);
+        assert_eq!(out.next().await, Some("a"));
+        assert_eq!(out.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_zero_interval_passes_items_straight_through() {
+        let mut out = Box::pin(coalesce(futures::stream::iter(vec![1, 1, 2]), Duration::ZERO));
+        assert_eq!(out.next().await, Some(1));
+        assert_eq!(out.next().await, Some(1));
+        assert_eq!(out.next().await, Some(2));
+        assert_eq!(out.next().await, None);
     }
 
     #[test]

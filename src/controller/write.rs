@@ -7,7 +7,9 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::Mutex;
 
 /// Attempts at a status write before the conflict is handed to the error policy.
 const STATUS_ATTEMPTS: usize = 4;
@@ -22,6 +24,53 @@ pub fn is_already_exists(e: &kube::Error) -> bool {
 
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The newest resourceVersion nac knows of each object it wrote. The watch cache lags behind nac's own writes by a
+/// few milliseconds; a reconcile that starts in that window would plan from the old object and lose a write to
+/// a conflict. Instead it reads the object once (a read, not a write).
+#[derive(Debug, Default)]
+pub struct RecentWrites(Mutex<HashMap<String, String>>);
+
+impl RecentWrites {
+    fn key<K: Resource>(obj: &K) -> String
+    where
+        K::DynamicType: Default,
+    {
+        format!(
+            "{}/{}/{}",
+            K::kind(&Default::default()),
+            obj.meta().namespace.as_deref().unwrap_or_default(),
+            obj.meta().name.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// Remembers the resourceVersion of an object as nac last wrote (or read) it.
+    pub fn record<K: Resource>(&self, obj: &K)
+    where
+        K::DynamicType: Default,
+    {
+        if let Some(rv) = obj.meta().resource_version.clone() {
+            self.0.lock().expect("recent writes lock").insert(Self::key(obj), rv);
+        }
+    }
+
+    /// Whether a cached `obj` is older than what nac knows; forgets the record once the cache caught up.
+    pub fn is_stale<K: Resource>(&self, obj: &K) -> bool
+    where
+        K::DynamicType: Default,
+    {
+        let key = Self::key(obj);
+        let mut m = self.0.lock().expect("recent writes lock");
+        match m.get(&key) {
+            Some(rv) if Some(rv) == obj.meta().resource_version.as_ref() => {
+                m.remove(&key);
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
 }
 
 /// nac's resources with a status subresource.
@@ -77,6 +126,7 @@ impl<K: HasStatus> StatusUpdate<K> {
 pub async fn update_status<K, F>(
     api: &Api<K>,
     obj: &K,
+    recent: &RecentWrites,
     metrics: &Metrics,
     plan: F,
 ) -> Result<StatusUpdate<K>, kube::Error>
@@ -85,7 +135,13 @@ where
     F: Fn(Option<&K::Status>) -> K::Status,
 {
     let name = obj.name_any();
-    let mut current = obj.clone();
+    let mut current = if recent.is_stale(obj) {
+        let fresh = api.get(&name).await?;
+        recent.record(&fresh);
+        fresh
+    } else {
+        obj.clone()
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -104,15 +160,17 @@ where
         metrics.write(K::STATUS_KIND);
         match api.replace_status(&name, &PostParams::default(), &next).await {
             Ok(object) => {
+                recent.record(&object);
                 return Ok(StatusUpdate {
                     object,
                     old,
                     written: true,
-                })
+                });
             }
             Err(e) if is_conflict(&e) && attempt < STATUS_ATTEMPTS => {
                 tracing::debug!(object = %name, attempt, "status write conflict; re-reading");
                 current = api.get(&name).await?;
+                recent.record(&current);
             }
             Err(e) => return Err(e),
         }
@@ -143,5 +201,44 @@ where
         Ok(either) => Ok(either.either(|o| o.finalizers().is_empty(), |_| true)),
         Err(e) if is_not_found(&e) => Ok(true),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NonAdminBackupSpec;
+
+    fn nab(rv: &str) -> NonAdminBackup {
+        let mut n = NonAdminBackup::new("b", NonAdminBackupSpec::default());
+        n.metadata.namespace = Some("ns".into());
+        n.metadata.resource_version = Some(rv.into());
+        n
+    }
+
+    #[test]
+    fn a_cache_behind_our_own_write_is_stale_until_it_catches_up() {
+        let r = RecentWrites::default();
+        assert!(!r.is_stale(&nab("1")), "nothing written: trust the cache");
+        r.record(&nab("5"));
+        assert!(r.is_stale(&nab("4")));
+        assert!(r.is_stale(&nab("4")), "still stale on the next reconcile");
+        assert!(!r.is_stale(&nab("5")), "caught up");
+        assert!(!r.is_stale(&nab("4")), "the record is gone once the cache caught up");
+    }
+
+    #[test]
+    fn api_errors_are_classified() {
+        let err = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.into(),
+                ..Default::default()
+            }))
+        };
+        assert!(is_conflict(&err(409, "Conflict")));
+        assert!(!is_conflict(&err(409, "AlreadyExists")));
+        assert!(is_already_exists(&err(409, "AlreadyExists")));
+        assert!(is_not_found(&err(404, "NotFound")));
     }
 }
