@@ -223,6 +223,7 @@ refuse "lease renewal slower than half the lease" "renewIntervalSeconds" \
 refuse "several replicas without leader election" "leaderElection" \
 	--set controllers.leaderElection.enabled=false
 refuse "bad log format" "log/format" --set log.format=xml
+refuse "a policy ConfigMap manifest as the policy" "not a ConfigMap manifest" --set-file policy="$ROOT/policies/strict.yaml"
 
 if [[ $STATIC_ONLY == 1 ]]; then
 	failed=0

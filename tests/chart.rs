@@ -816,4 +816,10 @@ fn wrong_values_fail_with_a_message_naming_them() {
             .expect_err(&format!("accepted {args:?}"));
         assert!(err.contains(expect), "{args:?}: message does not name {expect}: {err}");
     }
+    // A whole example ConfigMap where the policy document belongs.
+    let manifest = format!("policy={}", root().join("policies/strict.yaml").display());
+    let err = try_render(&helm, &["--set-file", &manifest])
+        .map(|_| ())
+        .expect_err("accepted a ConfigMap as policy");
+    assert!(err.contains("not a ConfigMap manifest"), "{err}");
 }
