@@ -3,7 +3,7 @@ include make/cluster.mk
 
 CARGO ?= cargo
 
-.PHONY: build release test unit lint e2e run bench scale clean
+.PHONY: build release test unit lint e2e run bench scale chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
@@ -44,3 +44,11 @@ scale:
 	$(CARGO) build --release --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"
 	$(CARGO) test --release --features e2e,scale --test scale_run -- --nocapture
+
+# Helm chart: lint/template per certificate mode, server-side validation, install/upgrade/uninstall on its own
+# local control plane (.cluster-chart, started and stopped here).
+chart-test: helm
+	hack/chart-test.sh
+
+chart-lint: helm
+	hack/chart-test.sh --static

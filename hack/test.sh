@@ -23,6 +23,7 @@ cargo clippy --all-targets --features e2e -- -D warnings
 
 echo "== build"
 cargo build --bins --tests --features e2e
+make --no-print-directory helm
 
 echo "== control plane ($CLUSTER_DIR)"
 if ! hack/cluster-up.sh --status >/dev/null 2>&1; then
@@ -33,3 +34,6 @@ hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
 
 echo "== tests (unit, handler, end-to-end)"
 cargo test --features e2e
+
+echo "== Helm chart (its own control plane in .cluster-chart)"
+CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh
