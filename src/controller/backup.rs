@@ -7,43 +7,32 @@ use super::conditions::{is_true, now_seconds};
 use super::context::{key_of, Ctx, Error};
 use super::objects::{self, belongs_to, nab_nacuuid, nab_velero_backup_name};
 use super::status::{self, BackupView, DeleteRequestView};
-use super::write::{create_or_get, delete_if_present, update_status};
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::QUEUED;
 use crate::api::{NonAdminBackup, NonAdminPhase};
 use crate::naming::{generate_nacuuid, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
 use crate::velero::{Backup, DeleteBackupRequest};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
 
 pub async fn reconcile(nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    let ns = nab.namespace().unwrap_or_default();
-    let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &ns);
-    let has_finalizer = nab.finalizers().iter().any(|f| f == NAB_FINALIZER);
-    let deleting = nab.metadata.deletion_timestamp.is_some();
-    let res = finalizer(&api, NAB_FINALIZER, nab, |ev| async {
+    let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &nab.namespace().unwrap_or_default());
+    with_finalizer(&api, NAB_FINALIZER, nab, &ctx.recent, &ctx.metrics, |ev| async {
         match ev {
             Finalizer::Apply(nab) => apply(&api, nab, ctx).await,
             Finalizer::Cleanup(nab) => cleanup(&api, nab, ctx).await,
         }
     })
-    .await;
-    // The helper's own patches (adding, removing the finalizer) are writes too.
-    let patched = match &res {
-        _ if !has_finalizer && !deleting => true,
-        Ok(_) | Err(kube::runtime::finalizer::Error::RemoveFinalizer(_)) => has_finalizer && deleting,
-        _ => false,
-    };
-    if patched {
-        ctx.metrics.write("NonAdminBackup");
-    }
-    Ok(res?)
+    .await
 }
 
 /// Create/update path (and the `deleteBackup: true` request, which starts the deletion).
 async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
     ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
+    // Decisions below read the status: not from a cache that lags behind nac's own last write.
+    let nab = ctx.fresh(api, nab).await?;
     if nab.spec.delete_backup {
         return request_deletion(api, &nab, ctx).await;
     }

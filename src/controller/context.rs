@@ -284,6 +284,16 @@ impl Ctx {
         }
     }
 
+    /// The object as nac last wrote it when the watch cache still shows an older version (one read), else as is.
+    pub async fn fresh<K: HasStatus>(&self, api: &Api<K>, obj: Arc<K>) -> Result<Arc<K>, Error> {
+        if !self.recent.is_stale(&*obj) {
+            return Ok(obj);
+        }
+        let fresh = api.get(&obj.meta().name.clone().unwrap_or_default()).await?;
+        self.recent.record(&fresh);
+        Ok(Arc::new(fresh))
+    }
+
     /// Publishes the Events of a status transition.
     pub fn publish_update<K: HasStatus>(
         &self,

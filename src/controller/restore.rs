@@ -10,7 +10,7 @@ use super::conditions::{find, now_seconds};
 use super::context::{key_of, Ctx, Error};
 use super::objects::{self, belongs_to, nab_nacuuid, nab_velero_backup_name, nar_nacuuid, nar_velero_restore_name};
 use super::status::{self, RestoreView};
-use super::write::{create_or_get, delete_if_present, update_status};
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::QUEUED;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore};
 use crate::naming::{generate_nacuuid, NAR_FINALIZER};
@@ -18,36 +18,26 @@ use crate::policy::Policy;
 use crate::velero::{Backup, Restore};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::finalizer::Event as Finalizer;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
 
 pub async fn reconcile(nar: Arc<NonAdminRestore>, ctx: &Ctx) -> Result<Action, Error> {
-    let ns = nar.namespace().unwrap_or_default();
-    let api: Api<NonAdminRestore> = Api::namespaced(ctx.client.clone(), &ns);
-    let has_finalizer = nar.finalizers().iter().any(|f| f == NAR_FINALIZER);
-    let deleting = nar.metadata.deletion_timestamp.is_some();
-    let res = finalizer(&api, NAR_FINALIZER, nar, |ev| async {
+    let api: Api<NonAdminRestore> = Api::namespaced(ctx.client.clone(), &nar.namespace().unwrap_or_default());
+    with_finalizer(&api, NAR_FINALIZER, nar, &ctx.recent, &ctx.metrics, |ev| async {
         match ev {
             Finalizer::Apply(nar) => apply(&api, nar, ctx).await,
             Finalizer::Cleanup(nar) => cleanup(&api, nar, ctx).await,
         }
     })
-    .await;
-    let patched = match &res {
-        _ if !has_finalizer && !deleting => true,
-        Ok(_) | Err(kube::runtime::finalizer::Error::RemoveFinalizer(_)) => has_finalizer && deleting,
-        _ => false,
-    };
-    if patched {
-        ctx.metrics.write("NonAdminRestore");
-    }
-    Ok(res?)
+    .await
 }
 
 async fn apply(api: &Api<NonAdminRestore>, nar: Arc<NonAdminRestore>, ctx: &Ctx) -> Result<Action, Error> {
     ctx.ready(&ctx.restores_synced, "Velero Restores").await?;
     ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
+    // Decisions below read the status: not from a cache that lags behind nac's own last write.
+    let nar = ctx.fresh(api, nar).await?;
     let old = nar.status.as_ref();
     if old.and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
         return Ok(Action::await_change());

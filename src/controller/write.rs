@@ -30,7 +30,11 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// few milliseconds; a reconcile that starts in that window would plan from the old object and lose a write to
 /// a conflict. Instead it reads the object once (a read, not a write).
 #[derive(Debug, Default)]
-pub struct RecentWrites(Mutex<HashMap<String, String>>);
+pub struct RecentWrites {
+    versions: Mutex<HashMap<String, String>>,
+    /// uids of objects nac just added its finalizer to, until the cache shows it.
+    finalizing: Mutex<std::collections::HashSet<String>>,
+}
 
 impl RecentWrites {
     fn key<K: Resource>(obj: &K) -> String
@@ -51,7 +55,10 @@ impl RecentWrites {
         K::DynamicType: Default,
     {
         if let Some(rv) = obj.meta().resource_version.clone() {
-            self.0.lock().expect("recent writes lock").insert(Self::key(obj), rv);
+            self.versions
+                .lock()
+                .expect("recent writes lock")
+                .insert(Self::key(obj), rv);
         }
     }
 
@@ -61,7 +68,7 @@ impl RecentWrites {
         K::DynamicType: Default,
     {
         let key = Self::key(obj);
-        let mut m = self.0.lock().expect("recent writes lock");
+        let mut m = self.versions.lock().expect("recent writes lock");
         match m.get(&key) {
             Some(rv) if Some(rv) == obj.meta().resource_version.as_ref() => {
                 m.remove(&key);
@@ -71,6 +78,64 @@ impl RecentWrites {
             None => false,
         }
     }
+}
+
+impl RecentWrites {
+    /// Notes that nac added its finalizer to the object with this uid.
+    pub fn finalizer_added(&self, uid: &str) {
+        self.finalizing.lock().expect("finalizing lock").insert(uid.to_string());
+    }
+
+    /// Whether the finalizer was added but the cache does not show it yet (adding again would fail).
+    pub fn finalizer_in_flight(&self, uid: &str) -> bool {
+        self.finalizing.lock().expect("finalizing lock").contains(uid)
+    }
+
+    /// The cache shows the finalizer: nothing in flight any more.
+    pub fn finalizer_seen(&self, uid: &str) {
+        self.finalizing.lock().expect("finalizing lock").remove(uid);
+    }
+}
+
+/// Runs kube's finalizer helper around `body`, counting its own patches as writes, and not adding the finalizer
+/// a second time while the cache still shows the object without it.
+pub async fn with_finalizer<K, F, Fut>(
+    api: &Api<K>,
+    finalizer_name: &str,
+    obj: std::sync::Arc<K>,
+    recent: &RecentWrites,
+    metrics: &Metrics,
+    body: F,
+) -> Result<kube::runtime::controller::Action, super::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+    F: FnOnce(kube::runtime::finalizer::Event<K>) -> Fut,
+    Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
+{
+    use kube::runtime::finalizer::Error as F;
+    let uid = obj.meta().uid.clone().unwrap_or_default();
+    let has = obj.finalizers().iter().any(|f| f == finalizer_name);
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    if has {
+        recent.finalizer_seen(&uid);
+    } else if !deleting && recent.finalizer_in_flight(&uid) {
+        // The add's watch event brings the object back.
+        return Ok(kube::runtime::controller::Action::await_change());
+    }
+    let kind = K::kind(&Default::default()).to_string();
+    let res = kube::runtime::finalizer::finalizer(api, finalizer_name, obj, body).await;
+    if !has && !deleting {
+        metrics.write(&kind);
+        if res.is_ok() {
+            recent.finalizer_added(&uid);
+        }
+    }
+    if has && deleting && matches!(&res, Ok(_) | Err(F::RemoveFinalizer(_))) {
+        metrics.write(&kind);
+        recent.finalizer_seen(&uid);
+    }
+    Ok(res?)
 }
 
 /// nac's resources with a status subresource.
@@ -225,6 +290,17 @@ mod tests {
         assert!(r.is_stale(&nab("4")), "still stale on the next reconcile");
         assert!(!r.is_stale(&nab("5")), "caught up");
         assert!(!r.is_stale(&nab("4")), "the record is gone once the cache caught up");
+    }
+
+    #[test]
+    fn a_finalizer_add_is_in_flight_until_seen() {
+        let r = RecentWrites::default();
+        assert!(!r.finalizer_in_flight("u1"));
+        r.finalizer_added("u1");
+        assert!(r.finalizer_in_flight("u1"));
+        assert!(!r.finalizer_in_flight("u2"));
+        r.finalizer_seen("u1");
+        assert!(!r.finalizer_in_flight("u1"));
     }
 
     #[test]
