@@ -137,18 +137,43 @@ fn no_policy_message(state: &AdmissionState, kind: ProxyKind) -> String {
     )
 }
 
+/// The response to build on and the parsed review; or the finished response when there is nothing to review
+/// (not a CREATE or UPDATE) or the review cannot be understood.
+fn prepare(
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+) -> Result<(AdmissionResponse, Parsed<'_>), Box<AdmissionResponse>> {
+    let resp = AdmissionResponse::from(req);
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Err(Box::new(resp));
+    }
+    match parse(kind, req) {
+        Ok(p) => Ok((resp, p)),
+        Err(msg) => Err(Box::new(deny(resp, msg, []))),
+    }
+}
+
+/// Allows when there is no violation, otherwise denies with all of them.
+fn deny_all(resp: AdmissionResponse, violations: Vec<(String, String)>) -> AdmissionResponse {
+    if violations.is_empty() {
+        return resp;
+    }
+    let message = violations
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    deny(resp, message, violations)
+}
+
 pub(super) fn mutate(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let resp = AdmissionResponse::from(req);
-    if !matches!(req.operation, Operation::Create | Operation::Update) {
-        return resp;
-    }
-    let p = match parse(kind, req) {
-        Ok(p) => p,
-        Err(msg) => return deny(resp, msg, []),
+    let (resp, p) = match prepare(kind, req) {
+        Ok(x) => x,
+        Err(done) => return *done,
     };
     let mut patched = p.object.clone();
     let mut warnings = Vec::new();
@@ -205,13 +230,9 @@ pub(super) fn validate(
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let resp = AdmissionResponse::from(req);
-    if !matches!(req.operation, Operation::Create | Operation::Update) {
-        return resp;
-    }
-    let p = match parse(kind, req) {
-        Ok(p) => p,
-        Err(msg) => return deny(resp, msg, []),
+    let (resp, p) = match prepare(kind, req) {
+        Ok(x) => x,
+        Err(done) => return *done,
     };
     let label_key = kind.identity_label();
     let label_field = format!("metadata.labels[{label_key}]");
@@ -238,15 +259,7 @@ pub(super) fn validate(
                     ));
                 }
             }
-            if violations.is_empty() {
-                return resp;
-            }
-            let message = violations
-                .iter()
-                .map(|(_, m)| m.as_str())
-                .collect::<Vec<_>>()
-                .join("; ");
-            deny(resp, message, violations)
+            deny_all(resp, violations)
         }
         Some((old_obj, old_spec)) => {
             let mut violations = Vec::new();
@@ -285,15 +298,7 @@ pub(super) fn validate(
                     ),
                 ));
             }
-            if violations.is_empty() {
-                return resp;
-            }
-            let message = violations
-                .iter()
-                .map(|(_, m)| m.as_str())
-                .collect::<Vec<_>>()
-                .join("; ");
-            deny(resp, message, violations)
+            deny_all(resp, violations)
         }
     }
 }
