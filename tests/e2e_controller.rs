@@ -99,7 +99,11 @@ async fn backup_lifecycle_is_mirrored() {
     assert_eq!(n["status"]["veleroBackup"]["nacuuid"], id.as_str());
     assert_eq!(n["status"]["veleroBackup"]["name"], id.as_str());
     assert_eq!(n["status"]["veleroBackup"]["namespace"], VELERO_NAMESPACE);
-    assert!(created_nab.metadata.finalizers.is_none());
+    // The mutating webhook adds the reconciler's finalizer at create (one write less per NAB).
+    assert_eq!(
+        created_nab.metadata.finalizers,
+        Some(vec![nac::naming::NAB_FINALIZER.to_string()])
+    );
     assert!(api
         .get("nightly")
         .await

@@ -29,6 +29,7 @@ async fn mutate_nab_create_fills_policy_namespace_and_identity() {
     assert_eq!(spec["labelSelector"], json!({"matchLabels": {"app": "shop"}}));
     let id = obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL].as_str().unwrap();
     assert!(is_nacuuid_for(id, "team-a", "nightly"), "{id}");
+    assert_eq!(obj["metadata"]["finalizers"], json!([nac::naming::NAB_FINALIZER]));
     let warnings: Vec<&str> = resp(&out)["warnings"]
         .as_array()
         .unwrap()

@@ -32,6 +32,14 @@ impl ProxyKind {
             ProxyKind::Restore => "restoreSpec",
         }
     }
+    /// The finalizer nac's reconciler manages on this kind.
+    fn finalizer(&self) -> &'static str {
+        match self {
+            ProxyKind::Backup => naming::NAB_FINALIZER,
+            ProxyKind::Restore => naming::NAR_FINALIZER,
+        }
+    }
+
     pub fn identity_label(&self) -> &'static str {
         match self {
             ProxyKind::Backup => NAB_ORIGIN_NACUUID_LABEL,
@@ -198,6 +206,8 @@ pub(super) fn mutate(
                 let id = naming::generate_nacuuid(p.namespace, &p.name);
                 set_label(&mut patched, label_key, id);
             }
+            // The reconciler needs its finalizer anyway; adding it here saves it a write and a round trip.
+            add_finalizer(&mut patched, kind.finalizer());
         }
         Some((old_obj, old_spec)) => {
             patched["spec"][kind.spec_key()] = Value::Object(policy::fill_from_old(&p.spec, old_spec));
@@ -214,6 +224,17 @@ pub(super) fn mutate(
     match resp.clone().with_patch(patch) {
         Ok(r) => r,
         Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
+    }
+}
+
+fn add_finalizer(object: &mut Value, finalizer: &str) {
+    let meta = &mut object["metadata"];
+    if !meta["finalizers"].is_array() {
+        meta["finalizers"] = Value::Array(Vec::new());
+    }
+    let list = meta["finalizers"].as_array_mut().expect("just made an array");
+    if !list.iter().any(|f| f.as_str() == Some(finalizer)) {
+        list.push(Value::String(finalizer.to_string()));
     }
 }
 
