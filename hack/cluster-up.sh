@@ -45,7 +45,13 @@ running() (
 	pid_is etcd "$ETCD_PID" && pid_is kube-apiserver "$APISERVER_PID" && apiserver_ready
 )
 
-if [[ ${1:-} == --status ]]; then
+restart_apiserver=false
+if [[ ${1:-} == --restart-apiserver ]]; then
+	# Tests of watch recovery: stop the API server, keep it down RESTART_DOWN_SECS, start it again on the same
+	# port with the same etcd (nothing is lost).
+	running || die "no running cluster in $CLUSTER_DIR to restart"
+	restart_apiserver=true
+elif [[ ${1:-} == --status ]]; then
 	if running; then
 		echo "cluster in $CLUSTER_DIR is running: $(grep '^export KUBE_APISERVER_URL=' "$ENV_FILE" | cut -d= -f2-)"
 		exit 0
@@ -53,16 +59,16 @@ if [[ ${1:-} == --status ]]; then
 	echo "cluster in $CLUSTER_DIR is not running"
 	exit 1
 elif [[ $# -gt 0 ]]; then
-	die "usage: $0 [--status]"
+	die "usage: $0 [--status | --restart-apiserver]"
 fi
 
-if running; then
+if ! $restart_apiserver && running; then
 	log "cluster in $CLUSTER_DIR is already running (KUBECONFIG=$KUBECONFIG_FILE)"
 	exit 0
 fi
 
 # Leftovers of a crashed or half-stopped cluster in the same directory.
-if [[ -f $ENV_FILE ]] || [[ -n $(pids_of_cluster etcd) ]] || [[ -n $(pids_of_cluster kube-apiserver) ]]; then
+if ! $restart_apiserver && { [[ -f $ENV_FILE ]] || [[ -n $(pids_of_cluster etcd) ]] || [[ -n $(pids_of_cluster kube-apiserver) ]]; }; then
 	log "cleaning up a stale cluster in $CLUSTER_DIR"
 	"$NAC_ROOT/hack/cluster-down.sh"
 fi
@@ -318,6 +324,21 @@ fail_with_log() {
 	tail -n 40 "$file" >&2 || true
 	exit 1
 }
+
+if $restart_apiserver; then
+	# shellcheck disable=SC1090
+	. "$ENV_FILE"
+	stop_pid kube-apiserver "$APISERVER_PID" 20
+	sleep "${RESTART_DOWN_SECS:-2}"
+	log "restarting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+	rc=0
+	start_apiserver || rc=$?
+	((rc == 0)) || fail_with_log kube-apiserver "$CLUSTER_DIR/kube-apiserver.log"
+	write_env
+	started_ok=true
+	log "apiserver ready again (pid $APISERVER_PID)"
+	exit 0
+fi
 
 for _ in 1 2 3; do
 	read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT < <(free_ports 3)
