@@ -33,7 +33,14 @@ make --no-print-directory cluster-up
 hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
 
 echo "== tests (unit, handler, end-to-end)"
-cargo test --features e2e
+results=$(mktemp)
+cargo test --features e2e 2>&1 | tee "$results"
 
 echo "== Helm chart (its own control plane in .cluster-chart)"
 CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh
+
+# One closing line for the whole run (cargo prints one per test binary, the last being the empty doc tests).
+passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$results" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed;' "$results" | awk '{s += $1} END {print s + 0}')
+rm -f "$results"
+echo "tests: $passed passed, $failed failed"
