@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: lint, unit and handler tests, then the end-to-end tests against a
-# local control plane started here (its own state dir, so a `make run` cluster is left alone) and stopped on
-# exit, also on failure or Ctrl-C.
+# local control plane started here (its own state dir, so a `make run` cluster is left alone), the Helm chart
+# tests, and the end-to-end suite again against what the chart installs (another control plane). Control planes
+# started here are stopped on exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$PWD/.cluster-test}
-started=0
+E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$PWD/.cluster-e2e-chart}
+started=() # state dirs of the control planes started here
 cleanup() {
 	status=$?
-	if [[ $started == 1 ]]; then
-		hack/cluster-down.sh || true
-	fi
+	local dir
+	for dir in ${started[@]+"${started[@]}"}; do
+		CLUSTER_DIR=$dir hack/cluster-down.sh || true
+	done
 	exit "$status"
 }
 trap cleanup EXIT
@@ -27,7 +30,7 @@ make --no-print-directory helm
 
 echo "== control plane ($CLUSTER_DIR)"
 if ! hack/cluster-up.sh --status >/dev/null 2>&1; then
-	started=1
+	started+=("$CLUSTER_DIR")
 fi
 make --no-print-directory cluster-up
 hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
@@ -38,6 +41,21 @@ cargo test --features e2e 2>&1 | tee "$results"
 
 echo "== Helm chart (its own control plane in .cluster-chart)"
 CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh
+
+echo "== end-to-end suite against the installed Helm chart (its own control plane in $E2E_CHART_CLUSTER_DIR)"
+# NAC_E2E_CHART=1: the harness installs charts/nac with `helm upgrade --install` (webhooks by URL at the local
+# nac, the chart's RBAC, user roles and policy ConfigMap) and runs nac with a token of the chart's
+# ServiceAccount. On a fresh control plane the chart installs the CRDs (crds/); on one left running, apply them
+# first, as for an upgrade (Helm never upgrades crds/). e2e_restart is left out: it restarts the API server,
+# which tests nac's watches, not anything the chart installs.
+if CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&1; then
+	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/install-crds.sh -f charts/nac/crds
+else
+	started+=("$E2E_CHART_CLUSTER_DIR")
+	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR make --no-print-directory cluster-up
+fi
+CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 cargo test --features e2e \
+	--test e2e_webhooks --test e2e_controller --test e2e_policy --test e2e_ha 2>&1 | tee -a "$results"
 
 # One closing line for the whole run (cargo prints one per test binary, the last being the empty doc tests).
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$results" | awk '{s += $4} END {print s + 0}')

@@ -1,5 +1,11 @@
 //! End-to-end harness: the local control plane from `make cluster-up`, a real `nac serve` process registered
 //! as the webhook by URL, and namespace users acting through impersonation with real RBAC.
+//!
+//! Chart mode (`NAC_E2E_CHART=1`): instead of registering nac itself, the harness installs the Helm chart
+//! (`helm upgrade --install` of charts/nac into [`NAC_NAMESPACE`]) with `webhook.url` pointing at the local nac
+//! process, and the suite runs against what the chart installed: its webhook configurations, its policy
+//! ConfigMap, its editor ClusterRole for users, and nac running with a token of the chart's ServiceAccount, so
+//! the chart's least-privilege RBAC is all nac has. See [`chart`].
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -17,6 +23,8 @@ use std::time::{Duration, Instant};
 pub const NAC_NAMESPACE: &str = "nac-system";
 pub const VELERO_NAMESPACE: &str = "openshift-adp";
 pub const EDITOR_ROLE: &str = "nonadminbackup-editor-role";
+/// The policy ConfigMap nac reads (nac's default, and the chart's `policyConfigMap.name`).
+pub const POLICY_CONFIGMAP: &str = "nac-policy";
 
 /// The local control plane's settings, read from `$CLUSTER_DIR/env`.
 pub struct Cluster {
@@ -85,6 +93,8 @@ pub struct NacProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     pub log: PathBuf,
+    /// Chart mode: nac's kubeconfig (a ServiceAccount token), removed when nac stops.
+    kubeconfig: Option<PathBuf>,
 }
 
 pub struct NacOptions {
@@ -106,6 +116,12 @@ impl Default for NacOptions {
 impl NacProcess {
     pub fn spawn(cluster: &Cluster, opts: NacOptions) -> NacProcess {
         let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        NacProcess::spawn_on(cluster, opts, webhook)
+    }
+
+    /// Like [`NacProcess::spawn`], with the webhook listener on `webhook` (chart mode fixes the webhook URL
+    /// in the chart's values before nac starts). In chart mode nac runs as the chart's ServiceAccount.
+    pub fn spawn_on(cluster: &Cluster, opts: NacOptions, webhook: SocketAddr) -> NacProcess {
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::env::temp_dir().join(format!("nac-e2e-{}-{}.log", std::process::id(), webhook.port()));
         let logf = std::fs::File::create(&log).unwrap();
@@ -123,9 +139,21 @@ impl NacProcess {
             .env("NAC_CONTROLLERS__VELERO_NAMESPACE", VELERO_NAMESPACE)
             .env("NAC_CONTROLLERS__LEADER_ELECTION__IDENTITY", &opts.identity)
             .env("NAC_LOG__LEVEL", "info,nac=debug")
+            // nac takes every NAC_* variable as a setting and refuses unknown ones.
+            .env_remove(chart::MODE_ENV)
             .stdin(Stdio::piped())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
+        let mut kubeconfig = None;
+        if chart::enabled() {
+            // Like a pod of the chart's Deployment: the ServiceAccount's credentials, the chart's settings.
+            let path = log.with_extension("kubeconfig");
+            chart::write_service_account_kubeconfig(cluster, &path);
+            cmd.env("KUBECONFIG", &path)
+                .env("NAC_WEBHOOK__PRIVILEGED_USERS", chart::service_account_user())
+                .env("NAC_POLICY__CONFIGMAP", POLICY_CONFIGMAP);
+            kubeconfig = Some(path);
+        }
         for (k, v) in &opts.extra_env {
             cmd.env(k, v);
         }
@@ -137,6 +165,7 @@ impl NacProcess {
             child,
             stdin,
             log,
+            kubeconfig,
         }
     }
 
@@ -201,6 +230,9 @@ impl NacProcess {
 impl Drop for NacProcess {
     fn drop(&mut self) {
         self.stop();
+        if let Some(path) = self.kubeconfig.take() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -248,8 +280,16 @@ pub async fn apply_yaml(client: &Client, yaml: &str) {
     }
 }
 
-/// The design's editor ClusterRole, bound in `ns` to `user`: the only rights the user has.
+/// The design's editor ClusterRole, bound in `ns` to `user`: the only rights the user has. In chart mode the
+/// ClusterRole is the chart's (Helm owns it: it is bound, not written).
 pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
+    if !chart::enabled() {
+        create_editor_role(admin).await;
+    }
+    bind_editor(admin, ns, user).await;
+}
+
+async fn create_editor_role(admin: &Client) {
     let roles: Api<ClusterRole> = Api::all(admin.clone());
     let role: ClusterRole = serde_json::from_value(json!({
         "metadata": {"name": EDITOR_ROLE},
@@ -271,6 +311,9 @@ pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
         )
         .await
         .unwrap();
+}
+
+async fn bind_editor(admin: &Client, ns: &str, user: &str) {
     let rb: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": format!("{user}-editor"), "namespace": ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EDITOR_ROLE},
@@ -287,8 +330,12 @@ pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
         .unwrap();
 }
 
-/// Writes the policy ConfigMap (bypassing nothing: the policy webhook checks it when registered).
+/// Writes the policy ConfigMap (bypassing nothing: the policy webhook checks it when registered). In chart mode
+/// it edits the chart's ConfigMap, as an admin's `kubectl edit` would (name and labels stay the chart's).
 pub async fn set_policy(admin: &Client, policy_yaml: &str) -> Result<(), kube::Error> {
+    if chart::enabled() {
+        return chart::edit_policy(admin, policy_yaml).await;
+    }
     let cm: ConfigMap = serde_json::from_value(json!({
         "metadata": {
             "name": "nac-policy",
@@ -304,8 +351,15 @@ pub async fn set_policy(admin: &Client, policy_yaml: &str) -> Result<(), kube::E
         .map(|_| ())
 }
 
-/// Registers `nac` as the cluster's webhooks (by URL, with the generated CA bundle).
+/// Registers `nac` as the cluster's webhooks (by URL, with the generated CA bundle). In chart mode: `helm
+/// upgrade` with `webhook.url` at `nac` (which re-creates deleted webhook configurations), keeping the policy
+/// now in the ConfigMap.
 pub async fn register_webhooks(cluster: &Cluster, admin: &Client, nac: &NacProcess) {
+    if chart::enabled() {
+        let policy = chart::current_policy(admin).await;
+        chart::upgrade(cluster, nac.webhook, &policy).await;
+        return;
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_nac"))
         .args(["webhook-config", "--url"])
         .arg(format!("https://{}", nac.webhook))
@@ -319,6 +373,8 @@ pub async fn register_webhooks(cluster: &Cluster, admin: &Client, nac: &NacProce
     apply_yaml(admin, &yaml).await;
 }
 
+/// Deletes the webhook configurations. The chart's have the same names (`<fullname>-mutating`/`-validating`,
+/// fullname `nac` for release `nac`), so this also removes the chart's until the next `helm upgrade`.
 pub async fn delete_webhooks(admin: &Client) {
     let _ = Api::<MutatingWebhookConfiguration>::all(admin.clone())
         .delete("nac-mutating", &DeleteParams::default())
@@ -390,6 +446,16 @@ impl Env {
         ensure_namespace(&admin, NAC_NAMESPACE).await;
         // Register nothing stale from an earlier run before the policy is written.
         delete_webhooks(&admin).await;
+        if chart::enabled() {
+            // The chart installs webhooks (by URL, so nac's address is fixed first), RBAC and the policy
+            // ConfigMap; then nac starts as the chart's ServiceAccount.
+            chart::prepare(&cluster, &admin).await;
+            let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            chart::upgrade(&cluster, webhook, policy).await;
+            let nac = NacProcess::spawn_on(&cluster, opts, webhook);
+            nac.wait_ready().await;
+            return Env { cluster, admin, nac };
+        }
         set_policy(&admin, policy).await.unwrap();
         let nac = NacProcess::spawn(&cluster, opts);
         nac.wait_ready().await;
@@ -405,5 +471,227 @@ impl Env {
         grant_editor(&self.admin, &ns, &user).await;
         let client = self.cluster.as_user(&user).await;
         (ns, client)
+    }
+}
+
+/// Chart mode (`NAC_E2E_CHART=1`): the suite against what `helm install` of charts/nac puts in the cluster.
+///
+/// The release `nac` in [`NAC_NAMESPACE`] is installed or upgraded by every [`Env::start`] (`helm upgrade
+/// --install`, so test binaries can run one after the other on one control plane) with
+/// - `certs.mode=existing`: a Secret made from the control plane's `pki/webhook` certificate, the one the local
+///   nac serves; `webhook.url` at the local nac and `webhook.caBundle` = `WEBHOOK_CA_CERT`;
+/// - `policy` = the test's policy, rendered by the chart into its policy ConfigMap ([`POLICY_CONFIGMAP`]);
+/// - `velero.namespace` = [`VELERO_NAMESPACE`].
+///
+/// nac runs with a kubeconfig holding a token of the chart's ServiceAccount (the Deployment's identity), so the
+/// chart's RBAC is exactly what nac has; users are bound to the chart's editor ClusterRole.
+///
+/// Only for the `e2e_*` test binaries (`--test e2e_webhooks ...`): other tests that start nac pass it their
+/// environment, and nac refuses the unknown setting `NAC_E2E_CHART`.
+pub mod chart {
+    use super::*;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::ByteString;
+    use kube::api::ListParams;
+    use std::collections::BTreeMap;
+
+    /// The variable that turns chart mode on (`1` or `true`).
+    pub const MODE_ENV: &str = "NAC_E2E_CHART";
+    /// The Helm release; the chart's full name is the release name (it contains "nac").
+    pub const RELEASE: &str = "nac";
+    /// The chart's ServiceAccount (`serviceAccount.name` empty: the full name).
+    pub const SERVICE_ACCOUNT: &str = "nac";
+    /// The chart's read-only user role (`userRoles.viewerName`); the editor is [`EDITOR_ROLE`].
+    pub const VIEWER_ROLE: &str = "nonadminbackup-viewer-role";
+    /// The `certs.existing.secretName` the harness creates.
+    pub const TLS_SECRET: &str = "nac-e2e-webhook-tls";
+
+    pub fn enabled() -> bool {
+        matches!(std::env::var(MODE_ENV).as_deref(), Ok("1" | "true"))
+    }
+
+    fn repo(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
+
+    fn tool(rel: &str, how: &str) -> PathBuf {
+        let p = repo(rel);
+        assert!(p.is_file(), "chart mode needs {} ({how})", p.display());
+        p
+    }
+
+    /// The user nac authenticates as: the chart's ServiceAccount.
+    pub fn service_account_user() -> String {
+        format!("system:serviceaccount:{NAC_NAMESPACE}:{SERVICE_ACCOUNT}")
+    }
+
+    /// Writes a kubeconfig for nac with a fresh token of the chart's ServiceAccount.
+    pub fn write_service_account_kubeconfig(cluster: &Cluster, path: &Path) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let out = Command::new(tool("bin/kubectl", "make cluster-up builds it"))
+            .arg("--kubeconfig")
+            .arg(cluster.get("KUBECONFIG"))
+            .args(["-n", NAC_NAMESPACE, "create", "token", SERVICE_ACCOUNT, "--duration=2h"])
+            .output()
+            .expect("running kubectl create token");
+        assert!(
+            out.status.success(),
+            "a token for ServiceAccount {NAC_NAMESPACE}/{SERVICE_ACCOUNT} (installed by the chart): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap();
+        let kubeconfig = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": cluster.get("KUBE_APISERVER_URL"),
+                "certificate-authority": cluster.get("CA_CERT"),
+            }}],
+            "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token.trim()}}],
+            "contexts": [{"name": "nac", "context": {
+                "cluster": "local", "user": SERVICE_ACCOUNT, "namespace": NAC_NAMESPACE,
+            }}],
+            "current-context": "nac",
+        });
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap();
+        f.write_all(serde_json::to_string_pretty(&kubeconfig).unwrap().as_bytes())
+            .unwrap();
+    }
+
+    /// Before `helm upgrade --install`: the serving certificate Secret (certs.mode=existing); objects with the
+    /// chart's names that Helm does not own (the default mode's policy ConfigMap and editor role, or
+    /// hack/demo-rbac.yaml), which would make the install fail; a release left pending by a test binary killed
+    /// mid-upgrade, which would block every later upgrade.
+    pub async fn prepare(cluster: &Cluster, admin: &Client) {
+        let read = |k: &str| std::fs::read(cluster.get(k)).unwrap_or_else(|e| panic!("{}: {e}", cluster.get(k)));
+        let data = BTreeMap::from([
+            ("tls.crt".to_string(), ByteString(read("WEBHOOK_TLS_CERT"))),
+            ("tls.key".to_string(), ByteString(read("WEBHOOK_TLS_KEY"))),
+        ]);
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(TLS_SECRET.into()),
+                namespace: Some(NAC_NAMESPACE.into()),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(data),
+            ..Default::default()
+        };
+        let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAC_NAMESPACE);
+        secrets
+            .patch(
+                TLS_SECRET,
+                &PatchParams::apply("nac-e2e").force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .unwrap();
+
+        delete_unless_released(Api::<ClusterRole>::all(admin.clone()), EDITOR_ROLE).await;
+        delete_unless_released(Api::<ClusterRole>::all(admin.clone()), VIEWER_ROLE).await;
+        delete_unless_released(
+            Api::<ConfigMap>::namespaced(admin.clone(), NAC_NAMESPACE),
+            POLICY_CONFIGMAP,
+        )
+        .await;
+
+        let pending = format!("owner=helm,name={RELEASE},status in (pending-install,pending-upgrade,pending-rollback)");
+        secrets
+            .delete_collection(&DeleteParams::default(), &ListParams::default().labels(&pending))
+            .await
+            .unwrap();
+    }
+
+    async fn delete_unless_released<K>(api: Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let Some(obj) = api.get_opt(name).await.unwrap() else {
+            return;
+        };
+        let ann = obj.meta().annotations.clone().unwrap_or_default();
+        let released = ann.get("meta.helm.sh/release-name").map(String::as_str) == Some(RELEASE)
+            && ann.get("meta.helm.sh/release-namespace").map(String::as_str) == Some(NAC_NAMESPACE);
+        if !released {
+            api.delete(name, &DeleteParams::default()).await.unwrap();
+        }
+    }
+
+    /// `helm upgrade --install` of charts/nac: webhooks at `webhook` by URL, `policy` in the policy ConfigMap.
+    /// Webhook configurations deleted since the last upgrade are created again.
+    pub async fn upgrade(cluster: &Cluster, webhook: SocketAddr, policy: &str) {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let policy_file = std::env::temp_dir().join(format!(
+            "nac-e2e-chart-{}-{}-policy.yaml",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&policy_file, policy).unwrap();
+        let ca = cluster.get("WEBHOOK_CA_CERT");
+        let started = Instant::now();
+        let out = tokio::process::Command::new(tool("bin/helm", "make helm builds it"))
+            .args(["upgrade", "--install", RELEASE])
+            .arg(repo("charts/nac"))
+            .args(["--namespace", NAC_NAMESPACE, "--kubeconfig", cluster.get("KUBECONFIG")])
+            .args(["--wait=false", "--timeout", "60s", "--history-max", "5"])
+            .args(["--set", "certs.mode=existing"])
+            .args(["--set", &format!("certs.existing.secretName={TLS_SECRET}")])
+            .args(["--set-file", &format!("certs.existing.caBundle={ca}")])
+            .args(["--set", &format!("webhook.url=https://{webhook}")])
+            .args(["--set-file", &format!("webhook.caBundle={ca}")])
+            .args(["--set", "webhook.timeoutSeconds=5"])
+            .args(["--set", &format!("velero.namespace={VELERO_NAMESPACE}")])
+            .arg("--set-file")
+            .arg(format!("policy={}", policy_file.display()))
+            .output()
+            .await
+            .expect("running helm");
+        let _ = std::fs::remove_file(&policy_file);
+        assert!(
+            out.status.success(),
+            "helm upgrade --install {RELEASE} charts/nac failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "chart mode: helm upgrade --install {RELEASE} (webhook.url https://{webhook}) took {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// Edits the policy in the chart's ConfigMap (only `data.policy.yaml`, like `kubectl edit`).
+    pub async fn edit_policy(admin: &Client, policy_yaml: &str) -> Result<(), kube::Error> {
+        let patch = json!({"data": {"policy.yaml": policy_yaml}});
+        Api::<ConfigMap>::namespaced(admin.clone(), NAC_NAMESPACE)
+            .patch(
+                POLICY_CONFIGMAP,
+                &PatchParams {
+                    field_manager: Some("nac-e2e".into()),
+                    ..Default::default()
+                },
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// The policy document now in the chart's ConfigMap: what a later `helm upgrade` must keep.
+    pub async fn current_policy(admin: &Client) -> String {
+        let cm = Api::<ConfigMap>::namespaced(admin.clone(), NAC_NAMESPACE)
+            .get(POLICY_CONFIGMAP)
+            .await
+            .unwrap();
+        cm.data
+            .and_then(|d| d.get("policy.yaml").cloned())
+            .unwrap_or_else(|| "{}".into())
     }
 }
