@@ -93,7 +93,8 @@ pub struct NacProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     pub log: PathBuf,
-    /// Chart mode: nac's kubeconfig (a ServiceAccount token), removed when nac stops.
+    /// Chart mode: nac's kubeconfig (a ServiceAccount token of the test cluster, valid 2 h), next to nac's log;
+    /// removed on drop (a binary's shared `static` Env is never dropped: like the log, it then stays).
     kubeconfig: Option<PathBuf>,
 }
 
