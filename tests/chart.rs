@@ -507,6 +507,7 @@ fn rbac_is_least_privilege() {
                 set(&["nonadminbackups", "nonadminrestores"]),
                 set(&["get", "list", "watch", "update", "patch"])
             ),
+            (set(&["oadp.openshift.io"]), set(&["nonadminbackups"]), set(&["delete"])),
             (
                 set(&["oadp.openshift.io"]),
                 set(&["nonadminbackups/status", "nonadminrestores/status"]),
