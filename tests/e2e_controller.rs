@@ -24,13 +24,7 @@ async fn env() -> &'static Env {
 
 async fn tenant(prefix: &str) -> (String, Client, Client) {
     env().await;
-    let c = Cluster::load();
-    let admin = c.admin().await;
-    let ns = unique_ns(prefix);
-    ensure_namespace(&admin, &ns).await;
-    let user = format!("user-{ns}");
-    grant_editor(&admin, &ns, &user).await;
-    (ns, c.as_user(&user).await, admin)
+    new_tenant(prefix).await
 }
 
 fn nab(name: &str) -> NonAdminBackup {

@@ -48,16 +48,9 @@ fn denial(e: kube::Error) -> String {
 }
 
 async fn tenant(prefix: &str) -> (String, Client) {
-    // Each test gets its own client (bound to its own runtime) for the shared nac.
-    let e = env().await;
-    let c = Cluster::load();
-    let admin = c.admin().await;
-    let ns = unique_ns(prefix);
-    ensure_namespace(&admin, &ns).await;
-    let user = format!("user-{ns}");
-    grant_editor(&admin, &ns, &user).await;
-    let _ = &e.nac;
-    (ns, c.as_user(&user).await)
+    env().await;
+    let (ns, user, _) = new_tenant(prefix).await;
+    (ns, user)
 }
 
 #[tokio::test]

@@ -466,13 +466,22 @@ impl Env {
 
     /// A fresh namespace with `user` holding only the editor role in it; returns (namespace, user client).
     pub async fn tenant(&self, prefix: &str) -> (String, Client) {
-        let ns = unique_ns(prefix);
-        ensure_namespace(&self.admin, &ns).await;
-        let user = format!("user-{ns}");
-        grant_editor(&self.admin, &ns, &user).await;
-        let client = self.cluster.as_user(&user).await;
-        (ns, client)
+        let (ns, user, _) = new_tenant(prefix).await;
+        (ns, user)
     }
+}
+
+/// A fresh namespace whose user holds only the editor role there: (namespace, user client, admin client).
+/// The clients are made in the calling test's runtime (a kube client is bound to the runtime that made it), so
+/// tests sharing one nac process each call this rather than reusing the shared [`Env`]'s clients.
+pub async fn new_tenant(prefix: &str) -> (String, Client, Client) {
+    let c = Cluster::load();
+    let admin = c.admin().await;
+    let ns = unique_ns(prefix);
+    ensure_namespace(&admin, &ns).await;
+    let user = format!("user-{ns}");
+    grant_editor(&admin, &ns, &user).await;
+    (ns, c.as_user(&user).await, admin)
 }
 
 /// Chart mode (`NAC_E2E_CHART=1`): the suite against what `helm install` of charts/nac puts in the cluster.
