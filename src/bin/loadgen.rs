@@ -2,8 +2,9 @@
 //!
 //! Opens `--concurrency` kept-alive connections (HTTP/1.1, or HTTP/2 with `--h2`), each with one request in
 //! flight, POSTs the same pre-serialized AdmissionReview until `--duration` or `--requests` is reached, and
-//! reports requests/s and latency percentiles. Exits non-zero when any request failed (a status other than 200,
-//! a transport error, a timeout, or a first response that does not echo the request's uid).
+//! reports requests/s and latency percentiles. Exit status 1 when any request failed (a status other than 200, a
+//! transport error, a timeout, or a first response that does not echo the request's uid) or `--requests` was not
+//! reached in time; 2 when the run could not start (bad arguments, no connection).
 
 use anyhow::{bail, Context};
 use clap::Parser;

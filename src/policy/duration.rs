@@ -88,8 +88,10 @@ impl GoDuration {
             };
             let mut v = whole.checked_mul(unit).ok_or_else(|| err("overflow"))?;
             if !frac_part.is_empty() {
-                // Scale the fraction by the unit without floating point.
-                let digits = frac_part.len().min(30) as u32;
+                // Scale the fraction by the unit without floating point. Digits past the 19th cannot change a
+                // nanosecond of any unit (an hour is 3.6e12 ns) and would overflow u128 (10^30 * 3.6e12), so
+                // they are dropped, as Go's parser does.
+                let digits = frac_part.len().min(19) as u32;
                 let frac: u128 = frac_part[..digits as usize].parse().map_err(|_| err("bad fraction"))?;
                 v += frac * unit / 10u128.pow(digits);
             }
@@ -154,6 +156,15 @@ mod tests {
         assert_eq!(GoDuration::parse("1.5h").unwrap(), GoDuration(90 * M));
         assert_eq!(GoDuration::parse("0").unwrap(), GoDuration(0));
         assert_eq!(GoDuration::parse("300ms").unwrap(), GoDuration(300 * MS));
+    }
+
+    #[test]
+    fn long_fractions_keep_their_value() {
+        // Found by the `policy` fuzz target (fuzz/regressions/policy): 28 fraction digits overflowed u128, a
+        // panic with overflow checks and 30.5 s instead of 30 min without them.
+        assert_eq!(GoDuration::parse("0.5000000000000000000000000000h").unwrap(), GoDuration(30 * M));
+        assert_eq!(GoDuration::parse("1.99999999999999999999999999999999h").unwrap(), GoDuration(2 * H - 1));
+        assert_eq!(GoDuration::parse("0.000000001000000000000000s").unwrap(), GoDuration(1));
     }
 
     #[test]
