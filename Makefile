@@ -1,9 +1,10 @@
 # nac: build, test, run. `make run` and `make test` are the two commands a new machine needs.
 include make/cluster.mk
+include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: build release test unit lint e2e run bench scale chart-test chart-lint clean
+.PHONY: build release test unit lint e2e e2e-velero run bench scale velero-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
@@ -23,13 +24,22 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features e2e -- -D warnings
 
-# The end-to-end suite alone, against the cluster in $(CLUSTER_DIR) (make cluster-up first).
+# End-to-end tests that play Velero (and the webhook/policy ones), against a cluster started with
+# `VELERO_MODE=fake make cluster-up` in $(CLUSTER_DIR).
+E2E_FAKE_TESTS := --test e2e_webhooks --test e2e_policy --test e2e_controller --test e2e_ha --test e2e_restart
 e2e:
 	$(CARGO) build --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
-	$(CARGO) test --features e2e --test 'e2e_*'
+	$(CARGO) test --features e2e $(E2E_FAKE_TESTS)
 
-# A local control plane plus nac with the strict example policy, in the foreground until Ctrl-C.
+# End-to-end tests with the real Velero and S3 server, against the `make cluster-up` environment in $(CLUSTER_DIR).
+e2e-velero:
+	$(CARGO) build --bins
+	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
+	$(CARGO) test --features e2e --test e2e_velero
+
+# The local environment (control plane, real Velero and S3 server) plus nac with the strict example policy and a
+# demo tenant, in the foreground until Ctrl-C, with a printed walkthrough.
 run:
 	hack/run.sh
 
@@ -39,7 +49,8 @@ bench:
 clean: cluster-clean
 	$(CARGO) clean
 
-# Reconciler scale run against the cluster in $(CLUSTER_DIR): 1,000 NABs over 100 namespaces (see BENCHMARKS.md).
+# Reconciler scale run against a VELERO_MODE=fake cluster in $(CLUSTER_DIR): 1,000 NABs over 100 namespaces
+# (see BENCHMARKS.md).
 scale:
 	$(CARGO) build --release --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"

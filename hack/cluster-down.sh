@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Stops the local control plane started by hack/cluster-up.sh: the API server
-# first (it hangs on shutdown once etcd is gone), then etcd. Waits for both to
-# exit, SIGKILLs after a timeout, and leaves no process of this cluster behind.
+# Stops the local environment started by hack/cluster-up.sh: Velero and the S3
+# server, kube-controller-manager, then the API server (it hangs on shutdown
+# once etcd is gone), then etcd. Waits for each to exit, SIGKILLs after a
+# timeout, and leaves no process of this cluster behind.
 #
 # usage: hack/cluster-down.sh           stop; keep $CLUSTER_DIR (pki, logs, CRDs)
 #        hack/cluster-down.sh --clean   stop, then remove $CLUSTER_DIR
@@ -19,16 +20,30 @@ case ${1:-} in
 esac
 
 ENV_FILE=$CLUSTER_DIR/env
-APISERVER_PID='' ETCD_PID=''
+APISERVER_PID='' ETCD_PID='' KCM_PID='' VELERO_PID='' S3_PID=''
 if [[ -f $ENV_FILE ]]; then
-	# Only the two pids are needed; read them without sourcing everything.
-	APISERVER_PID=$(sed -n 's/^export APISERVER_PID=//p' "$ENV_FILE")
-	ETCD_PID=$(sed -n 's/^export ETCD_PID=//p' "$ENV_FILE")
+	# Only the pids are needed; read them without sourcing everything.
+	pid_of() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
+	APISERVER_PID=$(pid_of APISERVER_PID)
+	ETCD_PID=$(pid_of ETCD_PID)
+	KCM_PID=$(pid_of KCM_PID)
+	VELERO_PID=$(pid_of VELERO_PID)
+	S3_PID=$(pid_of S3_PID)
 fi
 
 status=0
 # The recorded pids, then any other server still naming this directory
-# (an env file lost or overwritten by a failed start).
+# (an env file lost or overwritten by a failed start). Velero first: it writes
+# to the bucket and the API server until it stops.
+for p in $VELERO_PID $(pids_of_cluster velero); do
+	stop_pid velero "$p" 20 || status=1
+done
+for p in $S3_PID $(pids_of_cluster versitygw); do
+	stop_pid versitygw "$p" 10 || status=1
+done
+for p in $KCM_PID $(pids_of_cluster kube-controller-manager); do
+	stop_pid kube-controller-manager "$p" 20 || status=1
+done
 for p in $APISERVER_PID $(pids_of_cluster kube-apiserver); do
 	stop_pid kube-apiserver "$p" 30 || status=1
 done

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Starts a local Kubernetes control plane (etcd + kube-apiserver, no kubelet)
-# for nac's integration tests, as unprivileged processes on 127.0.0.1 with
-# free ports, and installs the Velero CRDs, the Velero namespace and an
-# Available default BackupStorageLocation.
+# Starts a local Kubernetes control plane (etcd, kube-apiserver and
+# kube-controller-manager; no scheduler, no kubelet) for nac's local runs and
+# integration tests, as unprivileged processes on 127.0.0.1 with free ports,
+# installs the Velero CRDs and the Velero namespace, and then, by default, a
+# real S3 server and a real Velero server (hack/velero-up.sh).
+#
+# VELERO_MODE=real (default): Velero and versitygw run; the default
+#   BackupStorageLocation points at the local bucket and Velero validates it.
+# VELERO_MODE=fake: no Velero runs; the default BSL is given a written
+#   status Available, and tests play Velero by patching Velero objects (for
+#   what a real Velero cannot be made to do on demand: queue races, failures).
 #
 # usage: hack/cluster-up.sh            start (or report that it is running)
 #        hack/cluster-up.sh --status   exit 0 if running, 1 if not
 #
 # env: CLUSTER_DIR       state directory (default <repo>/.cluster)
+#      VELERO_MODE       real (default) or fake
 #      VELERO_NAMESPACE  default openshift-adp
 #      VELERO_VERSION    default v1.18.1
 #      BIN_DIR           binaries (default <repo>/bin; missing ones are built)
@@ -20,14 +28,18 @@
 #   pki/webhook/      ca.{crt,key} tls.{crt,key}: nac's webhook serving cert
 #                     (SANs 127.0.0.1, ::1, localhost)
 #   etcd/             etcd data (wiped at every fresh start)
-#   etcd.log kube-apiserver.log
+#   etcd.log kube-apiserver.log kube-controller-manager.log
 #   velero-crds/      the CRDs of the pinned Velero release
+#   real mode: s3/ (the bucket as plain files), velero/, velero.log,
+#              versitygw.log (see hack/velero-up.sh)
 set -euo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
 
 VELERO_NAMESPACE=${VELERO_NAMESPACE:-openshift-adp}
+VELERO_MODE=${VELERO_MODE:-real}
+case $VELERO_MODE in real | fake) ;; *) die "VELERO_MODE must be real or fake, not '$VELERO_MODE'" ;; esac
 VELERO_VERSION=${VELERO_VERSION:-v1.18.1}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 SERVICE_CIDR=10.0.0.0/24
@@ -39,11 +51,15 @@ KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 # sourced variables do not leak into the servers started below.
 running() (
 	[[ -f $ENV_FILE ]] || exit 1
-	ETCD_PID='' APISERVER_PID=''
+	ETCD_PID='' APISERVER_PID='' KCM_PID=''
 	# shellcheck disable=SC1090
 	. "$ENV_FILE"
-	pid_is etcd "$ETCD_PID" && pid_is kube-apiserver "$APISERVER_PID" && apiserver_ready
+	pid_is etcd "$ETCD_PID" && pid_is kube-apiserver "$APISERVER_PID" && pid_is kube-controller-manager "$KCM_PID" &&
+		apiserver_ready
 )
+
+# running_mode: the VELERO_MODE of the cluster recorded in $ENV_FILE.
+running_mode() { sed -n 's/^export VELERO_MODE=//p' "$ENV_FILE" | tail -n 1; }
 
 restart_apiserver=false
 if [[ ${1:-} == --restart-apiserver ]]; then
@@ -63,12 +79,18 @@ elif [[ $# -gt 0 ]]; then
 fi
 
 if ! $restart_apiserver && running; then
-	log "cluster in $CLUSTER_DIR is already running (KUBECONFIG=$KUBECONFIG_FILE)"
+	mode=$(running_mode)
+	[[ $mode == "$VELERO_MODE" ]] ||
+		die "the cluster in $CLUSTER_DIR runs with VELERO_MODE=${mode:-?}, not $VELERO_MODE: stop it first (make cluster-down)"
+	# Velero or the S3 server may have died or been stopped: velero-up starts what is missing.
+	[[ $VELERO_MODE == fake ]] || "$NAC_ROOT/hack/velero-up.sh"
+	log "cluster in $CLUSTER_DIR is already running (KUBECONFIG=$KUBECONFIG_FILE, VELERO_MODE=$VELERO_MODE)"
 	exit 0
 fi
 
 # Leftovers of a crashed or half-stopped cluster in the same directory.
-if ! $restart_apiserver && { [[ -f $ENV_FILE ]] || [[ -n $(pids_of_cluster etcd) ]] || [[ -n $(pids_of_cluster kube-apiserver) ]]; }; then
+if ! $restart_apiserver && { [[ -f $ENV_FILE ]] || [[ -n $(pids_of_cluster etcd) ]] || [[ -n $(pids_of_cluster kube-apiserver) ]] ||
+	[[ -n $(pids_of_cluster kube-controller-manager) ]]; }; then
 	log "cleaning up a stale cluster in $CLUSTER_DIR"
 	"$NAC_ROOT/hack/cluster-down.sh"
 fi
@@ -79,7 +101,7 @@ done
 
 # --- binaries ---------------------------------------------------------------
 missing=()
-for b in kube-apiserver etcd kubectl; do
+for b in kube-apiserver kube-controller-manager etcd kubectl; do
 	[[ -x $BIN_DIR/$b ]] || missing+=("$b")
 done
 if ((${#missing[@]})); then
@@ -91,6 +113,8 @@ if ((${#missing[@]})); then
 fi
 
 mkdir -p "$CLUSTER_DIR" "$PKI/webhook"
+# A fresh cluster gets a fresh bucket: Velero would otherwise sync an earlier run's backups into it.
+rm -rf "$CLUSTER_DIR/s3" "$CLUSTER_DIR/velero"
 
 # --- certificates -----------------------------------------------------------
 # new_ca DIR CN: DIR/ca.key, DIR/ca.crt
@@ -167,10 +191,12 @@ free_ports() {
 }
 
 # --- start ------------------------------------------------------------------
-ETCD_PID='' APISERVER_PID=''
+ETCD_PID='' APISERVER_PID='' KCM_PID='' KCM_PORT=''
 started_ok=false
 on_exit() {
 	if ! $started_ok; then
+		[[ -f $ENV_FILE ]] && "$NAC_ROOT/hack/velero-up.sh" --stop 2>/dev/null
+		[[ -n $KCM_PID ]] && stop_pid kube-controller-manager "$KCM_PID" 20
 		[[ -n $APISERVER_PID ]] && stop_pid kube-apiserver "$APISERVER_PID" 20
 		[[ -n $ETCD_PID ]] && stop_pid etcd "$ETCD_PID" 10
 		rm -f "$ENV_FILE"
@@ -183,7 +209,7 @@ write_env() {
 	local tmp=$ENV_FILE.tmp
 	{
 		echo "# Written by hack/cluster-up.sh; source it: . $ENV_FILE"
-		local kv
+		local kv keys=''
 		for kv in \
 			"CLUSTER_DIR=$CLUSTER_DIR" \
 			"KUBECONFIG=$KUBECONFIG_FILE" \
@@ -198,6 +224,9 @@ write_env() {
 			"ETCD_PID=$ETCD_PID" \
 			"ETCD_LOG=$CLUSTER_DIR/etcd.log" \
 			"ETCD_DATA_DIR=$CLUSTER_DIR/etcd" \
+			"KCM_PID=$KCM_PID" \
+			"KCM_PORT=$KCM_PORT" \
+			"KCM_LOG=$CLUSTER_DIR/kube-controller-manager.log" \
 			"PKI_DIR=$PKI" \
 			"CA_CERT=$PKI/ca.crt" \
 			"ADMIN_CERT=$PKI/admin.crt" \
@@ -205,11 +234,15 @@ write_env() {
 			"WEBHOOK_CA_CERT=$PKI/webhook/ca.crt" \
 			"WEBHOOK_TLS_CERT=$PKI/webhook/tls.crt" \
 			"WEBHOOK_TLS_KEY=$PKI/webhook/tls.key" \
+			"VELERO_MODE=$VELERO_MODE" \
 			"VELERO_NAMESPACE=$VELERO_NAMESPACE" \
 			"VELERO_VERSION=$VELERO_VERSION" \
 			"VELERO_CRDS_DIR=$CLUSTER_DIR/velero-crds"; do
 			printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"
+			keys+="|${kv%%=*}"
 		done
+		# Keys written by others (hack/velero-up.sh) survive an API server restart.
+		[[ -f $ENV_FILE ]] && grep -E '^export [A-Z0-9_]+=' "$ENV_FILE" | grep -v -E "^export (${keys#|})=" || true
 	} >"$tmp"
 	mv -f "$tmp" "$ENV_FILE"
 }
@@ -318,6 +351,43 @@ start_apiserver() {
 	return 1
 }
 
+# start_kcm: 0 when kube-controller-manager's /healthz is ok, 2 when its port was taken, 1 otherwise. It runs
+# the namespace controller (deleted namespaces go away), the garbage collector (owner references), the
+# Deployment/ReplicaSet controllers (pods are created and stay Pending: no scheduler, no kubelet) and the
+# ServiceAccount controllers, as the admin of the kubeconfig.
+start_kcm() {
+	setsid "$BIN_DIR/kube-controller-manager" \
+		--kubeconfig="$KUBECONFIG_FILE" \
+		--authentication-kubeconfig="$KUBECONFIG_FILE" \
+		--authorization-kubeconfig="$KUBECONFIG_FILE" \
+		--authentication-skip-lookup=true \
+		--bind-address=127.0.0.1 \
+		--secure-port="$KCM_PORT" \
+		--leader-elect=false \
+		--use-service-account-credentials=false \
+		--service-account-private-key-file="$PKI/sa.key" \
+		--root-ca-file="$PKI/ca.crt" \
+		--cluster-signing-cert-file="$PKI/ca.crt" \
+		--cluster-signing-key-file="$PKI/ca.key" \
+		--service-cluster-ip-range="$SERVICE_CIDR" \
+		--controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-taint-eviction-controller' \
+		--profiling=false \
+		--v=1 \
+		</dev/null >"$CLUSTER_DIR/kube-controller-manager.log" 2>&1 &
+	KCM_PID=$!
+	local deadline=$((SECONDS + READY_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if ! kill -0 "$KCM_PID" 2>/dev/null; then
+			KCM_PID=''
+			grep -q 'address already in use' "$CLUSTER_DIR/kube-controller-manager.log" && return 2
+			return 1
+		fi
+		[[ $(curl -sk --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null) == ok ]] && return 0
+		sleep 0.3
+	done
+	return 1
+}
+
 fail_with_log() {
 	local name=$1 file=$2
 	log "error: $name did not come up; last lines of $file:"
@@ -369,6 +439,18 @@ done
 write_env
 log "apiserver ready (pid $APISERVER_PID), etcd pid $ETCD_PID"
 
+for _ in 1 2 3; do
+	read -r KCM_PORT < <(free_ports 1)
+	rc=0
+	start_kcm || rc=$?
+	((rc == 2)) && continue
+	((rc == 0)) || fail_with_log kube-controller-manager "$CLUSTER_DIR/kube-controller-manager.log"
+	break
+done
+[[ -n $KCM_PID ]] || die "could not find a free port for kube-controller-manager after 3 attempts"
+write_env
+log "kube-controller-manager ready (pid $KCM_PID)"
+
 # --- Velero -----------------------------------------------------------------
 kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
@@ -380,7 +462,17 @@ apiVersion: v1
 kind: Namespace
 metadata:
   name: $VELERO_NAMESPACE
----
+EOF
+
+if [[ $VELERO_MODE == real ]]; then
+	"$NAC_ROOT/hack/velero-up.sh"
+	started_ok=true
+	log "cluster up with real Velero: . $ENV_FILE   (KUBECONFIG=$KUBECONFIG_FILE, Velero namespace $VELERO_NAMESPACE)"
+	exit 0
+fi
+
+# Fake mode: a BSL that nothing validates, Available by a written status.
+kubectl apply -f - >/dev/null <<EOF
 apiVersion: velero.io/v1
 kind: BackupStorageLocation
 metadata:
@@ -406,4 +498,4 @@ fi
 	die "could not set the default BackupStorageLocation to Available"
 
 started_ok=true
-log "cluster up: . $ENV_FILE   (KUBECONFIG=$KUBECONFIG_FILE, Velero namespace $VELERO_NAMESPACE)"
+log "cluster up with fake Velero: . $ENV_FILE   (KUBECONFIG=$KUBECONFIG_FILE, Velero namespace $VELERO_NAMESPACE)"

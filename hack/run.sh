@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `make run`: a local control plane (or the cluster KUBECONFIG points at), nac's CRDs, the strict example
-# policy, a demo tenant, and nac itself in the foreground. Ctrl-C stops nac and the control plane it started.
+# `make run`: a local environment (control plane, real Velero and S3 server; or the cluster KUBECONFIG points
+# at, which must run Velero), nac's CRDs, the strict example policy, a demo tenant with a small application, and
+# nac itself in the foreground, with a walkthrough of a backup and a restore by the namespace user. Ctrl-C stops
+# nac and the environment it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -43,7 +45,7 @@ if [[ -n ${KUBECONFIG:-} ]]; then
 else
 	export CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
 	if ! hack/cluster-up.sh --status >/dev/null 2>&1; then started_cluster=1; fi
-	make --no-print-directory cluster-up
+	VELERO_MODE=real make --no-print-directory cluster-up
 	# shellcheck source=/dev/null
 	. "$CLUSTER_DIR/env"
 fi
@@ -56,6 +58,10 @@ hack/install-crds.sh "$NAC"
 "$KUBECTL" apply -f hack/demo-rbac.yaml >/dev/null
 "$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-nab-editor" --clusterrole=nonadminbackup-editor-role \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+# The namespace owner also edits their own application (Kubernetes' built-in `edit` role), like a real tenant.
+"$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-edit" --clusterrole=edit \
+	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+"$KUBECTL" -n "$DEMO_NS" apply -f hack/demo-app.yaml >/dev/null
 
 # Not NAC_*: nac reads every NAC_* variable as a setting and refuses unknown ones.
 port=${RUN_WEBHOOK_PORT:-9443}
@@ -74,24 +80,60 @@ done
 "$NAC" webhook-config --url "https://127.0.0.1:$port" --ca-file "$WEBHOOK_CA_CERT" --namespace "$NAC_NS" |
 	"$KUBECTL" apply -f - >/dev/null
 
+K="kubectl --as $DEMO_USER -n $DEMO_NS"
+if [[ -n ${S3_DATA_DIR:-} ]]; then
+	where="   find $S3_DATA_DIR/$S3_BUCKET/$S3_PREFIX/backups -type f       # the bucket of the local S3 server, as plain files
+   VB=\$($K get nab first -o jsonpath='{.status.veleroBackup.name}')
+   tar -tzf $S3_DATA_DIR/$S3_BUCKET/$S3_PREFIX/backups/\$VB/\$VB.tar.gz | grep $DEMO_NS/  # what is in the tarball"
+else
+	where="   kubectl -n ${VELERO_NAMESPACE:-openshift-adp} get backupstoragelocations     # the bucket is in your cluster's storage"
+fi
+
 cat <<TXT
 
 ==============================================================================
  nac is running: webhooks https://127.0.0.1:$port, metrics http://127.0.0.1:$metrics_port/metrics
  policy: $POLICY (ConfigMap $NAC_NS/nac-policy; edit it live with kubectl edit)
+ Velero ${VELERO_VERSION:-} in namespace ${VELERO_NAMESPACE:-openshift-adp}$( [[ -n ${VELERO_LOG:-} ]] && echo ", log $VELERO_LOG" )
 
- Act as a namespace user who has only the nonadminbackup-editor-role in "$DEMO_NS":
-   export KUBECONFIG=$KUBECONFIG
-   $KUBECTL --as $DEMO_USER -n $DEMO_NS apply -f - <<EOF
+ In another shell, be "$DEMO_USER", who owns namespace "$DEMO_NS" (nonadminbackup-editor-role and edit there,
+ no cluster rights). The namespace runs a small shop: ConfigMaps, a Secret, a Deployment and a Service.
+   export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$KUBECTL"):\$PATH
+   $K get configmaps,secrets,deployments,services
+
+ 1. Back up the namespace (the policy fills in TTL, storage location, volume handling: see the warnings):
+   $K apply -f - <<EOF
    apiVersion: oadp.openshift.io/v1alpha1
    kind: NonAdminBackup
    metadata: {name: first}
    spec: {backupSpec: {}}
    EOF
-   $KUBECTL --as $DEMO_USER -n $DEMO_NS get nab first -o yaml
- Play Velero (no Velero runs here):
-   $KUBECTL -n ${VELERO_NAMESPACE:-openshift-adp} patch backups.velero.io NAME --type=merge -p '{"status":{"phase":"Completed"}}'
- Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo " and the control plane" ).
+   $K get nab first -w                           # VELERO-PHASE: InProgress, then Completed (a few seconds)
+   $K get nab first -o yaml                      # status.veleroBackup.status: progress, times, expiration
+
+ 2. Lose something:
+   $K delete configmap app-config
+   $K delete deployment shop
+
+ 3. Restore from the backup:
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminRestore
+   metadata: {name: first-restore}
+   spec: {restoreSpec: {backupName: first}}
+   EOF
+   $K get nar first-restore -w                   # VELERO-PHASE: Completed
+   $K get configmap app-config -o yaml           # back, labelled velero.io/restore-name
+   $K get deployment shop
+
+ 4. Where the backup lies:
+$where
+
+ 5. Delete the backup with its data (deleteBackup: true; a plain delete keeps the data in the bucket):
+   $K patch nab first --type=merge -p '{"spec":{"deleteBackup":true}}'
+   $K get nab first -w                           # Deleting, then gone with the data
+
+ Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================
 
 TXT

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint, unit and handler tests, then the end-to-end tests against a
-# local control plane started here (its own state dir, so a `make run` cluster is left alone), the Helm chart
-# tests, and the end-to-end suite again against what the chart installs (another control plane). Control planes
-# started here are stopped on exit, also on failure or Ctrl-C.
+# The whole test suite, as CI runs it: lint, unit and handler tests, then the end-to-end tests against two local
+# environments started here, the Helm chart tests, and the end-to-end suite again against what the chart installs
+# (another control plane). Each environment has its own state dir, so a `make run` cluster is left alone, and
+# every one started here is stopped on exit, also on failure or Ctrl-C:
+#   $CLUSTER_DIR         (.cluster-test)   VELERO_MODE=fake: tests that play Velero by patching status (queue
+#                                          races, failures, HA, restarts) and the webhook/policy tests;
+#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$PWD/.cluster-test}
+export VELERO_CLUSTER_DIR=${TEST_VELERO_CLUSTER_DIR:-$PWD/.cluster-velero}
 E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$PWD/.cluster-e2e-chart}
 started=() # state dirs of the control planes started here
 cleanup() {
@@ -20,20 +24,26 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# up DIR MODE: the environment in DIR, started (and later stopped) here unless it already runs.
+up() {
+	if ! CLUSTER_DIR=$1 hack/cluster-up.sh --status >/dev/null 2>&1; then
+		started+=("$1")
+	fi
+	CLUSTER_DIR=$1 VELERO_MODE=$2 make --no-print-directory cluster-up
+	CLUSTER_DIR=$1 hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
+}
+
 echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --features e2e -- -D warnings
 
 echo "== build"
 cargo build --bins --tests --features e2e
-make --no-print-directory helm
+make --no-print-directory helm cluster-tools velero-tools
 
-echo "== control plane ($CLUSTER_DIR)"
-if ! hack/cluster-up.sh --status >/dev/null 2>&1; then
-	started+=("$CLUSTER_DIR")
-fi
-make --no-print-directory cluster-up
-hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
+echo "== environments: $CLUSTER_DIR (fake Velero), $VELERO_CLUSTER_DIR (real Velero)"
+up "$CLUSTER_DIR" fake
+up "$VELERO_CLUSTER_DIR" real
 
 echo "== tests (unit, handler, end-to-end)"
 results=$(mktemp)
@@ -52,7 +62,7 @@ if CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&
 	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/install-crds.sh -f charts/nac/crds
 else
 	started+=("$E2E_CHART_CLUSTER_DIR")
-	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR make --no-print-directory cluster-up
+	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR VELERO_MODE=fake make --no-print-directory cluster-up
 fi
 CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 cargo test --features e2e \
 	--test e2e_webhooks --test e2e_controller --test e2e_policy --test e2e_ha 2>&1 | tee -a "$results"

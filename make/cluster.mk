@@ -1,34 +1,41 @@
-# Local Kubernetes control plane for nac's integration tests: etcd and
-# kube-apiserver as unprivileged loopback processes, no kubelet, no images.
+# Local Kubernetes environment for nac's local runs and integration tests:
+# etcd, kube-apiserver and kube-controller-manager as unprivileged loopback
+# processes (no scheduler, no kubelet, no images), plus a real Velero server
+# and S3 server (make/velero.mk, hack/velero-up.sh) unless VELERO_MODE=fake.
 #
 # Included by the top-level Makefile; paths are relative to the repository
 # root (run make from there, or with -C).
 #
-#   make cluster-up        build missing binaries, start etcd + apiserver,
-#                          install the Velero CRDs and a default BSL
-#   make cluster-down      stop the apiserver, then etcd
+#   make cluster-up        build missing binaries, start etcd, apiserver and
+#                          controller-manager, install the Velero CRDs, then
+#                          start S3 + Velero (real) or write an Available
+#                          default BSL (VELERO_MODE=fake)
+#   make cluster-down      stop Velero, S3, controller-manager, apiserver, etcd
 #   make cluster-clean     cluster-down, then remove $(CLUSTER_DIR)
 #   make cluster-status    say whether the cluster in $(CLUSTER_DIR) is up
-#   make cluster-tools     build bin/kube-apiserver bin/etcd bin/kubectl
+#   make cluster-tools     build bin/kube-apiserver bin/kube-controller-manager
+#                          bin/etcd bin/kubectl
 #   make velero-crds       copy the pinned Velero CRDs to $(CLUSTER_DIR)/velero-crds
 #   make helm              build bin/helm (separate module tools/helm)
 #   make install-crds      apply `$(NAC_BIN) crds` and wait for Established
 #
 # Variables (environment or command line):
 #   CLUSTER_DIR       state directory (default .cluster); one cluster per dir
+#   VELERO_MODE       real (default: Velero + S3 run) or fake (tests play Velero)
 #   VELERO_NAMESPACE  namespace of the Velero install (default openshift-adp)
 #   VELERO_VERSION    Velero release whose CRDs are installed (default below)
 #   NAC_BIN           nac binary for install-crds (default target/debug/nac)
 
 GO ?= go
 CLUSTER_DIR ?= .cluster
+VELERO_MODE ?= real
 VELERO_NAMESPACE ?= openshift-adp
 VELERO_VERSION ?= v1.18.1
 NAC_BIN ?= target/debug/nac
 
-CLUSTER_BINS := bin/kube-apiserver bin/etcd bin/kubectl
+CLUSTER_BINS := bin/kube-apiserver bin/kube-controller-manager bin/etcd bin/kubectl
 
-export CLUSTER_DIR VELERO_NAMESPACE VELERO_VERSION GO
+export CLUSTER_DIR VELERO_MODE VELERO_NAMESPACE VELERO_VERSION GO
 
 # Version stamped into kube-apiserver and kubectl, read from tools/go.mod so
 # that /version reports the pinned release. Evaluated on first use only (so
@@ -52,6 +59,11 @@ TOOLS_GO_BUILD = cd tools && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 bin/kube-apiserver: tools/go.mod tools/go.sum
 	@mkdir -p bin
 	$(TOOLS_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o ../$@.tmp k8s.io/kubernetes/cmd/kube-apiserver
+	@mv -f $@.tmp $@
+
+bin/kube-controller-manager: tools/go.mod tools/go.sum
+	@mkdir -p bin
+	$(TOOLS_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o ../$@.tmp k8s.io/kubernetes/cmd/kube-controller-manager
 	@mv -f $@.tmp $@
 
 bin/kubectl: tools/go.mod tools/go.sum
@@ -91,7 +103,7 @@ helm: bin/helm
 velero-crds:
 	hack/velero-crds.sh "$(CLUSTER_DIR)/velero-crds"
 
-cluster-up: cluster-tools
+cluster-up: cluster-tools $(if $(filter fake,$(VELERO_MODE)),,velero-tools)
 	hack/cluster-up.sh
 
 cluster-down:

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Runs a real Velero server (with its AWS object-store plugin) and a real S3 server (versitygw, posix backend)
+# beside the local control plane of $CLUSTER_DIR, as unprivileged processes on 127.0.0.1. hack/cluster-up.sh
+# calls it unless VELERO_MODE=fake; hack/cluster-down.sh stops both.
+#
+# usage: hack/velero-up.sh             start S3 + Velero for the running cluster (idempotent)
+#        hack/velero-up.sh --restart   stop Velero and start it again (same bucket, same BSL): Velero syncs
+#                                      backups from the bucket at start, a test's way to force a backup sync
+#        hack/velero-up.sh --stop      stop Velero and the S3 server
+#
+# env: CLUSTER_DIR (default <repo>/.cluster), VELERO_NAMESPACE (default openshift-adp), BIN_DIR,
+#      VELERO_READY_TIMEOUT (seconds until the BSL is Available, default 60)
+#
+# In the cluster: the volume-snapshot CRDs (Velero's restores warn without them), the credentials Secret
+# `cloud-credentials`, the BackupStorageLocation `default` (bucket `velero`, prefix `nac`, s3Url of the local
+# server; its Available phase is Velero's own validation), and a stand-in Deployment `velero` with 0 replicas
+# (Velero's restore item actions read its image; without it every restore ends PartiallyFailed).
+#
+# Under $CLUSTER_DIR: s3/ (the bucket as plain files: s3/velero/nac/backups/<name>/...), velero/{home,tmp,
+# plugins}, velero.log, versitygw.log; appended to env: VELERO_MODE=real, S3_*, VELERO_PID, VELERO_LOG, ...
+set -euo pipefail
+
+# shellcheck source=hack/lib/cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+
+VELERO_NAMESPACE=${VELERO_NAMESPACE:-openshift-adp}
+VELERO_READY_TIMEOUT=${VELERO_READY_TIMEOUT:-60}
+ENV_FILE=$CLUSTER_DIR/env
+S3_DIR=$CLUSTER_DIR/s3
+VDIR=$CLUSTER_DIR/velero
+S3_BUCKET=velero
+S3_PREFIX=nac
+S3_REGION=us-east-1
+# Test credentials of a loopback-only server; Velero reads them from the Secret below.
+S3_ACCESS_KEY=nac-velero
+S3_SECRET_KEY=nac-velero-secret
+
+[[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR (make cluster-up)"
+env_get() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
+KUBECONFIG_FILE=$(env_get KUBECONFIG)
+kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+# env_set K=V...: replace (or add) these keys in the env file, atomically.
+env_set() {
+	local tmp=$ENV_FILE.tmp kv keys=()
+	for kv in "$@"; do keys+=("${kv%%=*}"); done
+	grep -v -E "^export ($(
+		IFS='|'
+		echo "${keys[*]}"
+	))=" "$ENV_FILE" >"$tmp" || true
+	for kv in "$@"; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}" >>"$tmp"; done
+	mv -f "$tmp" "$ENV_FILE"
+}
+
+stop_velero() {
+	local pid
+	pid=$(env_get VELERO_PID)
+	[[ -n $pid ]] && stop_pid velero "$pid" 20
+	for pid in $(pids_of_cluster velero); do stop_pid velero "$pid" 20; done
+	return 0
+}
+
+stop_s3() {
+	local pid
+	pid=$(env_get S3_PID)
+	[[ -n $pid ]] && stop_pid versitygw "$pid" 10
+	for pid in $(pids_of_cluster versitygw); do stop_pid versitygw "$pid" 10; done
+	return 0
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# s3 ARGS...: a signed request to the local S3 server (versitygw wants the payload hash header, which curl's
+# --aws-sigv4 does not send; this is the SHA-256 of an empty body).
+s3() {
+	curl -sS --fail-with-body --max-time 10 --aws-sigv4 "aws:amz:$S3_REGION:s3" \
+		--user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
+		-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' "$@"
+}
+
+start_s3() {
+	local pid port i
+	pid=$(env_get S3_PID)
+	if pid_is versitygw "$pid"; then
+		return 0
+	fi
+	mkdir -p "$S3_DIR"
+	for _ in 1 2 3; do
+		port=$(free_port)
+		ROOT_ACCESS_KEY_ID=$S3_ACCESS_KEY ROOT_SECRET_ACCESS_KEY=$S3_SECRET_KEY \
+			setsid "$BIN_DIR/versitygw" --port "127.0.0.1:$port" --quiet posix "$S3_DIR" \
+			</dev/null >"$CLUSTER_DIR/versitygw.log" 2>&1 &
+		pid=$!
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/"; then
+				env_set "S3_PID=$pid" "S3_PORT=$port" "S3_URL=http://127.0.0.1:$port" "S3_DATA_DIR=$S3_DIR" \
+					"S3_BUCKET=$S3_BUCKET" "S3_PREFIX=$S3_PREFIX" "S3_REGION=$S3_REGION" \
+					"S3_ACCESS_KEY=$S3_ACCESS_KEY" "S3_SECRET_KEY=$S3_SECRET_KEY" \
+					"S3_LOG=$CLUSTER_DIR/versitygw.log"
+				if [[ ! -d $S3_DIR/$S3_BUCKET ]]; then
+					s3 -X PUT "http://127.0.0.1:$port/$S3_BUCKET" >/dev/null || die "could not create bucket $S3_BUCKET"
+				fi
+				log "S3 server (versitygw) on 127.0.0.1:$port, bucket $S3_BUCKET in $S3_DIR/$S3_BUCKET"
+				return 0
+			fi
+			sleep 0.05
+		done
+		kill -TERM "$pid" 2>/dev/null || true
+		grep -q 'address already in use' "$CLUSTER_DIR/versitygw.log" && continue
+		log "error: versitygw did not start; last lines of $CLUSTER_DIR/versitygw.log:"
+		tail -n 20 "$CLUSTER_DIR/versitygw.log" >&2
+		exit 1
+	done
+	die "no free port for versitygw after 3 attempts"
+}
+
+# The cluster objects Velero needs beyond its CRDs (hack/cluster-up.sh installed those and the namespace).
+apply_velero_objects() {
+	local snap
+	snap=$(cd "$NAC_ROOT/tools/velero" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' \
+		github.com/kubernetes-csi/external-snapshotter/client/v8) || die "go list of the snapshot CRD module failed"
+	mkdir -p "$CLUSTER_DIR/snapshot-crds"
+	install -m 0644 "$snap"/config/crd/*storage.k8s.io_*.yaml "$CLUSTER_DIR/snapshot-crds/"
+	"$NAC_ROOT/hack/install-crds.sh" -f "$CLUSTER_DIR/snapshot-crds"
+	kubectl apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Secret
+		metadata: {name: cloud-credentials, namespace: $VELERO_NAMESPACE}
+		type: Opaque
+		stringData:
+		  cloud: |
+		    [default]
+		    aws_access_key_id = $S3_ACCESS_KEY
+		    aws_secret_access_key = $S3_SECRET_KEY
+		---
+		apiVersion: velero.io/v1
+		kind: BackupStorageLocation
+		metadata: {name: default, namespace: $VELERO_NAMESPACE}
+		spec:
+		  provider: aws
+		  default: true
+		  objectStorage: {bucket: $S3_BUCKET, prefix: $S3_PREFIX}
+		  credential: {name: cloud-credentials, key: cloud}
+		  config: {region: $S3_REGION, s3ForcePathStyle: "true", s3Url: "http://127.0.0.1:$(env_get S3_PORT)"}
+		---
+		apiVersion: apps/v1
+		kind: Deployment
+		metadata: {name: velero, namespace: $VELERO_NAMESPACE, labels: {component: velero}}
+		spec:
+		  replicas: 0
+		  selector: {matchLabels: {deploy: velero}}
+		  template:
+		    metadata: {labels: {deploy: velero}}
+		    spec: {containers: [{name: velero, image: "velero/velero:$(env_get VELERO_VERSION)"}]}
+	EOF
+}
+
+start_velero() {
+	local pid metrics profiler deadline offset
+	pid=$(env_get VELERO_PID)
+	if pid_is velero "$pid"; then
+		return 0
+	fi
+	mkdir -p "$VDIR/home" "$VDIR/tmp" "$VDIR/plugins"
+	# Velero starts plugins from --plugin-dir; only the one object-store plugin is wanted there.
+	ln -sfn "$BIN_DIR/velero-plugin-for-aws" "$VDIR/plugins/velero-plugin-for-aws"
+	read -r metrics profiler < <(python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+	# HOME: the velero command reads ~/.config/velero; TMPDIR: it copies the BSL credentials there. Both are
+	# per cluster. The server re-validates the BSL every 10 s and checks every minute for backups to sync.
+	# Velero's argv[0] must be absolute: it starts its built-in plugins as `argv[0] run-plugins`.
+	touch "$CLUSTER_DIR/velero.log"
+	offset=$(stat -c %s "$CLUSTER_DIR/velero.log")
+	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$KUBECONFIG_FILE \
+		setsid "$BIN_DIR/velero" server --namespace "$VELERO_NAMESPACE" --plugin-dir "$VDIR/plugins" \
+		--metrics-address "127.0.0.1:$metrics" --profiler-address "127.0.0.1:$profiler" \
+		--backup-sync-period 1m --store-validation-frequency 10s --log-level info \
+		</dev/null >>"$CLUSTER_DIR/velero.log" 2>&1 &
+	pid=$!
+	env_set "VELERO_MODE=real" "VELERO_PID=$pid" "VELERO_LOG=$CLUSTER_DIR/velero.log" \
+		"VELERO_METRICS_URL=http://127.0.0.1:$metrics/metrics" "VELERO_BIN=$BIN_DIR/velero" \
+		"VELERO_HOME=$VDIR/home" "VELERO_PLUGIN_DIR=$VDIR/plugins"
+	# Ready when this Velero has validated the BSL against the bucket (a restart finds the phase Available
+	# already, so the log of this run is what counts).
+	deadline=$((SECONDS + VELERO_READY_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "error: velero exited; last lines of $CLUSTER_DIR/velero.log:"
+			tail -n 30 "$CLUSTER_DIR/velero.log" >&2
+			exit 1
+		fi
+		if tail -c "+$((offset + 1))" "$CLUSTER_DIR/velero.log" |
+			grep -q 'BackupStorageLocations is valid, marking as available'; then
+			log "velero $(env_get VELERO_VERSION) (pid $pid) up, BSL default Available (validated by Velero)"
+			return 0
+		fi
+		sleep 0.2
+	done
+	log "error: the BSL did not become Available within ${VELERO_READY_TIMEOUT}s; last lines of the velero log:"
+	tail -n 30 "$CLUSTER_DIR/velero.log" >&2
+	exit 1
+}
+
+case ${1:-} in
+--stop)
+	stop_velero
+	stop_s3
+	exit 0
+	;;
+--restart)
+	stop_velero
+	env_set VELERO_PID=
+	start_velero
+	exit 0
+	;;
+'') ;;
+*) die "usage: $0 [--restart | --stop]" ;;
+esac
+
+for b in velero velero-plugin-for-aws versitygw; do
+	[[ -x $BIN_DIR/$b ]] && continue
+	[[ $BIN_DIR == "$NAC_ROOT/bin" ]] || die "missing in $BIN_DIR: $b"
+	log "building $b (a few minutes on a cold cache)"
+	make -C "$NAC_ROOT" --no-print-directory "bin/$b"
+done
+
+ok=false
+trap '$ok || { stop_velero; stop_s3; }' EXIT
+start_s3
+apply_velero_objects
+start_velero
+ok=true
