@@ -382,6 +382,10 @@ struct Summary<'a> {
     velero_phase: Option<&'a str>,
     failure: Option<String>,
     velero_name: Option<String>,
+    /// Velero's counts of the finished run: a "Completed" with warnings can mean skipped data (e.g. pod volumes
+    /// that file-system backup could not reach), which the user must hear about.
+    errors: i64,
+    warnings: i64,
 }
 
 fn cond<'a>(s: &'a Summary, t: &str) -> Option<(&'a str, &'a str, &'a str)> {
@@ -417,14 +421,38 @@ fn notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
     }
     if new.velero_phase != old.velero_phase {
         let failure = new.failure.clone().map(|f| format!(": {f}")).unwrap_or_default();
+        let log = format!(
+            "Velero's {} log lists them (velero {} logs {})",
+            kind.to_lowercase(),
+            kind.to_lowercase(),
+            new.velero_name
+                .as_deref()
+                .and_then(|n| n.split_once('/'))
+                .map(|n| n.1)
+                .unwrap_or_default()
+        );
         match new.velero_phase {
+            Some("Completed") if new.warnings > 0 => out.push(note(
+                true,
+                &format!("{kind}CompletedWithWarnings"),
+                format!("Velero {kind} completed with {} warning(s); {log}", new.warnings),
+            )),
             Some("Completed") => out.push(note(
                 false,
                 &format!("{kind}Completed"),
                 format!("Velero {kind} completed"),
             )),
             Some(p @ ("Failed" | "PartiallyFailed" | "FailedValidation")) => {
-                out.push(note(true, &format!("{kind}{p}"), format!("Velero {kind} {p}{failure}")))
+                let counts = if new.errors + new.warnings > 0 {
+                    format!(" with {} error(s) and {} warning(s); {log}", new.errors, new.warnings)
+                } else {
+                    String::new()
+                };
+                out.push(note(
+                    true,
+                    &format!("{kind}{p}"),
+                    format!("Velero {kind} {p}{failure}{counts}"),
+                ))
             }
             _ => {}
         }
@@ -453,6 +481,8 @@ fn nab_summary(s: Option<&NonAdminBackupStatus>) -> Summary<'_> {
                 .or_else(|| v.validation_errors.as_ref().map(|e| e.join("; ")))
         }),
         velero_name: vb.and_then(|v| Some(format!("{}/{}", v.namespace.as_deref()?, v.name.as_deref()?))),
+        errors: vs.and_then(|v| v.errors).unwrap_or(0),
+        warnings: vs.and_then(|v| v.warnings).unwrap_or(0),
     }
 }
 
@@ -472,6 +502,8 @@ fn nar_summary(s: Option<&NonAdminRestoreStatus>) -> Summary<'_> {
             })
         }),
         velero_name: vr.and_then(|v| Some(format!("{}/{}", v.namespace.as_deref()?, v.name.as_deref()?))),
+        errors: vs.and_then(|v| v.errors).unwrap_or(0),
+        warnings: vs.and_then(|v| v.warnings).unwrap_or(0),
     }
 }
 
@@ -599,6 +631,34 @@ mod tests {
         let n = nab_notes(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupFailed"]);
         assert!(n[0].warning && n[0].message.contains("no credentials"));
+    }
+
+    #[test]
+    fn a_completed_backup_with_warnings_is_a_warning_naming_the_count_and_the_log() {
+        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
+        let mut done = view(Some("Completed"), 0);
+        done.status.as_mut().unwrap().warnings = Some(1);
+        let s2 = nab_created(Some(&s), &done, t(1));
+        let n = nab_notes(Some(&s), &s2);
+        assert_eq!(reasons(&n), vec!["BackupCompletedWithWarnings"]);
+        assert!(n[0].warning);
+        assert!(
+            n[0].message.contains("1 warning(s)") && n[0].message.contains("velero backup logs team-a-nightly-u"),
+            "{}",
+            n[0].message
+        );
+    }
+
+    #[test]
+    fn a_partially_failed_backup_names_its_error_and_warning_counts() {
+        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
+        let mut done = view(Some("PartiallyFailed"), 0);
+        let st = done.status.as_mut().unwrap();
+        (st.errors, st.warnings) = (Some(2), Some(3));
+        let s2 = nab_created(Some(&s), &done, t(1));
+        let n = nab_notes(Some(&s), &s2);
+        assert_eq!(reasons(&n), vec!["BackupPartiallyFailed"]);
+        assert!(n[0].message.contains("2 error(s) and 3 warning(s)"), "{}", n[0].message);
     }
 
     #[test]

@@ -162,8 +162,14 @@ mod tests {
     fn long_fractions_keep_their_value() {
         // Found by the `policy` fuzz target (fuzz/regressions/policy): 28 fraction digits overflowed u128, a
         // panic with overflow checks and 30.5 s instead of 30 min without them.
-        assert_eq!(GoDuration::parse("0.5000000000000000000000000000h").unwrap(), GoDuration(30 * M));
-        assert_eq!(GoDuration::parse("1.99999999999999999999999999999999h").unwrap(), GoDuration(2 * H - 1));
+        assert_eq!(
+            GoDuration::parse("0.5000000000000000000000000000h").unwrap(),
+            GoDuration(30 * M)
+        );
+        assert_eq!(
+            GoDuration::parse("1.99999999999999999999999999999999h").unwrap(),
+            GoDuration(2 * H - 1)
+        );
         assert_eq!(GoDuration::parse("0.000000001000000000000000s").unwrap(), GoDuration(1));
     }
 

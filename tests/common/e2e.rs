@@ -31,23 +31,64 @@ pub struct Cluster {
     pub env: HashMap<String, String>,
 }
 
+/// Which Velero a test binary needs. A real Velero acts on every Backup and Restore in its namespace (it fails
+/// in-progress ones at start and deletes completed ones missing from the bucket), so tests that play Velero by
+/// patching status and tests with the real server never share a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VeleroMode {
+    /// No Velero server (`VELERO_MODE=fake make cluster-up`): the test writes Velero's status. The cluster is
+    /// `$CLUSTER_DIR`.
+    Fake,
+    /// The real Velero server and S3 server of `make cluster-up`. The cluster is `$VELERO_CLUSTER_DIR`, or
+    /// `$CLUSTER_DIR` when that is unset.
+    Real,
+}
+
+static MODE: std::sync::OnceLock<VeleroMode> = std::sync::OnceLock::new();
+
+/// Declares this test binary's Velero mode (default [`VeleroMode::Fake`]); call before the first [`Env`].
+pub fn use_velero(mode: VeleroMode) {
+    assert_eq!(*MODE.get_or_init(|| mode), mode, "a test binary uses one Velero mode");
+}
+
 impl Cluster {
     pub fn load() -> Cluster {
-        let dir = std::env::var("CLUSTER_DIR")
+        let mode = *MODE.get_or_init(|| VeleroMode::Fake);
+        let var = match mode {
+            VeleroMode::Real if std::env::var_os("VELERO_CLUSTER_DIR").is_some() => "VELERO_CLUSTER_DIR",
+            _ => "CLUSTER_DIR",
+        };
+        let dir = std::env::var(var)
             .map(PathBuf::from)
             .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cluster"));
+        let up = match mode {
+            VeleroMode::Fake => "VELERO_MODE=fake make cluster-up",
+            VeleroMode::Real => "make cluster-up",
+        };
         let text = std::fs::read_to_string(dir.join("env")).unwrap_or_else(|e| {
             panic!(
-                "no running local control plane in {} ({e}): run `make cluster-up` or use `make test`",
+                "no running local control plane in {} ({e}): run `CLUSTER_DIR={} {up}` or use `make test`",
+                dir.display(),
                 dir.display()
             )
         });
-        let env = text
+        let env: HashMap<String, String> = text
             .lines()
             .filter_map(|l| l.strip_prefix("export "))
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
             .collect();
+        let running = match env.get("VELERO_MODE").map(String::as_str) {
+            Some("real") => VeleroMode::Real,
+            _ => VeleroMode::Fake,
+        };
+        assert_eq!(
+            running,
+            mode,
+            "this test needs a cluster with {mode:?} Velero, but {var}={} runs {running:?} Velero: start one with \
+             `CLUSTER_DIR=<dir> {up}` and point {var} at it (make test runs both)",
+            dir.display()
+        );
         Cluster { env }
     }
 

@@ -1,0 +1,591 @@
+//! End to end with the real Velero server and a real S3 server (`make cluster-up`, VELERO_MODE=real): namespace
+//! users back up, restore and delete through nac's webhooks and reconciler, Velero does the work, and the
+//! tests read the result where it lies (the bucket is plain files under `$S3_DATA_DIR`).
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use nac::api::{NonAdminBackup, NonAdminRestore};
+use nac::velero::{Backup, DeleteBackupRequest};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+static NAC: OnceCell<Env> = OnceCell::const_new();
+/// Velero works through backups one at a time; tests of this binary run in parallel and queue behind each other.
+const T: Duration = Duration::from_secs(120);
+const TTL: &str = "72h0m0s";
+
+const POLICY: &str = "
+enforceBackupSpec:
+  ttl: 72h0m0s
+  snapshotVolumes: false
+  storageLocation: default
+enforceRestoreSpec:
+  existingResourcePolicy: none
+backup:
+  maxTtl: 2160h
+";
+
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async {
+        use_velero(VeleroMode::Real);
+        Env::start(POLICY, NacOptions::default()).await
+    })
+    .await
+}
+
+async fn tenant(prefix: &str) -> (String, Client, Client) {
+    env().await;
+    new_tenant(prefix).await
+}
+
+fn nab(name: &str, backup_spec: Value) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": backup_spec}
+    }))
+    .unwrap()
+}
+
+fn nar(name: &str, backup: &str) -> NonAdminRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": backup}}
+    }))
+    .unwrap()
+}
+
+/// A small application, created by the admin (the tenant's role covers only nac's kinds): two ConfigMaps, a
+/// Secret, a Deployment (its pods stay Pending: no scheduler) and a Service.
+async fn workload(admin: &Client, ns: &str) {
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: app-config, namespace: {ns}, labels: {{app: shop}}}}
+data: {{mode: production, greeting: hello}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: app-data, namespace: {ns}, labels: {{app: shop}}}}
+data: {{items: "1,2,3"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: app-secret, namespace: {ns}, labels: {{app: shop}}}}
+type: Opaque
+stringData: {{password: s3cr3t}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}, labels: {{app: shop}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: shop}}}}
+  template:
+    metadata: {{labels: {{app: shop}}}}
+    spec: {{containers: [{{name: web, image: registry.example/shop:1.0}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}, labels: {{app: shop}}}}
+spec:
+  selector: {{app: shop}}
+  ports: [{{port: 80}}]
+"#
+    );
+    apply_yaml(admin, &yaml).await;
+}
+
+/// Waits until Velero's phase of the NAB's backup is one of `phases` and returns the NAB.
+async fn velero_phase(api: &Api<NonAdminBackup>, name: &str, phases: &[&str]) -> Value {
+    eventually(T, &format!("NAB {name}: Velero phase in {phases:?}"), || async {
+        let n = api.get(name).await.ok()?;
+        let p = n
+            .status
+            .as_ref()?
+            .velero_backup
+            .as_ref()?
+            .status
+            .as_ref()?
+            .phase
+            .clone()?;
+        phases.contains(&p.as_str()).then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await
+}
+
+async fn completed(api: &Api<NonAdminBackup>, name: &str) -> Value {
+    let n = velero_phase(
+        api,
+        name,
+        &["Completed", "PartiallyFailed", "Failed", "FailedValidation"],
+    )
+    .await;
+    assert_eq!(
+        n["status"]["veleroBackup"]["status"]["phase"], "Completed",
+        "backup {name} did not complete: {:#}",
+        n["status"]
+    );
+    n
+}
+
+/// Where Velero keeps a backup in the bucket (versitygw's posix backend: one file per object).
+fn bucket_dir(backup: &str) -> PathBuf {
+    let c = Cluster::load();
+    PathBuf::from(c.get("S3_DATA_DIR"))
+        .join(c.get("S3_BUCKET"))
+        .join(c.get("S3_PREFIX"))
+        .join("backups")
+        .join(backup)
+}
+
+fn bucket_files(backup: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(bucket_dir(backup))
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn gunzip(path: &std::path::Path) -> Vec<u8> {
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .expect("running gzip");
+    assert!(
+        out.status.success(),
+        "gzip -dc {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The backup's resource list as Velero wrote it to the bucket: `group/version/Kind` → `namespace/name` (or
+/// `name` for cluster-scoped items).
+fn resource_list(backup: &str) -> BTreeMap<String, Vec<String>> {
+    let path = bucket_dir(backup).join(format!("{backup}-resource-list.json.gz"));
+    serde_json::from_slice(&gunzip(&path)).unwrap()
+}
+
+fn names<K: kube::Resource>(items: Vec<K>) -> BTreeSet<String> {
+    items.into_iter().filter_map(|o| o.meta().name.clone()).collect()
+}
+
+fn listed(list: &BTreeMap<String, Vec<String>>, kind: &str, ns: &str) -> BTreeSet<String> {
+    list.get(kind)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.strip_prefix(&format!("{ns}/")).map(str::to_string))
+        .collect()
+}
+
+fn seconds(ts: &Value) -> i64 {
+    ts.as_str()
+        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+        .unwrap_or_else(|| panic!("not a timestamp: {ts}"))
+        .as_second()
+}
+
+#[tokio::test]
+async fn backup_completes_and_holds_exactly_the_namespace() {
+    let (ns, user, admin) = tenant("vel-full").await;
+    let (other_ns, _, _) = tenant("vel-other").await;
+    workload(&admin, &ns).await;
+    workload(&admin, &other_ns).await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let created = api
+        .create(&PostParams::default(), &nab("full", json!({})))
+        .await
+        .unwrap();
+    let n = completed(&api, "full").await;
+    let st = &n["status"];
+    assert_eq!(st["phase"], "Created");
+    assert_eq!(st["queueInfo"]["estimatedQueuePosition"], 0);
+    let vb_name = st["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let vs = &st["veleroBackup"]["status"];
+    // Velero's own progress and times, mirrored.
+    let (done, total) = (
+        vs["progress"]["itemsBackedUp"].as_i64().unwrap(),
+        vs["progress"]["totalItems"].as_i64().unwrap(),
+    );
+    assert!(total > 0 && done == total, "progress {done}/{total}");
+    let start = seconds(&vs["startTimestamp"]);
+    let end = seconds(&vs["completionTimestamp"]);
+    assert!(start <= end);
+    let nab_created = created.metadata.creation_timestamp.unwrap().0.as_second();
+    let ttl = nac::policy::duration::GoDuration::parse(TTL).unwrap().0 as i64 / 1_000_000_000;
+    let expiration = seconds(&vs["expiration"]);
+    assert!(
+        (expiration - (nab_created + ttl)).abs() <= 60,
+        "expiration {} is not creation + {TTL}",
+        vs["expiration"]
+    );
+    assert_eq!(st["veleroBackup"]["spec"]["ttl"], TTL);
+
+    // In the bucket: the tarball and Velero's metadata files.
+    let files = bucket_files(&vb_name);
+    for f in [format!("{vb_name}.tar.gz"), "velero-backup.json".to_string()] {
+        assert!(files.contains(&f), "{f} not in the bucket: {files:?}");
+    }
+
+    // The resource list: this namespace's objects and nothing else, no cluster-scoped kind but the namespace.
+    let list = resource_list(&vb_name);
+    for (kind, items) in &list {
+        for item in items {
+            if kind == "v1/Namespace" {
+                assert_eq!(item, &ns, "another namespace in the backup");
+            } else {
+                assert!(
+                    item.starts_with(&format!("{ns}/")),
+                    "{kind} {item} is not of namespace {ns}"
+                );
+            }
+        }
+    }
+    for cluster_kind in [
+        "rbac.authorization.k8s.io/v1/ClusterRole",
+        "apiextensions.k8s.io/v1/CustomResourceDefinition",
+        "v1/PersistentVolume",
+    ] {
+        assert!(!list.contains_key(cluster_kind), "{cluster_kind} in the backup");
+    }
+    assert!(
+        listed(&list, "oadp.openshift.io/v1alpha1/NonAdminBackup", &ns).is_empty(),
+        "nac's own objects are excluded"
+    );
+    // Exactly the workload's objects of each kind, compared with the live namespace.
+    let cms = names(
+        Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    assert!(cms.contains("app-config") && cms.contains("app-data"));
+    assert_eq!(listed(&list, "v1/ConfigMap", &ns), cms);
+    let secrets = names(
+        Api::<Secret>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    assert_eq!(listed(&list, "v1/Secret", &ns), secrets);
+    let deployments = names(
+        Api::<Deployment>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    assert_eq!(listed(&list, "apps/v1/Deployment", &ns), deployments);
+    let services = names(
+        Api::<Service>::namespaced(admin.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    assert_eq!(listed(&list, "v1/Service", &ns), services);
+    assert_eq!(list["v1/Namespace"], vec![ns.clone()]);
+}
+
+#[tokio::test]
+async fn restore_brings_back_deleted_objects() {
+    let (ns, user, admin) = tenant("vel-restore").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    nabs.create(&PostParams::default(), &nab("before", json!({})))
+        .await
+        .unwrap();
+    completed(&nabs, "before").await;
+
+    // The objects go, the unrelated one stays.
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
+    cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+    secrets.delete("app-secret", &DeleteParams::default()).await.unwrap();
+    deployments.delete("web", &DeleteParams::background()).await.unwrap();
+    eventually(T, "objects deleted", || async {
+        (cms.get_opt("app-config").await.ok()?.is_none()
+            && secrets.get_opt("app-secret").await.ok()?.is_none()
+            && deployments.get_opt("web").await.ok()?.is_none())
+        .then_some(())
+    })
+    .await;
+
+    nars.create(&PostParams::default(), &nar("back", "before"))
+        .await
+        .unwrap();
+    let r = eventually(T, "Velero restore finished", || async {
+        let n = nars.get("back").await.ok()?;
+        let p = n
+            .status
+            .as_ref()?
+            .velero_restore
+            .as_ref()?
+            .status
+            .as_ref()?
+            .phase
+            .clone()?;
+        ["Completed", "PartiallyFailed", "Failed", "FailedValidation"]
+            .contains(&p.as_str())
+            .then(|| serde_json::to_value(&n).unwrap())
+    })
+    .await;
+    let st = &r["status"];
+    let vs = &st["veleroRestore"]["status"];
+    assert_eq!(vs["phase"], "Completed", "restore: {st:#}");
+    assert_eq!(st["phase"], "Created");
+    assert!(vs["errors"].as_i64().unwrap_or(0) == 0, "{vs:#}");
+    let (restored, total) = (
+        vs["progress"]["itemsRestored"].as_i64().unwrap(),
+        vs["progress"]["totalItems"].as_i64().unwrap(),
+    );
+    assert!(total > 0 && restored == total, "progress {restored}/{total}");
+    assert!(seconds(&vs["startTimestamp"]) <= seconds(&vs["completionTimestamp"]));
+
+    // Back with their data, labelled by Velero with the backup and restore they came from.
+    let cm = cms.get("app-config").await.unwrap();
+    assert_eq!(cm.data.unwrap()["greeting"], "hello");
+    let secret = secrets.get("app-secret").await.unwrap();
+    assert_eq!(secret.data.unwrap()["password"].0, b"s3cr3t");
+    let web = deployments.get("web").await.unwrap();
+    assert_eq!(
+        web.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(),
+        Some("registry.example/shop:1.0")
+    );
+    let labels = cm.metadata.labels.unwrap();
+    assert_eq!(
+        labels["velero.io/restore-name"],
+        st["veleroRestore"]["name"].as_str().unwrap()
+    );
+    assert_eq!(labels["app"], "shop");
+}
+
+#[tokio::test]
+async fn delete_backup_true_removes_the_data_from_the_bucket() {
+    let (ns, user, admin) = tenant("vel-dbr").await;
+    workload(&admin, &ns).await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("old", json!({})))
+        .await
+        .unwrap();
+    let n = completed(&api, "old").await;
+    let vb_name = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    assert!(bucket_files(&vb_name).contains(&format!("{vb_name}.tar.gz")));
+
+    api.patch(
+        "old",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
+    )
+    .await
+    .unwrap();
+    eventually(T, "NAB removed after Velero deleted the backup", || async {
+        api.get_opt("old").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(velero.get_opt(&vb_name).await.unwrap().is_none());
+    eventually(T, "backup data gone from the bucket", || async {
+        bucket_files(&vb_name).is_empty().then_some(())
+    })
+    .await;
+    // Velero removes the DeleteBackupRequest once done; nac leaves none behind either.
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    eventually(T, "no DeleteBackupRequest left", || async {
+        let sel = format!("velero.io/backup-name={vb_name}");
+        dbrs.list(&ListParams::default().labels(&sel))
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn plain_delete_removes_the_object_and_keeps_the_data() {
+    let (ns, user, admin) = tenant("vel-del").await;
+    workload(&admin, &ns).await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("keep", json!({})))
+        .await
+        .unwrap();
+    let n = completed(&api, "keep").await;
+    let vb_name = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let before = bucket_files(&vb_name);
+
+    api.delete("keep", &DeleteParams::default()).await.unwrap();
+    eventually(T, "NAB and Velero Backup removed", || async {
+        (api.get_opt("keep").await.ok()?.is_none() && velero.get_opt(&vb_name).await.ok()?.is_none()).then_some(())
+    })
+    .await;
+    // Velero's next storage sync would bring the Backup object back from the bucket: the data is still there.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(bucket_files(&vb_name), before);
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let sel = format!("velero.io/backup-name={vb_name}");
+    assert!(dbrs
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+}
+
+#[tokio::test]
+async fn queue_positions_follow_the_real_queue() {
+    let (ns1, user1, admin) = tenant("vel-q1").await;
+    let (ns2, user2, _) = tenant("vel-q2").await;
+    // Enough objects that each backup takes Velero a moment, so the later ones really wait.
+    for ns in [&ns1, &ns2] {
+        let mut yaml = String::new();
+        for i in 0..150 {
+            yaml.push_str(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}, namespace: {ns}}}\ndata: {{i: \"{i}\"}}\n---\n"
+            ));
+        }
+        apply_yaml(&admin, &yaml).await;
+    }
+    let a1: Api<NonAdminBackup> = Api::namespaced(user1, &ns1);
+    let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
+    let all: Vec<(&Api<NonAdminBackup>, String)> = (0..3)
+        .flat_map(|i| [(&a1, format!("q{i}")), (&a2, format!("q{i}"))])
+        .collect();
+    futures::future::join_all(
+        all.iter()
+            .map(|(api, name)| async move { api.create(&PostParams::default(), &nab(name, json!({}))).await.unwrap() }),
+    )
+    .await;
+
+    // Observe positions until every backup completed; remember the best view of the queue we saw.
+    let mut best_queue = 0;
+    let mut seen_positive: BTreeSet<String> = BTreeSet::new();
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let mut positions = Vec::new();
+        let mut finished = 0;
+        for (api, name) in &all {
+            let n = api.get(name).await.unwrap();
+            let st = n.status.clone().unwrap_or_default();
+            let phase = st
+                .velero_backup
+                .as_ref()
+                .and_then(|v| v.status.as_ref())
+                .and_then(|s| s.phase.clone());
+            let pos = st.queue_info.map(|q| q.estimated_queue_position).unwrap_or(-1);
+            if phase.as_deref() == Some("Completed") {
+                finished += 1;
+                assert_eq!(pos, 0, "{name} completed but reports queue position {pos}");
+            } else if pos > 0 {
+                seen_positive.insert(format!("{}/{name}", n.metadata.namespace.unwrap()));
+                positions.push(pos);
+            }
+        }
+        // The unfinished backups that report a position hold consecutive positions 1..k.
+        positions.sort();
+        if !positions.is_empty() && positions == (1..=positions.len() as i64).collect::<Vec<_>>() {
+            best_queue = best_queue.max(positions.len());
+        }
+        if finished == all.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backups did not all complete; positions {positions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        best_queue >= 3,
+        "never saw 3 or more consecutive queue positions (best {best_queue})"
+    );
+    assert!(
+        seen_positive.len() >= 3,
+        "backups that reported a position > 0: {seen_positive:?}"
+    );
+}
+
+#[tokio::test]
+async fn fs_backup_without_node_agents_reports_velero_outcome() {
+    let (ns, user, admin) = tenant("vel-fs").await;
+    // A pod with a volume that file-system backup would copy; no node agent exists (no nodes at all).
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: db, namespace: {ns}}}
+spec:
+  containers: [{{name: db, image: registry.example/db:1, volumeMounts: [{{name: data, mountPath: /data}}]}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
+"#
+        ),
+    )
+    .await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    api.create(
+        &PostParams::default(),
+        &nab("fs", json!({"defaultVolumesToFsBackup": true})),
+    )
+    .await
+    .unwrap();
+    let n = velero_phase(
+        &api,
+        "fs",
+        &["Completed", "PartiallyFailed", "Failed", "FailedValidation"],
+    )
+    .await;
+    let st = &n["status"];
+    // Velero's outcome without node agents: the API objects are backed up, the pod's volume data is not (the pod
+    // is not scheduled), and Velero says so with a warning rather than a failure.
+    assert_eq!(st["phase"], "Created");
+    let vs = &st["veleroBackup"]["status"];
+    assert_eq!(vs["phase"], "Completed", "{st:#}");
+    assert_eq!(vs["warnings"], 1, "{st:#}");
+    assert_eq!(
+        st["fileSystemPodVolumeBackups"]["total"], 0,
+        "no PodVolumeBackup could be made"
+    );
+    let vb_name = st["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let results: Value =
+        serde_json::from_slice(&gunzip(&bucket_dir(&vb_name).join(format!("{vb_name}-results.gz")))).unwrap();
+    let warning = results["warnings"]["namespaces"][&ns][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(warning.contains("pod is not scheduled"), "Velero's warning: {results}");
+    // nac makes the warning visible to the user: a Warning event naming the count and where the details are.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, &ns);
+    let ev = eventually(T, "BackupCompletedWithWarnings event", || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=fs"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("BackupCompletedWithWarnings"))
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    let msg = ev.message.unwrap_or_default();
+    assert!(msg.contains("1 warning(s)") && msg.contains(&vb_name), "{msg}");
+}
