@@ -351,13 +351,13 @@ can() { [[ $(kubectl auth can-i --as "$sa" "$@" 2>/dev/null) == yes ]]; }
 for a in "watch nonadminbackups.oadp.openshift.io -A" "update nonadminbackups.oadp.openshift.io --subresource=status -A" \
 	"create backups.velero.io -n $VELERO_NAMESPACE" "create deletebackuprequests.velero.io -n $VELERO_NAMESPACE" \
 	"watch datauploads.velero.io -n $VELERO_NAMESPACE" "update leases.coordination.k8s.io -n $NS" \
-	"watch configmaps -n $NS" "create events -n default"; do
+	"watch configmaps -n $NS" "create events -n default" "create nonadminbackups.oadp.openshift.io -n default" "watch namespaces"; do
 	# shellcheck disable=SC2086
 	can $a || fail "nac's ServiceAccount cannot: $a"
 done
 for a in "create backups.velero.io -n default" "get secrets -n $NS" "update configmaps -n $NS" \
-	"create nonadminbackups.oadp.openshift.io -n default" "delete backupstoragelocations.velero.io -n $VELERO_NAMESPACE" \
-	"watch configmaps -n default" "create datauploads.velero.io -n $VELERO_NAMESPACE"; do
+	"create nonadminrestores.oadp.openshift.io -n default" "delete backupstoragelocations.velero.io -n $VELERO_NAMESPACE" \
+	"watch configmaps -n default" "create datauploads.velero.io -n $VELERO_NAMESPACE" "delete namespaces"; do
 	# shellcheck disable=SC2086
 	! can $a || fail "nac's ServiceAccount should not be able to: $a"
 done

@@ -23,6 +23,9 @@ pub const VELERO_BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
 /// Finalizers nac puts on its proxy objects (same strings as OADP's controller).
 pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
 pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
+/// Label on a NonAdminBackup that nac re-created from a backup found in object storage (backup sync), holding the
+/// backup's nacuuid. Only nac may set it: it makes the reconciler adopt the existing Velero Backup.
+pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
 
 /// Longest Kubernetes label value and DNS label.
 pub const MAX_NAME_LEN: usize = 63;
@@ -78,6 +81,20 @@ fn trim_part(p: &str, keep: usize) -> &str {
     p[..end].trim_end_matches(['-', '.'])
 }
 
+/// Whether `name` is a valid Kubernetes object name (RFC 1123 subdomain).
+pub fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
 /// Whether `value` has the shape of a nacuuid nac would generate for this object (any uuid).
 pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
     if value.len() < UUID_LEN || value.len() > MAX_NAME_LEN {
@@ -97,6 +114,16 @@ pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn object_names() {
+        for ok in ["default", "team-a.bsl", "a1"] {
+            assert!(is_object_name(ok), "{ok}");
+        }
+        for bad in ["", "Default", "-a", "a-", "a..b", "a_b", &"x".repeat(254)] {
+            assert!(!is_object_name(bad), "{bad}");
+        }
+    }
 
     const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
 

@@ -179,6 +179,20 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The user name the API server knows this client as (`kubectl auth whoami`).
+async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review: SelfSubjectReview = kube::Api::all(client.clone())
+        .create(&kube::api::PostParams::default(), &SelfSubjectReview::default())
+        .await?;
+    review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the SelfSubjectReview names no user"))
+}
+
 /// `nac serve`.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
@@ -226,10 +240,26 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         certs: certs.clone(),
         policy: store.clone(),
     });
+    let mut privileged_users = settings.webhook.privileged_users.clone();
+    if let Some(c) = &client {
+        // nac's own writes (backup sync re-creating NonAdminBackups with their identity) pass its webhooks under
+        // whatever identity nac has, a ServiceAccount in a pod or a user's kubeconfig in a local run.
+        match own_username(c).await {
+            Ok(me) if !privileged_users.contains(&me) => {
+                tracing::info!(user = %me, "nac's own identity is a privileged webhook user");
+                privileged_users.push(me);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                "could not learn nac's own user name (SelfSubjectReview); only webhook.privileged_users are privileged"
+            ),
+        }
+    }
     let state = Arc::new(AdmissionState {
         policy: store.clone(),
         metrics: metrics.clone(),
-        privileged_users: settings.webhook.privileged_users.clone(),
+        privileged_users,
         policy_configmap: settings.policy.configmap.clone(),
         policy_namespace: settings.policy.namespace.clone(),
     });

@@ -507,7 +507,11 @@ fn rbac_is_least_privilege() {
                 set(&["nonadminbackups", "nonadminrestores"]),
                 set(&["get", "list", "watch", "update", "patch"])
             ),
-            (set(&["oadp.openshift.io"]), set(&["nonadminbackups"]), set(&["delete"])),
+            (
+                set(&["oadp.openshift.io"]),
+                set(&["nonadminbackups"]),
+                set(&["create", "delete"])
+            ),
             (
                 set(&["oadp.openshift.io"]),
                 set(&["nonadminbackups/status", "nonadminrestores/status"]),
@@ -519,6 +523,7 @@ fn rbac_is_least_privilege() {
                 set(&["update"])
             ),
             (set(&["", "events.k8s.io"]), set(&["events"]), set(&["create", "patch"])),
+            (set(&[""]), set(&["namespaces"]), set(&["get", "list", "watch"])),
         ]
     );
     // Velero objects: only in the Velero namespace.

@@ -6,6 +6,7 @@
 mod common;
 
 use common::e2e::*;
+use common::velero::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -13,26 +14,11 @@ use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::velero::{Backup, DeleteBackupRequest};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
 static NAC: OnceCell<Env> = OnceCell::const_new();
-/// Velero works through backups one at a time; tests of this binary run in parallel and queue behind each other.
-const T: Duration = Duration::from_secs(120);
-const TTL: &str = "72h0m0s";
-
-const POLICY: &str = "
-enforceBackupSpec:
-  ttl: 72h0m0s
-  snapshotVolumes: false
-  storageLocation: default
-enforceRestoreSpec:
-  existingResourcePolicy: none
-backup:
-  maxTtl: 2160h
-";
 
 async fn env() -> &'static Env {
     NAC.get_or_init(|| async {
@@ -45,156 +31,6 @@ async fn env() -> &'static Env {
 async fn tenant(prefix: &str) -> (String, Client, Client) {
     env().await;
     new_tenant(prefix).await
-}
-
-fn nab(name: &str, backup_spec: Value) -> NonAdminBackup {
-    serde_json::from_value(json!({
-        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
-        "metadata": {"name": name}, "spec": {"backupSpec": backup_spec}
-    }))
-    .unwrap()
-}
-
-fn nar(name: &str, backup: &str) -> NonAdminRestore {
-    serde_json::from_value(json!({
-        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
-        "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": backup}}
-    }))
-    .unwrap()
-}
-
-/// A small application, created by the admin (the tenant's role covers only nac's kinds): two ConfigMaps, a
-/// Secret, a Deployment (its pods stay Pending: no scheduler) and a Service.
-async fn workload(admin: &Client, ns: &str) {
-    let yaml = format!(
-        r#"
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: app-config, namespace: {ns}, labels: {{app: shop}}}}
-data: {{mode: production, greeting: hello}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: app-data, namespace: {ns}, labels: {{app: shop}}}}
-data: {{items: "1,2,3"}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: app-secret, namespace: {ns}, labels: {{app: shop}}}}
-type: Opaque
-stringData: {{password: s3cr3t}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: {ns}, labels: {{app: shop}}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: shop}}}}
-  template:
-    metadata: {{labels: {{app: shop}}}}
-    spec: {{containers: [{{name: web, image: registry.example/shop:1.0}}]}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: {ns}, labels: {{app: shop}}}}
-spec:
-  selector: {{app: shop}}
-  ports: [{{port: 80}}]
-"#
-    );
-    apply_yaml(admin, &yaml).await;
-}
-
-/// Waits until Velero's phase of the NAB's backup is one of `phases` and returns the NAB.
-async fn velero_phase(api: &Api<NonAdminBackup>, name: &str, phases: &[&str]) -> Value {
-    eventually(T, &format!("NAB {name}: Velero phase in {phases:?}"), || async {
-        let n = api.get(name).await.ok()?;
-        let p = n
-            .status
-            .as_ref()?
-            .velero_backup
-            .as_ref()?
-            .status
-            .as_ref()?
-            .phase
-            .clone()?;
-        phases.contains(&p.as_str()).then(|| serde_json::to_value(&n).unwrap())
-    })
-    .await
-}
-
-async fn completed(api: &Api<NonAdminBackup>, name: &str) -> Value {
-    let n = velero_phase(
-        api,
-        name,
-        &["Completed", "PartiallyFailed", "Failed", "FailedValidation"],
-    )
-    .await;
-    assert_eq!(
-        n["status"]["veleroBackup"]["status"]["phase"], "Completed",
-        "backup {name} did not complete: {:#}",
-        n["status"]
-    );
-    n
-}
-
-/// Where Velero keeps a backup in the bucket (versitygw's posix backend: one file per object).
-fn bucket_dir(backup: &str) -> PathBuf {
-    let c = Cluster::load();
-    PathBuf::from(c.get("S3_DATA_DIR"))
-        .join(c.get("S3_BUCKET"))
-        .join(c.get("S3_PREFIX"))
-        .join("backups")
-        .join(backup)
-}
-
-fn bucket_files(backup: &str) -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(bucket_dir(backup))
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-}
-
-fn gunzip(path: &std::path::Path) -> Vec<u8> {
-    let out = std::process::Command::new("gzip")
-        .arg("-dc")
-        .arg(path)
-        .output()
-        .expect("running gzip");
-    assert!(
-        out.status.success(),
-        "gzip -dc {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// The backup's resource list as Velero wrote it to the bucket: `group/version/Kind` → `namespace/name` (or
-/// `name` for cluster-scoped items).
-fn resource_list(backup: &str) -> BTreeMap<String, Vec<String>> {
-    let path = bucket_dir(backup).join(format!("{backup}-resource-list.json.gz"));
-    serde_json::from_slice(&gunzip(&path)).unwrap()
-}
-
-fn names<K: kube::Resource>(items: Vec<K>) -> BTreeSet<String> {
-    items.into_iter().filter_map(|o| o.meta().name.clone()).collect()
-}
-
-fn listed(list: &BTreeMap<String, Vec<String>>, kind: &str, ns: &str) -> BTreeSet<String> {
-    list.get(kind)
-        .into_iter()
-        .flatten()
-        .filter_map(|item| item.strip_prefix(&format!("{ns}/")).map(str::to_string))
-        .collect()
-}
-
-fn seconds(ts: &Value) -> i64 {
-    ts.as_str()
-        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
-        .unwrap_or_else(|| panic!("not a timestamp: {ts}"))
-        .as_second()
 }
 
 #[tokio::test]

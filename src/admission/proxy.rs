@@ -6,7 +6,7 @@
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
 
 use super::{deny, with_warnings, AdmissionState};
-use crate::naming::{self, NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use crate::naming::{self, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
 use crate::policy::{self, Outcome, Policy};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
@@ -125,6 +125,16 @@ fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     object["metadata"]["labels"].get(key).and_then(Value::as_str)
 }
 
+/// A NonAdminBackup that nac's backup sync creates: the sync label, set by nac itself.
+fn synced_by_nac(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+    object: &Value,
+) -> bool {
+    kind == ProxyKind::Backup && label(object, NAB_SYNCED_FROM_NACUUID_LABEL).is_some() && is_privileged(state, req)
+}
+
 fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> bool {
     req.user_info
         .username
@@ -187,6 +197,11 @@ pub(super) fn mutate(
     let mut warnings = Vec::new();
     let label_key = kind.identity_label();
     match &p.old {
+        None if synced_by_nac(state, kind, req, &p.object) => {
+            // Backup sync re-creates the NonAdminBackup of a backup that already exists in object storage, as it
+            // was made: the policy governs new backups, and nac's own identity label stays.
+            add_finalizer(&mut patched, kind.finalizer());
+        }
         None => {
             let Some(policy) = state.policy.current() else {
                 return deny(resp, no_policy_message(state, kind), []);
@@ -258,7 +273,22 @@ pub(super) fn validate(
     let label_key = kind.identity_label();
     let label_field = format!("metadata.labels[{label_key}]");
     let privileged = is_privileged(state, req);
+    let sync_field = format!("metadata.labels[{NAB_SYNCED_FROM_NACUUID_LABEL}]");
+    let sync_label = |o: &Value| match kind {
+        ProxyKind::Backup => label(o, NAB_SYNCED_FROM_NACUUID_LABEL).map(str::to_string),
+        ProxyKind::Restore => None,
+    };
     match &p.old {
+        None if synced_by_nac(state, kind, req, &p.object) => resp,
+        None if sync_label(&p.object).is_some() => deny_all(
+            resp,
+            vec![(
+                sync_field,
+                format!(
+                    "NonAdminBackup label {NAB_SYNCED_FROM_NACUUID_LABEL} is set only by nac's backup sync; remove it"
+                ),
+            )],
+        ),
         None => {
             let Some(policy) = state.policy.current() else {
                 return deny(resp, no_policy_message(state, kind), []);
@@ -306,6 +336,16 @@ pub(super) fn validate(
                             .into(),
                     ));
                 }
+            }
+            let (old_sync, new_sync) = (sync_label(old_obj), sync_label(&p.object));
+            if old_sync != new_sync && !privileged {
+                violations.push((
+                    sync_field,
+                    format!(
+                        "NonAdminBackup label {NAB_SYNCED_FROM_NACUUID_LABEL} is set only by nac's backup sync and \
+                         cannot be added, changed or removed"
+                    ),
+                ));
             }
             let (old_id, new_id) = (label(old_obj, label_key), label(&p.object, label_key));
             if old_id != new_id && !privileged {

@@ -10,7 +10,7 @@ use super::status::{self, BackupView, DeleteRequestView};
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::QUEUED;
 use crate::api::{NonAdminBackup, NonAdminPhase};
-use crate::naming::{generate_nacuuid, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
+use crate::naming::{generate_nacuuid, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::velero::{Backup, DeleteBackupRequest};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
@@ -46,6 +46,10 @@ async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -
     });
     if created_before {
         return mirror_existing(api, &nab, ctx).await;
+    }
+
+    if nab.labels().contains_key(NAB_SYNCED_FROM_NACUUID_LABEL) {
+        return adopt_synced(api, &nab, ctx).await;
     }
 
     let Some(policy) = ctx.policy.current() else {
@@ -103,6 +107,39 @@ async fn create_and_mirror(
     check_owner(&vb, &nab)?;
     ctx.note_backup(&vb);
     mirror(api, &nab, &vb, &nacuuid, ctx).await
+}
+
+/// A NonAdminBackup that backup sync re-created for a backup found in object storage: its Velero Backup exists
+/// already and is adopted as it is (the policy governs new backups; nothing is created). Only a Velero Backup
+/// whose nacuuid is the one the label names and whose origin is this very object is adopted: a sync label that
+/// got past the webhook adopts nothing of anyone else's and creates nothing.
+async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
+    let synced = nab
+        .labels()
+        .get(NAB_SYNCED_FROM_NACUUID_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let vb = nab_nacuuid(nab)
+        .filter(|u| *u == synced)
+        .and_then(|u| ctx.backups.get(&ctx.velero_ref(&nab_velero_backup_name(nab, &u))))
+        .filter(|vb| check_owner(vb, nab).is_ok());
+    let Some(vb) = vb else {
+        let message = format!(
+            "NonAdminBackup is labelled {NAB_SYNCED_FROM_NACUUID_LABEL}={synced}, but no Velero Backup of that \
+             nacuuid made for {} exists; backup sync re-creates NonAdminBackups only for backups it found",
+            key_of(nab)
+        );
+        let now = now_seconds();
+        let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
+            status::nab_rejected(s, &message, now)
+        })
+        .await?;
+        ctx.publish_update(&up, status::nab_notes);
+        return Ok(Action::await_change());
+    };
+    tracing::info!(nab = %key_of(nab), backup = %vb.name_any(), "adopting the synced Velero Backup");
+    ctx.note_backup(&vb);
+    mirror(api, nab, &vb, &synced, ctx).await
 }
 
 /// The NonAdminBackup has no nacuuid (no webhook label): generate one and persist it in status before anything

@@ -19,6 +19,7 @@ pub mod objects;
 pub mod queue;
 pub mod restore;
 pub mod status;
+pub mod sync;
 pub mod watches;
 pub mod write;
 
@@ -195,6 +196,8 @@ async fn term(
         watches::Synced::default(),
     );
     let (nab_tx, nab_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminBackup>>();
+    // Velero Backups without a NonAdminBackup, for backup sync.
+    let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
     let (nar_tx, nar_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminRestore>>();
     let recorder = Recorder::new(
         client.clone(),
@@ -260,6 +263,7 @@ async fn term(
         enqueue_nab.clone(),
         enqueue_nab,
     );
+    let nabs_for_sync = nab_store.clone();
     let nab_controller = Controller::for_stream(
         watches::nab_stream(Api::all(client.clone()), nab_writer).map(move |r| {
             if let Ok(n) = &r {
@@ -282,7 +286,12 @@ async fn term(
         move |b: Backup| {
             let r = objects::nab_ref(&b.metadata);
             if let Some(r) = &r {
-                e2(r);
+                if nabs_for_sync.get(r).is_some() {
+                    e2(r);
+                } else if let Some(name) = &b.metadata.name {
+                    // Its NonAdminBackup is gone (or never was here): backup sync decides.
+                    let _ = sync_tx.unbounded_send(name.clone());
+                }
             }
             r
         },
@@ -387,7 +396,15 @@ async fn term(
     .take_until(stop_signal(stop.clone()))
     .for_each(|_| async {});
 
-    tokio::join!(nab_controller, nar_controller, du, pvb);
+    let sync_ctx = ctx.clone();
+    let backup_sync = async move {
+        tokio::select! {
+            () = sync::run(sync_ctx, sync_rx) => {}
+            () = stop_signal(stop.clone()) => {}
+        }
+    };
+
+    tokio::join!(nab_controller, nar_controller, du, pvb, backup_sync);
     drop(nar_tx);
     tracing::info!("controllers stopped");
     Ok(())

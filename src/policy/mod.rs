@@ -32,6 +32,31 @@ pub struct Policy {
     pub enforce_restore_spec: Map<String, Value>,
     /// Bounds on what users may ask for in backups.
     pub backup: BackupBounds,
+    /// Which backups found in object storage get their NonAdminBackup back.
+    pub backup_sync: BackupSync,
+}
+
+/// Backup sync: Velero re-creates Backup objects from object storage (after a disaster, or on a new cluster);
+/// nac gives those that carry its origin labels their NonAdminBackup back, so tenants can restore them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupSync {
+    /// Admin storage locations (Velero BSL names) whose backups are synced to tenants. Empty: none. A tenant
+    /// cannot write to these, so the origin recorded in a backup there is what nac itself wrote.
+    pub admin_locations: Vec<String>,
+    /// Safety resync of everything; sync is otherwise driven by Velero Backup events. Zero disables it.
+    pub period: GoDuration,
+}
+
+/// The seed design's default resync period.
+pub const DEFAULT_BACKUP_SYNC_PERIOD: GoDuration = GoDuration(30 * 60 * 1_000_000_000);
+
+impl Default for BackupSync {
+    fn default() -> Self {
+        BackupSync {
+            admin_locations: Vec::new(),
+            period: DEFAULT_BACKUP_SYNC_PERIOD,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,6 +77,18 @@ struct RawPolicy {
     enforce_restore_spec: Option<Map<String, Value>>,
     #[serde(default)]
     backup: Option<RawBackupBounds>,
+    #[serde(default)]
+    backup_sync: Option<RawBackupSync>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBackupSync {
+    #[serde(default)]
+    admin_locations: Option<Vec<String>>,
+    /// A Go duration string; a plain `0` (YAML integer) disables the resync too.
+    #[serde(default)]
+    period: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -173,10 +210,12 @@ impl Policy {
                 "true crosses the tenant boundary and cannot be enforced",
             ));
         }
+        let backup_sync = parse_sync(raw.backup_sync.unwrap_or_default(), &mut problems);
         let policy = Policy {
             enforce_backup_spec,
             enforce_restore_spec,
             backup,
+            backup_sync,
         };
         if let Some(ttl) = policy.enforced_ttl() {
             if let Some(max) = policy.backup.max_ttl {
@@ -228,11 +267,49 @@ impl Policy {
         if let Some(d) = self.backup.max_ttl {
             lines.push(format!("maximum backup TTL {d}"));
         }
+        if !self.backup_sync.admin_locations.is_empty() {
+            let every = if self.backup_sync.period.is_zero() {
+                "event-driven only".to_string()
+            } else {
+                format!("event-driven, resync every {}", self.backup_sync.period)
+            };
+            lines.push(format!(
+                "backup sync from admin storage locations {} ({every})",
+                self.backup_sync.admin_locations.join(", ")
+            ));
+        }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());
         }
         lines
     }
+}
+
+fn parse_sync(raw: RawBackupSync, problems: &mut Vec<PolicyProblem>) -> BackupSync {
+    let mut sync = BackupSync::default();
+    match raw.period {
+        None => {}
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => sync.period = GoDuration(0),
+        Some(Value::String(p)) => match GoDuration::parse(&p) {
+            Ok(d) => sync.period = d,
+            Err(e) => problems.push(problem("backupSync.period", e.to_string())),
+        },
+        Some(other) => problems.push(problem(
+            "backupSync.period",
+            format!("{other} is not a duration (expected Go duration syntax such as 30m, or 0 to disable)"),
+        )),
+    }
+    for (i, loc) in raw.admin_locations.unwrap_or_default().into_iter().enumerate() {
+        if !crate::naming::is_object_name(&loc) {
+            problems.push(problem(
+                format!("backupSync.adminLocations[{i}]"),
+                format!("{loc:?} is not a BackupStorageLocation name"),
+            ));
+        } else if !sync.admin_locations.contains(&loc) {
+            sync.admin_locations.push(loc);
+        }
+    }
+    sync
 }
 
 fn parse_bounds(raw: RawBackupBounds, problems: &mut Vec<PolicyProblem>) -> BackupBounds {

@@ -314,3 +314,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn backup_sync_defaults_to_no_admin_location_and_the_seed_period() {
+    let p = policy("");
+    assert!(p.backup_sync.admin_locations.is_empty());
+    assert_eq!(p.backup_sync.period, DEFAULT_BACKUP_SYNC_PERIOD);
+    let p = policy("backupSync:\n  adminLocations: [default, default, archive]\n  period: 0\n");
+    assert_eq!(p.backup_sync.admin_locations, vec!["default", "archive"]);
+    assert!(p.backup_sync.period.is_zero());
+    assert!(p
+        .summary()
+        .iter()
+        .any(|l| l.contains("default, archive") && l.contains("event-driven only")));
+}
+
+#[test]
+fn backup_sync_mistakes_name_the_field() {
+    let e = Policy::parse("backupSync:\n  adminLocations: [Default]\n  period: 5x\n").unwrap_err();
+    let fields: Vec<&str> = e.0.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, vec!["backupSync.period", "backupSync.adminLocations[0]"], "{e}");
+    let e = Policy::parse("backupSync:\n  locations: [default]\n").unwrap_err();
+    assert!(e.to_string().contains("unknown field `locations`"), "{e}");
+}

@@ -3,6 +3,8 @@
 
 #[cfg(feature = "e2e")]
 pub mod e2e;
+#[cfg(feature = "e2e")]
+pub mod velero;
 
 use nac::admission::{self, AdmissionState};
 use nac::metrics::Metrics;

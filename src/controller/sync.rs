@@ -1,0 +1,313 @@
+//! Backup sync: Velero's own storage sync re-creates Backup objects from object storage (after a disaster, on a
+//! rebuilt cluster, or when only the object was deleted), with the labels and annotations nac wrote. A finished one
+//! whose NonAdminBackup is gone gets it back, in its origin namespace and under its origin name, so the tenant can
+//! restore from it; the NonAdminBackup reconciler then adopts the Velero Backup (`backup::adopt_synced`).
+//!
+//! Driven by Velero Backup watch events (a synced backup gets its NonAdminBackup within a reconcile), plus a
+//! periodic resync of the whole store (policy `backupSync.period`; it also catches a namespace re-created after
+//! its backups came back). Only locations the policy lists in `backupSync.adminLocations` are synced.
+//!
+//! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
+//! replica's last moments of leadership) is refused by the API server with AlreadyExists.
+
+use super::context::{key_of, Ctx};
+use super::status::Note;
+use crate::api::{NonAdminBackup, NonAdminBackupSpec};
+use crate::naming::{
+    is_nacuuid_for, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAMESPACE_ANNOTATION,
+    NAB_ORIGIN_NAME_ANNOTATION, NAB_SYNCED_FROM_NACUUID_LABEL, OADP_LABEL, OADP_LABEL_VALUE,
+};
+use crate::policy::BackupSync;
+use crate::velero::Backup;
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Velero phases of a backup worth a NonAdminBackup: restorable ones.
+const SYNCED_PHASES: &[&str] = &["Completed", "PartiallyFailed"];
+
+/// Where a Velero Backup belongs: the origin NonAdminBackup it was made for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub namespace: String,
+    pub name: String,
+    pub nacuuid: String,
+}
+
+/// The origin of a Velero Backup that backup sync may give a NonAdminBackup, or None. Pure: the decision is
+/// tested without a cluster. The backup must be one nac made (its labels, a nacuuid that is this origin's and is
+/// the backup's own name), finished in a restorable phase, and stored on a location the policy opens for sync.
+pub fn sync_origin(b: &Backup, sync: &BackupSync) -> Option<Origin> {
+    let labels = b.metadata.labels.as_ref()?;
+    let annotations = b.metadata.annotations.as_ref()?;
+    if labels.get(OADP_LABEL).map(String::as_str) != Some(OADP_LABEL_VALUE)
+        || labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY_VALUE)
+    {
+        return None;
+    }
+    let nacuuid = labels.get(NAB_ORIGIN_NACUUID_LABEL)?;
+    let name = annotations.get(NAB_ORIGIN_NAME_ANNOTATION)?;
+    let namespace = annotations.get(NAB_ORIGIN_NAMESPACE_ANNOTATION)?;
+    if b.metadata.name.as_deref() != Some(nacuuid.as_str()) || !is_nacuuid_for(nacuuid, namespace, name) {
+        return None;
+    }
+    let status = b.status.as_ref()?;
+    status.completion_timestamp.as_ref()?;
+    if !SYNCED_PHASES.contains(&status.phase.as_deref()?) {
+        return None;
+    }
+    let location = b.spec.storage_location.as_deref()?;
+    if !sync.admin_locations.iter().any(|l| l == location) {
+        return None;
+    }
+    Some(Origin {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        nacuuid: nacuuid.clone(),
+    })
+}
+
+/// The NonAdminBackup backup sync creates for `b`: the origin's name and namespace, the backup's nacuuid as its
+/// identity and in the sync label, and the backup's spec as it was made (the storage location, an admin one, left
+/// out: tenants never name admin locations).
+pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
+    let mut spec = b.spec.clone();
+    spec.storage_location = None;
+    let labels = BTreeMap::from([
+        (NAB_ORIGIN_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
+        (NAB_SYNCED_FROM_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
+    ]);
+    let mut nab = NonAdminBackup::new(
+        &origin.name,
+        NonAdminBackupSpec {
+            backup_spec: spec,
+            delete_backup: false,
+        },
+    );
+    nab.metadata = ObjectMeta {
+        name: Some(origin.name.clone()),
+        namespace: Some(origin.namespace.clone()),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    nab
+}
+
+/// Names of namespaces created while nac runs (not the initial list): a re-created namespace gets the
+/// NonAdminBackups of its backups back at once, not at the next resync.
+fn created_namespaces(client: kube::Client) -> impl futures::Stream<Item = String> + Send {
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{watcher, WatchStreamExt};
+    watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(|e| async move {
+        match e {
+            Ok(watcher::Event::Apply(m)) => m.metadata.name,
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "namespace watch (backup sync)");
+                None
+            }
+        }
+    })
+}
+
+/// Runs until `triggers` ends (the term stops): each trigger names a Velero Backup that changed; a new namespace
+/// triggers the backups made there; every resync period, all of them are looked at.
+pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
+    let namespaces = created_namespaces(ctx.client.clone());
+    futures::pin_mut!(namespaces);
+    // The period is the policy's, read at each wait so a policy edit applies at the next one.
+    let period = |ctx: &Ctx| {
+        ctx.policy
+            .current()
+            .map(|p| p.backup_sync.period)
+            .filter(|p| !p.is_zero())
+            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
+    };
+    let mut next_resync = tokio::time::Instant::now();
+    loop {
+        let wait = async {
+            match period(&ctx) {
+                Some(_) => tokio::time::sleep_until(next_resync).await,
+                None => futures::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            t = triggers.next() => match t {
+                Some(name) => sync_one(&ctx, &name).await,
+                None => return,
+            },
+            Some(ns) = namespaces.next() => {
+                let names: Vec<String> = ctx
+                    .backups
+                    .state()
+                    .iter()
+                    .filter(|b| {
+                        b.metadata.annotations.as_ref().and_then(|a| a.get(NAB_ORIGIN_NAMESPACE_ANNOTATION))
+                            == Some(&ns)
+                    })
+                    .map(|b| b.name_any())
+                    .collect();
+                for name in names {
+                    sync_one(&ctx, &name).await;
+                }
+            }
+            () = wait => {
+                if ctx.ready(&ctx.backups_synced, "Velero Backups").await.is_ok() {
+                    let names: Vec<String> = ctx.backups.state().iter().map(|b| b.name_any()).collect();
+                    tracing::debug!(backups = names.len(), "backup sync: periodic resync");
+                    for name in names {
+                        sync_one(&ctx, &name).await;
+                    }
+                }
+                next_resync = tokio::time::Instant::now() + period(&ctx).unwrap_or(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Gives the Velero Backup `name` its NonAdminBackup back when it has none and may have one.
+async fn sync_one(ctx: &Ctx, name: &str) {
+    let Some(policy) = ctx.policy.current() else {
+        return;
+    };
+    let Some(b) = ctx.backups.get(&ctx.velero_ref(name)) else {
+        return;
+    };
+    let Some(origin) = sync_origin(&b, &policy.backup_sync) else {
+        return;
+    };
+    // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do.
+    if ctx
+        .nabs
+        .get(&ObjectRef::new(&origin.name).within(&origin.namespace))
+        .is_some()
+    {
+        return;
+    }
+    let nab = synced_nab(&b, &origin);
+    let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &origin.namespace);
+    ctx.metrics.write("NonAdminBackup");
+    match api.create(&PostParams::default(), &nab).await {
+        Ok(created) => {
+            tracing::info!(nab = %key_of(&created), backup = %name, "backup sync: re-created the NonAdminBackup");
+            ctx.publish(
+                &created,
+                vec![Note {
+                    warning: false,
+                    reason: "BackupSynced".into(),
+                    message: format!("re-created from Velero Backup {name} found in object storage"),
+                }],
+            );
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        // The origin namespace does not exist (yet): the periodic resync tries again.
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            tracing::debug!(namespace = %origin.namespace, backup = %name, "backup sync: origin namespace missing")
+        }
+        Err(e) => tracing::warn!(backup = %name, error = %e, "backup sync: creating the NonAdminBackup failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::naming::nacuuid_with;
+    use crate::velero::{BackupSpec, BackupStatus};
+
+    const UUID: &str = "0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00";
+
+    fn backup(phase: &str, location: &str) -> Backup {
+        let id = nacuuid_with("team-a", "nightly", UUID);
+        let mut b = Backup::new(
+            &id,
+            BackupSpec {
+                included_namespaces: Some(vec!["team-a".into()]),
+                storage_location: Some(location.into()),
+                ttl: Some("720h0m0s".into()),
+                ..Default::default()
+            },
+        );
+        b.metadata.labels = Some(BTreeMap::from([
+            (OADP_LABEL.to_string(), OADP_LABEL_VALUE.to_string()),
+            (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
+            (NAB_ORIGIN_NACUUID_LABEL.to_string(), id.clone()),
+        ]));
+        b.metadata.annotations = Some(BTreeMap::from([
+            (NAB_ORIGIN_NAME_ANNOTATION.to_string(), "nightly".to_string()),
+            (NAB_ORIGIN_NAMESPACE_ANNOTATION.to_string(), "team-a".to_string()),
+        ]));
+        b.status = Some(BackupStatus {
+            phase: Some(phase.into()),
+            completion_timestamp: Some("2026-11-23T00:00:00Z".into()),
+            ..Default::default()
+        });
+        b
+    }
+
+    fn open(locations: &[&str]) -> BackupSync {
+        BackupSync {
+            admin_locations: locations.iter().map(|l| l.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_finished_backup_on_an_open_location_goes_back_to_its_origin() {
+        let b = backup("Completed", "default");
+        let o = sync_origin(&b, &open(&["default"])).unwrap();
+        assert_eq!((o.namespace.as_str(), o.name.as_str()), ("team-a", "nightly"));
+        let nab = synced_nab(&b, &o);
+        assert_eq!(nab.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(nab.metadata.name.as_deref(), Some("nightly"));
+        let labels = nab.metadata.labels.unwrap();
+        assert_eq!(labels[NAB_ORIGIN_NACUUID_LABEL], o.nacuuid);
+        assert_eq!(labels[NAB_SYNCED_FROM_NACUUID_LABEL], o.nacuuid);
+        assert_eq!(nab.spec.backup_spec.storage_location, None);
+        assert_eq!(
+            nab.spec.backup_spec.included_namespaces,
+            Some(vec!["team-a".to_string()])
+        );
+        assert!(!nab.spec.delete_backup);
+        assert!(sync_origin(&backup("PartiallyFailed", "default"), &open(&["default"])).is_some());
+    }
+
+    #[test]
+    fn nothing_else_is_synced() {
+        let sync = open(&["default"]);
+        // Locations the policy does not open, the default policy (none), unfinished or failed backups.
+        assert!(sync_origin(&backup("Completed", "archive"), &sync).is_none());
+        assert!(sync_origin(&backup("Completed", "default"), &BackupSync::default()).is_none());
+        for phase in ["New", "InProgress", "Failed", "Deleting"] {
+            assert!(sync_origin(&backup(phase, "default"), &sync).is_none(), "{phase}");
+        }
+        let mut b = backup("Completed", "default");
+        b.status.as_mut().unwrap().completion_timestamp = None;
+        assert!(sync_origin(&b, &sync).is_none());
+        // Not made by nac, or an origin that does not match the nacuuid (a backup claiming another namespace).
+        let mut b = backup("Completed", "default");
+        b.metadata.labels.as_mut().unwrap().remove(MANAGED_BY_LABEL);
+        assert!(sync_origin(&b, &sync).is_none());
+        let mut b = backup("Completed", "default");
+        b.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(NAB_ORIGIN_NAMESPACE_ANNOTATION.into(), "team-b".into());
+        assert!(sync_origin(&b, &sync).is_none());
+        // A nacuuid that is not the backup's own name.
+        let mut b = backup("Completed", "default");
+        b.metadata.name = Some("renamed".into());
+        assert!(sync_origin(&b, &sync).is_none());
+    }
+}
