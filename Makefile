@@ -56,6 +56,13 @@ scale:
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"
 	$(CARGO) test --release --features e2e,scale --test scale_run -- --nocapture
 
+# Backup latency with the real Velero (one backup, then 50 at once over 10 namespaces) against the `make
+# cluster-up` environment in $(CLUSTER_DIR) (see BENCHMARKS.md).
+velero-bench:
+	$(CARGO) build --release --bins
+	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"
+	$(CARGO) test --release --features e2e,scale --test velero_bench -- --nocapture
+
 # Helm chart: lint/template per certificate mode, server-side validation, install/upgrade/uninstall on its own
 # local control plane (.cluster-chart, started and stopped here).
 chart-test: helm

@@ -344,3 +344,50 @@ async fn http2_and_tls12_are_served() {
         .unwrap();
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn sync_label_is_nacs_alone_and_skips_the_policy_for_nac() {
+    use nac::naming::NAB_SYNCED_FROM_NACUUID_LABEL;
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let id = "team-a-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+    let mut review = fixture("nab-create.json");
+    review["request"]["object"]["metadata"]["labels"] =
+        json!({ NAB_ORIGIN_NACUUID_LABEL: id, NAB_SYNCED_FROM_NACUUID_LABEL: id });
+    // A backup made under an older policy: a TTL the strict policy would refuse today.
+    review["request"]["object"]["spec"]["backupSpec"]["ttl"] = json!("24h0m0s");
+
+    // A user: refused, naming the label.
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(NAB_SYNCED_FROM_NACUUID_LABEL) && msg.contains("backup sync"),
+        "{msg}"
+    );
+
+    // nac itself (backup sync): the object passes as it was made, its identity kept, only the finalizer added.
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:nac-system:nac");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    let obj = patched_object(&review, &out);
+    assert_eq!(obj["spec"], review["request"]["object"]["spec"], "no policy fill");
+    assert_eq!(obj["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL], id);
+    assert_eq!(obj["metadata"]["finalizers"], json!([nac::naming::NAB_FINALIZER]));
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+
+    // Removing it later (or adding it) is refused for users.
+    let mut update = fixture("nab-update-delete.json");
+    let mut labels = update["request"]["oldObject"]["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    update["request"]["object"]["metadata"]["labels"] = labels.clone();
+    labels[NAB_SYNCED_FROM_NACUUID_LABEL] = json!(id);
+    update["request"]["oldObject"]["metadata"]["labels"] = labels;
+    let (_, out) = s.post_json("/validate/nonadminbackups", &update).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be added, changed or removed"));
+}
