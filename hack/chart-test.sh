@@ -85,13 +85,7 @@ start_nac() {
 		contexts: [{name: nac, context: {cluster: local, user: nac, namespace: "$NS"}}]
 		current-context: nac
 	EOF
-	# Only the settings below: nac reads every NAC_* variable as a setting (NAC_BIN would be "unknown field bin").
-	local -a unset_nac=()
-	local v
-	for v in $(compgen -e); do
-		[[ $v != NAC_* ]] || unset_nac+=(-u "$v")
-	done
-	env "${unset_nac[@]}" KUBECONFIG="$WORK/nac.kubeconfig" POD_NAMESPACE="$NS" \
+	env KUBECONFIG="$WORK/nac.kubeconfig" POD_NAMESPACE="$NS" \
 		NAC_WEBHOOK__LISTEN="127.0.0.1:$NAC_PORT" NAC_METRICS__LISTEN="127.0.0.1:$METRICS_PORT" \
 		NAC_WEBHOOK__CERT_FILE="$cert" NAC_WEBHOOK__KEY_FILE="$key" \
 		NAC_WEBHOOK__PRIVILEGED_USERS="system:serviceaccount:$NS:$RELEASE" \

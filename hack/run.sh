@@ -63,7 +63,6 @@ hack/install-crds.sh "$NAC"
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
 "$KUBECTL" -n "$DEMO_NS" apply -f hack/demo-app.yaml >/dev/null
 
-# Not NAC_*: nac reads every NAC_* variable as a setting and refuses unknown ones.
 port=${RUN_WEBHOOK_PORT:-9443}
 metrics_port=${RUN_METRICS_PORT:-8080}
 NAC_WEBHOOK__LISTEN=127.0.0.1:$port NAC_METRICS__LISTEN=127.0.0.1:$metrics_port \

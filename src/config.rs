@@ -167,7 +167,12 @@ impl Settings {
             }
             b = b.add_source(config::File::from(f).format(config::FileFormat::Yaml));
         }
-        let vars: config::Map<String, String> = env.into_iter().filter(|(k, _)| k.starts_with("NAC_")).collect();
+        // A setting is `NAC_<SECTION>__<KEY>`: an unrelated variable that merely starts with `NAC_` (a script's
+        // `NAC_BIN`) is not one, while a misspelt setting (`NAC_WEBHOK__LISTEN`) still is, and is refused by name.
+        let vars: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.strip_prefix("NAC_").is_some_and(|rest| rest.contains("__")))
+            .collect();
         b = b.add_source(
             config::Environment::with_prefix("NAC")
                 .prefix_separator("_")
@@ -247,6 +252,14 @@ mod tests {
         assert_eq!(s.webhook.listen.to_string(), "127.0.0.1:2");
         assert!(!s.controllers.enabled);
         assert_eq!(s.webhook.privileged_users, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn unrelated_nac_variables_are_not_settings() {
+        let s = Settings::load_from(None, env(&[("NAC_BIN", "/usr/bin/nac"), ("NAC_E2E_CHART", "1")])).unwrap();
+        assert_eq!(s.webhook.listen.to_string(), "0.0.0.0:9443");
+        let e = Settings::load_from(None, env(&[("NAC_WEBHOK__LISTEN", "127.0.0.1:1")])).unwrap_err();
+        assert!(e.to_string().contains("webhok"), "{e}");
     }
 
     #[test]

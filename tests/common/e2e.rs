@@ -181,8 +181,6 @@ impl NacProcess {
             .env("NAC_CONTROLLERS__VELERO_NAMESPACE", VELERO_NAMESPACE)
             .env("NAC_CONTROLLERS__LEADER_ELECTION__IDENTITY", &opts.identity)
             .env("NAC_LOG__LEVEL", "info,nac=debug")
-            // nac takes every NAC_* variable as a setting and refuses unknown ones.
-            .env_remove(chart::MODE_ENV)
             .stdin(Stdio::piped())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
@@ -537,8 +535,7 @@ pub async fn new_tenant(prefix: &str) -> (String, Client, Client) {
 /// nac runs with a kubeconfig holding a token of the chart's ServiceAccount (the Deployment's identity), so the
 /// chart's RBAC is exactly what nac has; users are bound to the chart's editor ClusterRole.
 ///
-/// Only for the `e2e_*` test binaries (`--test e2e_webhooks ...`): other tests that start nac pass it their
-/// environment, and nac refuses the unknown setting `NAC_E2E_CHART`.
+/// `NAC_E2E_CHART` is not a nac setting (no `__`), so nac processes started with it in their environment ignore it.
 pub mod chart {
     use super::*;
     use k8s_openapi::api::core::v1::Secret;
