@@ -3,6 +3,9 @@
 //! The nacuuid is `<namespace>-<name>-<uuid4>`, at most 63 characters (a label value and a Velero object name),
 //! shortened by trimming the name first and then the namespace, as OADP's non-admin controller does.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// Label on a NonAdminBackup and its Velero objects carrying the backup's identity.
@@ -26,6 +29,100 @@ pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
 /// Label on a NonAdminBackup that nac re-created from a backup found in object storage (backup sync), holding the
 /// backup's nacuuid. Only nac may set it: it makes the reconciler adopt the existing Velero Backup.
 pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
+
+/// The identity scheme of one tenant kind, shared by the webhooks, the reconciler and backup sync: the label
+/// carrying the nacuuid (on the tenant object and on every Velero object made for it), the annotations naming the
+/// origin object, and the finalizer. Adding a kind adds one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub kind: &'static str,
+    pub nacuuid_label: &'static str,
+    pub name_annotation: &'static str,
+    pub namespace_annotation: &'static str,
+    pub finalizer: &'static str,
+}
+
+pub const NAB: Origin = Origin {
+    kind: "NonAdminBackup",
+    nacuuid_label: NAB_ORIGIN_NACUUID_LABEL,
+    name_annotation: NAB_ORIGIN_NAME_ANNOTATION,
+    namespace_annotation: NAB_ORIGIN_NAMESPACE_ANNOTATION,
+    finalizer: NAB_FINALIZER,
+};
+
+pub const NAR: Origin = Origin {
+    kind: "NonAdminRestore",
+    nacuuid_label: NAR_ORIGIN_NACUUID_LABEL,
+    name_annotation: NAR_ORIGIN_NAME_ANNOTATION,
+    namespace_annotation: NAR_ORIGIN_NAMESPACE_ANNOTATION,
+    finalizer: NAR_FINALIZER,
+};
+
+impl Origin {
+    /// Metadata of a Velero object `name` in `velero_namespace` made for the origin object `namespace`/`origin`
+    /// with `nacuuid`: nac's labels (plus `extra_labels`) and the origin annotations.
+    pub fn stamp(
+        &self,
+        name: &str,
+        velero_namespace: &str,
+        nacuuid: &str,
+        namespace: &str,
+        origin: &str,
+        extra_labels: &[(&str, &str)],
+    ) -> ObjectMeta {
+        let mut labels = BTreeMap::from([
+            (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
+            (OADP_LABEL.to_string(), OADP_LABEL_VALUE.to_string()),
+            (self.nacuuid_label.to_string(), nacuuid.to_string()),
+        ]);
+        labels.extend(extra_labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(velero_namespace.to_string()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([
+                (self.name_annotation.to_string(), origin.to_string()),
+                (self.namespace_annotation.to_string(), namespace.to_string()),
+            ])),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// Whether a Velero object carries this kind's identity label.
+    pub fn is_tagged(&self, meta: &ObjectMeta) -> bool {
+        self.nacuuid(meta).is_some()
+    }
+
+    /// The nacuuid in this kind's identity label.
+    pub fn nacuuid<'m>(&self, meta: &'m ObjectMeta) -> Option<&'m str> {
+        meta.labels.as_ref()?.get(self.nacuuid_label).map(String::as_str)
+    }
+
+    /// `(namespace, name)` of the origin object named by the annotations.
+    pub fn origin_of<'m>(&self, meta: &'m ObjectMeta) -> Option<(&'m str, &'m str)> {
+        let a = meta.annotations.as_ref()?;
+        let name = a.get(self.name_annotation).filter(|s| !s.is_empty())?;
+        let ns = a.get(self.namespace_annotation).filter(|s| !s.is_empty())?;
+        Some((ns, name))
+    }
+
+    /// The origin object a tagged Velero object was made for.
+    pub fn owner<K>(&self, meta: &ObjectMeta) -> Option<ObjectRef<K>>
+    where
+        K: Lookup,
+        K::DynamicType: Default,
+    {
+        self.nacuuid(meta)?;
+        let (ns, name) = self.origin_of(meta)?;
+        Some(ObjectRef::new(name).within(ns))
+    }
+
+    /// Whether a Velero object found under a nacuuid really belongs to `namespace`/`name` (a guard against a
+    /// forged or copied nacuuid pointing at someone else's object).
+    pub fn owns(&self, meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
+        self.origin_of(meta) == Some((namespace, name))
+    }
+}
 
 /// Longest Kubernetes label value and DNS label.
 pub const MAX_NAME_LEN: usize = 63;

@@ -6,7 +6,7 @@
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
 
 use super::{deny, with_warnings, AdmissionState};
-use crate::naming::{self, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::policy::{self, Outcome, Policy};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
@@ -22,8 +22,8 @@ pub enum ProxyKind {
 impl ProxyKind {
     pub fn kind(&self) -> &'static str {
         match self {
-            ProxyKind::Backup => "NonAdminBackup",
-            ProxyKind::Restore => "NonAdminRestore",
+            ProxyKind::Backup => naming::NAB.kind,
+            ProxyKind::Restore => naming::NAR.kind,
         }
     }
     fn spec_key(&self) -> &'static str {
@@ -32,19 +32,18 @@ impl ProxyKind {
             ProxyKind::Restore => "restoreSpec",
         }
     }
-    /// The finalizer nac's reconciler manages on this kind.
-    fn finalizer(&self) -> &'static str {
+    /// The kind's identity scheme (nacuuid label, origin annotations, finalizer), shared with the reconciler.
+    pub fn origin(&self) -> &'static naming::Origin {
         match self {
-            ProxyKind::Backup => naming::NAB_FINALIZER,
-            ProxyKind::Restore => naming::NAR_FINALIZER,
+            ProxyKind::Backup => &naming::NAB,
+            ProxyKind::Restore => &naming::NAR,
         }
     }
-
+    fn finalizer(&self) -> &'static str {
+        self.origin().finalizer
+    }
     pub fn identity_label(&self) -> &'static str {
-        match self {
-            ProxyKind::Backup => NAB_ORIGIN_NACUUID_LABEL,
-            ProxyKind::Restore => NAR_ORIGIN_NACUUID_LABEL,
-        }
+        self.origin().nacuuid_label
     }
     fn evaluate(&self, spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
         match self {

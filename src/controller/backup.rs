@@ -5,12 +5,12 @@
 
 use super::conditions::{is_true, now_seconds};
 use super::context::{key_of, Ctx, Error};
-use super::objects::{self, belongs_to, nab_nacuuid, nab_velero_backup_name};
+use super::objects::{self, nab_nacuuid, nab_velero_backup_name};
 use super::status::{self, BackupView, DeleteRequestView};
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::QUEUED;
 use crate::api::{NonAdminBackup, NonAdminPhase};
-use crate::naming::{generate_nacuuid, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
+use crate::naming::{generate_nacuuid, NAB, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::velero::{Backup, DeleteBackupRequest};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
@@ -175,7 +175,7 @@ async fn persist_new_nacuuid(
 
 fn check_owner(vb: &Backup, nab: &NonAdminBackup) -> Result<(), Error> {
     let ns = nab.namespace().unwrap_or_default();
-    if belongs_to(&vb.metadata, true, &ns, &nab.name_any()) {
+    if NAB.owns(&vb.metadata, &ns, &nab.name_any()) {
         Ok(())
     } else {
         Err(Error::Inconsistent(format!(

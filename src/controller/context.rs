@@ -359,7 +359,7 @@ impl Ctx {
             if let Some(r) = self
                 .backups
                 .get(&self.velero_ref(&name))
-                .and_then(|o| super::objects::nab_ref(&o.metadata))
+                .and_then(|o| crate::naming::NAB.owner(&o.metadata))
             {
                 let _ = self.nab_triggers.unbounded_send(r);
             }
@@ -377,7 +377,7 @@ impl Ctx {
             if let Some(n) = self
                 .restores
                 .get(&self.velero_ref(&name))
-                .and_then(|o| super::objects::nar_ref(&o.metadata))
+                .and_then(|o| crate::naming::NAR.owner(&o.metadata))
             {
                 let _ = self.nar_triggers.unbounded_send(n);
             }

@@ -28,6 +28,7 @@ pub use context::Error;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::naming::{NAB, NAR};
 use crate::policy_store::PolicyStore;
 use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup, Restore};
 use context::{key_of, key_of_ref, Ctx, CtxParts, NAB_CONTROLLER, NAR_CONTROLLER};
@@ -284,7 +285,7 @@ async fn term(
             metrics.clone(),
         ),
         move |b: Backup| {
-            let r = objects::nab_ref(&b.metadata);
+            let r = NAB.owner(&b.metadata);
             if let Some(r) = &r {
                 if nabs_for_sync.get(r).is_some() {
                     e2(r);
@@ -304,7 +305,7 @@ async fn term(
             metrics.clone(),
         ),
         move |d: DeleteBackupRequest| {
-            let r = objects::nab_ref(&d.metadata);
+            let r = NAB.owner(&d.metadata);
             if let Some(r) = &r {
                 e3(r);
             }
@@ -353,7 +354,7 @@ async fn term(
             metrics.clone(),
         ),
         move |r: Restore| {
-            let n = objects::nar_ref(&r.metadata);
+            let n = NAR.owner(&r.metadata);
             if let Some(n) = &n {
                 f2(n);
             }

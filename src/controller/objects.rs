@@ -4,17 +4,13 @@
 
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::naming::{
-    is_nacuuid_for, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAMESPACE_ANNOTATION,
-    NAB_ORIGIN_NAME_ANNOTATION, NAR_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NAMESPACE_ANNOTATION, NAR_ORIGIN_NAME_ANNOTATION,
-    OADP_LABEL, OADP_LABEL_VALUE, VELERO_BACKUP_NAME_LABEL, VELERO_BACKUP_UID_LABEL,
+    is_nacuuid_for, NAB, NAB_ORIGIN_NACUUID_LABEL, NAR, NAR_ORIGIN_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
+    VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, evaluate_restore, Policy};
 use crate::velero::{Backup, BackupSpec, DeleteBackupRequest, DeleteBackupRequestSpec, Restore, RestoreSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 
 /// Namespaced kinds never included in a tenant's backup or restore: nac's own objects.
 pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] =
@@ -74,10 +70,6 @@ pub fn add_backup_exclusions(spec: &mut Map<String, Value>) {
 pub fn add_restore_exclusions(spec: &mut Map<String, Value>) {
     append_unique(spec, "excludedResources", EXCLUDED_NAMESPACED_RESOURCES);
     append_unique(spec, "excludedResources", EXCLUDED_CLUSTER_RESOURCES);
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn to_map<T: serde::Serialize>(value: &T) -> Map<String, Value> {
@@ -158,20 +150,14 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
 pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
     let mut b = Backup::new(nacuuid, spec);
-    b.metadata = ObjectMeta {
-        name: Some(nacuuid.to_string()),
-        namespace: Some(velero_namespace.to_string()),
-        labels: Some(labels(&[
-            (MANAGED_BY_LABEL, MANAGED_BY_VALUE),
-            (OADP_LABEL, OADP_LABEL_VALUE),
-            (NAB_ORIGIN_NACUUID_LABEL, nacuuid),
-        ])),
-        annotations: Some(labels(&[
-            (NAB_ORIGIN_NAME_ANNOTATION, &nab.name_any()),
-            (NAB_ORIGIN_NAMESPACE_ANNOTATION, &nab.namespace().unwrap_or_default()),
-        ])),
-        ..ObjectMeta::default()
-    };
+    b.metadata = NAB.stamp(
+        nacuuid,
+        velero_namespace,
+        nacuuid,
+        &nab.namespace().unwrap_or_default(),
+        &nab.name_any(),
+        &[],
+    );
     b
 }
 
@@ -201,22 +187,17 @@ pub fn delete_backup_request(nab: &NonAdminBackup, nacuuid: &str, backup: &Backu
             backup_name: backup_name.clone(),
         },
     );
-    r.metadata = ObjectMeta {
-        name: Some(nacuuid.to_string()),
-        namespace: backup.namespace(),
-        labels: Some(labels(&[
-            (MANAGED_BY_LABEL, MANAGED_BY_VALUE),
-            (OADP_LABEL, OADP_LABEL_VALUE),
-            (NAB_ORIGIN_NACUUID_LABEL, nacuuid),
+    r.metadata = NAB.stamp(
+        nacuuid,
+        &backup.namespace().unwrap_or_default(),
+        nacuuid,
+        &nab.namespace().unwrap_or_default(),
+        &nab.name_any(),
+        &[
             (VELERO_BACKUP_NAME_LABEL, &backup_name),
             (VELERO_BACKUP_UID_LABEL, &uid),
-        ])),
-        annotations: Some(labels(&[
-            (NAB_ORIGIN_NAME_ANNOTATION, &nab.name_any()),
-            (NAB_ORIGIN_NAMESPACE_ANNOTATION, &nab.namespace().unwrap_or_default()),
-        ])),
-        ..ObjectMeta::default()
-    };
+        ],
+    );
     r
 }
 
@@ -244,20 +225,14 @@ pub fn velero_restore_spec(
 /// The Velero Restore nac creates for a NonAdminRestore, named by its nacuuid.
 pub fn velero_restore(nar: &NonAdminRestore, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
     let mut r = Restore::new(nacuuid, spec);
-    r.metadata = ObjectMeta {
-        name: Some(nacuuid.to_string()),
-        namespace: Some(velero_namespace.to_string()),
-        labels: Some(labels(&[
-            (MANAGED_BY_LABEL, MANAGED_BY_VALUE),
-            (OADP_LABEL, OADP_LABEL_VALUE),
-            (NAR_ORIGIN_NACUUID_LABEL, nacuuid),
-        ])),
-        annotations: Some(labels(&[
-            (NAR_ORIGIN_NAME_ANNOTATION, &nar.name_any()),
-            (NAR_ORIGIN_NAMESPACE_ANNOTATION, &nar.namespace().unwrap_or_default()),
-        ])),
-        ..ObjectMeta::default()
-    };
+    r.metadata = NAR.stamp(
+        nacuuid,
+        velero_namespace,
+        nacuuid,
+        &nar.namespace().unwrap_or_default(),
+        &nar.name_any(),
+        &[],
+    );
     r
 }
 
@@ -277,60 +252,20 @@ pub fn velero_restore_for(
     ))
 }
 
-fn origin(meta: &ObjectMeta, name_key: &str, namespace_key: &str) -> Option<(String, String)> {
-    let a = meta.annotations.as_ref()?;
-    let name = a.get(name_key).filter(|s| !s.is_empty())?;
-    let ns = a.get(namespace_key).filter(|s| !s.is_empty())?;
-    Some((name.clone(), ns.clone()))
-}
-
-/// The NonAdminBackup a Velero object (Backup, DeleteBackupRequest) belongs to, from nac's label and annotations.
-pub fn nab_ref(meta: &ObjectMeta) -> Option<ObjectRef<NonAdminBackup>> {
-    meta.labels.as_ref()?.get(NAB_ORIGIN_NACUUID_LABEL)?;
-    let (name, ns) = origin(meta, NAB_ORIGIN_NAME_ANNOTATION, NAB_ORIGIN_NAMESPACE_ANNOTATION)?;
-    Some(ObjectRef::new(&name).within(&ns))
-}
-
-/// The NonAdminRestore a Velero Restore belongs to.
-pub fn nar_ref(meta: &ObjectMeta) -> Option<ObjectRef<NonAdminRestore>> {
-    meta.labels.as_ref()?.get(NAR_ORIGIN_NACUUID_LABEL)?;
-    let (name, ns) = origin(meta, NAR_ORIGIN_NAME_ANNOTATION, NAR_ORIGIN_NAMESPACE_ANNOTATION)?;
-    Some(ObjectRef::new(&name).within(&ns))
-}
-
-/// Whether a Velero object carries nac's NonAdminBackup identity label.
-pub fn has_nab_label(meta: &ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(NAB_ORIGIN_NACUUID_LABEL))
-}
-
-/// Whether a Velero object carries nac's NonAdminRestore identity label.
-pub fn has_nar_label(meta: &ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(NAR_ORIGIN_NACUUID_LABEL))
-}
-
-/// Whether a Velero object found under a nacuuid really belongs to the object `namespace`/`name` (a guard against
-/// a forged or copied nacuuid pointing at someone else's backup).
-pub fn belongs_to(meta: &ObjectMeta, kind_is_nab: bool, namespace: &str, name: &str) -> bool {
-    let (nk, nsk) = if kind_is_nab {
-        (NAB_ORIGIN_NAME_ANNOTATION, NAB_ORIGIN_NAMESPACE_ANNOTATION)
-    } else {
-        (NAR_ORIGIN_NAME_ANNOTATION, NAR_ORIGIN_NAMESPACE_ANNOTATION)
-    };
-    origin(meta, nk, nsk).is_some_and(|(n, ns)| n == name && ns == namespace)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{NonAdminBackupSpec, NonAdminRestoreSpec};
-    use crate::naming::nacuuid_with;
+    use crate::naming::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
 
     const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+
+    fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
 
     fn nab(spec: Value) -> NonAdminBackup {
         let mut n = NonAdminBackup::new(
@@ -372,7 +307,10 @@ mod tests {
         let a = b.annotations();
         assert_eq!(a[NAB_ORIGIN_NAME_ANNOTATION], "nightly");
         assert_eq!(a[NAB_ORIGIN_NAMESPACE_ANNOTATION], "team-a");
-        assert_eq!(nab_ref(&b.metadata), Some(ObjectRef::new("nightly").within("team-a")));
+        assert_eq!(
+            NAB.owner(&b.metadata),
+            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
+        );
     }
 
     #[test]
@@ -480,7 +418,10 @@ mod tests {
         assert_eq!(l[VELERO_BACKUP_UID_LABEL], "uid-1");
         assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], "id");
         assert_eq!(l[OADP_LABEL], "True");
-        assert_eq!(nab_ref(&r.metadata), Some(ObjectRef::new("nightly").within("team-a")));
+        assert_eq!(
+            NAB.owner(&r.metadata),
+            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
+        );
     }
 
     #[test]
@@ -502,7 +443,10 @@ mod tests {
         assert!(ex.iter().any(|e| e == "clusterroles"));
         assert!(ex.iter().any(|e| e == "nonadminbackups"));
         assert_eq!(r.labels()[NAR_ORIGIN_NACUUID_LABEL], "rid");
-        assert_eq!(nar_ref(&r.metadata), Some(ObjectRef::new("undo").within("team-a")));
+        assert_eq!(
+            NAR.owner(&r.metadata),
+            Some(ObjectRef::<NonAdminRestore>::new("undo").within("team-a"))
+        );
     }
 
     #[test]
@@ -544,7 +488,7 @@ mod tests {
 
     #[test]
     fn objects_without_nac_metadata_map_to_nothing() {
-        assert_eq!(nab_ref(&ObjectMeta::default()), None);
+        assert_eq!(NAB.owner::<NonAdminBackup>(&ObjectMeta::default()), None);
         let mut m = ObjectMeta {
             annotations: Some(labels(&[
                 (NAB_ORIGIN_NAME_ANNOTATION, "n"),
@@ -552,11 +496,15 @@ mod tests {
             ])),
             ..Default::default()
         };
-        assert_eq!(nab_ref(&m), None, "the identity label is required too");
+        assert_eq!(
+            NAB.owner::<NonAdminBackup>(&m),
+            None,
+            "the identity label is required too"
+        );
         m.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, "x")]));
-        assert!(nab_ref(&m).is_some());
-        assert!(belongs_to(&m, true, "ns", "n"));
-        assert!(!belongs_to(&m, true, "other", "n"));
-        assert!(!belongs_to(&m, false, "ns", "n"));
+        assert!(NAB.owner::<NonAdminBackup>(&m).is_some());
+        assert!(NAB.owns(&m, "ns", "n"));
+        assert!(!NAB.owns(&m, "other", "n"));
+        assert!(!NAR.owns(&m, "ns", "n"));
     }
 }

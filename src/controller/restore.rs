@@ -8,12 +8,12 @@
 
 use super::conditions::{find, now_seconds};
 use super::context::{key_of, Ctx, Error};
-use super::objects::{self, belongs_to, nab_nacuuid, nab_velero_backup_name, nar_nacuuid, nar_velero_restore_name};
+use super::objects::{self, nab_nacuuid, nab_velero_backup_name, nar_nacuuid, nar_velero_restore_name};
 use super::status::{self, RestoreView};
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::QUEUED;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore};
-use crate::naming::{generate_nacuuid, NAR_FINALIZER};
+use crate::naming::{generate_nacuuid, NAB, NAR, NAR_FINALIZER};
 use crate::policy::Policy;
 use crate::velero::{Backup, Restore};
 use k8s_openapi::jiff::Timestamp;
@@ -167,7 +167,7 @@ async fn backup_to_restore(nar: &NonAdminRestore, ctx: &Ctx) -> Result<Result<St
             ctx.opts.velero_namespace
         ));
     };
-    if !belongs_to(&vb.metadata, true, &ns, &nab_name) {
+    if !NAB.owns(&vb.metadata, &ns, &nab_name) {
         return invalid(format!(
             "Velero Backup {vb_name} does not belong to NonAdminBackup {nab_name}"
         ));
@@ -210,12 +210,7 @@ async fn persist_new_nacuuid(
 }
 
 fn check_owner(vr: &Restore, nar: &NonAdminRestore) -> Result<(), Error> {
-    if belongs_to(
-        &vr.metadata,
-        false,
-        &nar.namespace().unwrap_or_default(),
-        &nar.name_any(),
-    ) {
+    if NAR.owns(&vr.metadata, &nar.namespace().unwrap_or_default(), &nar.name_any()) {
         Ok(())
     } else {
         Err(Error::Inconsistent(format!(

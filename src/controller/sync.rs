@@ -14,8 +14,8 @@ use super::context::{key_of, Ctx};
 use super::status::Note;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::naming::{
-    is_nacuuid_for, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAMESPACE_ANNOTATION,
-    NAB_ORIGIN_NAME_ANNOTATION, NAB_SYNCED_FROM_NACUUID_LABEL, OADP_LABEL, OADP_LABEL_VALUE,
+    is_nacuuid_for, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL,
+    OADP_LABEL, OADP_LABEL_VALUE,
 };
 use crate::policy::BackupSync;
 use crate::velero::Backup;
@@ -45,16 +45,14 @@ pub struct Origin {
 /// the backup's own name), finished in a restorable phase, and stored on a location the policy opens for sync.
 pub fn sync_origin(b: &Backup, sync: &BackupSync) -> Option<Origin> {
     let labels = b.metadata.labels.as_ref()?;
-    let annotations = b.metadata.annotations.as_ref()?;
     if labels.get(OADP_LABEL).map(String::as_str) != Some(OADP_LABEL_VALUE)
         || labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY_VALUE)
     {
         return None;
     }
-    let nacuuid = labels.get(NAB_ORIGIN_NACUUID_LABEL)?;
-    let name = annotations.get(NAB_ORIGIN_NAME_ANNOTATION)?;
-    let namespace = annotations.get(NAB_ORIGIN_NAMESPACE_ANNOTATION)?;
-    if b.metadata.name.as_deref() != Some(nacuuid.as_str()) || !is_nacuuid_for(nacuuid, namespace, name) {
+    let nacuuid = NAB.nacuuid(&b.metadata)?;
+    let (namespace, name) = NAB.origin_of(&b.metadata)?;
+    if b.metadata.name.as_deref() != Some(nacuuid) || !is_nacuuid_for(nacuuid, namespace, name) {
         return None;
     }
     let status = b.status.as_ref()?;
@@ -67,9 +65,9 @@ pub fn sync_origin(b: &Backup, sync: &BackupSync) -> Option<Origin> {
         return None;
     }
     Some(Origin {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        nacuuid: nacuuid.clone(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        nacuuid: nacuuid.to_string(),
     })
 }
 
@@ -152,10 +150,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                     .backups
                     .state()
                     .iter()
-                    .filter(|b| {
-                        b.metadata.annotations.as_ref().and_then(|a| a.get(NAB_ORIGIN_NAMESPACE_ANNOTATION))
-                            == Some(&ns)
-                    })
+                    .filter(|b| NAB.origin_of(&b.metadata).is_some_and(|(origin_ns, _)| origin_ns == ns))
                     .map(|b| b.name_any())
                     .collect();
                 for name in names {
@@ -222,7 +217,7 @@ async fn sync_one(ctx: &Ctx, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::naming::nacuuid_with;
+    use crate::naming::{nacuuid_with, NAB_ORIGIN_NAMESPACE_ANNOTATION, NAB_ORIGIN_NAME_ANNOTATION};
     use crate::velero::{BackupSpec, BackupStatus};
 
     const UUID: &str = "0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00";

@@ -4,11 +4,11 @@
 //! optional Velero CRD must not pause the others).
 
 use super::counts::PhaseCounts;
-use super::objects::{has_nab_label, has_nar_label, nab_ref, nar_ref};
 use super::queue::{Observed, QueueIndex};
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
+use crate::naming::{NAB, NAR};
 use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore};
 use futures::channel::mpsc::UnboundedSender;
 use futures::{Future, Stream, StreamExt, TryStreamExt};
@@ -245,7 +245,7 @@ pub fn backup_stream(
         .default_backoff()
         .modify(|b: &mut Backup| {
             b.metadata.managed_fields = None;
-            if !has_nab_label(&b.metadata) {
+            if !NAB.is_tagged(&b.metadata) {
                 // Only the queue fields of other backups are needed.
                 b.spec = Default::default();
                 if let Some(s) = b.status.as_mut() {
@@ -260,14 +260,14 @@ pub fn backup_stream(
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index_event(&index, &ev, observe_backup);
-            apply_filtered(&mut writer, &ev, |b: &Backup| has_nab_label(&b.metadata));
+            apply_filtered(&mut writer, &ev, |b: &Backup| NAB.is_tagged(&b.metadata));
             if matches!(ev, Event::InitDone) {
                 synced.mark();
             }
             for name in changed {
                 let r = store
                     .get(&ObjectRef::new(&name).within(&namespace))
-                    .and_then(|b| nab_ref(&b.metadata));
+                    .and_then(|b| NAB.owner(&b.metadata));
                 if let Some(r) = r {
                     let _ = triggers.unbounded_send(r);
                 }
@@ -294,7 +294,7 @@ pub fn restore_stream(
         .default_backoff()
         .modify(|r: &mut Restore| {
             r.metadata.managed_fields = None;
-            if !has_nar_label(&r.metadata) {
+            if !NAR.is_tagged(&r.metadata) {
                 r.spec = Default::default();
                 if let Some(s) = r.status.as_mut() {
                     *s = crate::velero::RestoreStatus {
@@ -308,14 +308,14 @@ pub fn restore_stream(
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index_event(&index, &ev, observe_restore);
-            apply_filtered(&mut writer, &ev, |r: &Restore| has_nar_label(&r.metadata));
+            apply_filtered(&mut writer, &ev, |r: &Restore| NAR.is_tagged(&r.metadata));
             if matches!(ev, Event::InitDone) {
                 synced.mark();
             }
             for name in changed {
                 let r = store
                     .get(&ObjectRef::new(&name).within(&namespace))
-                    .and_then(|o| nar_ref(&o.metadata));
+                    .and_then(|o| NAR.owner(&o.metadata));
                 if let Some(r) = r {
                     let _ = triggers.unbounded_send(r);
                 }
@@ -405,7 +405,7 @@ where
             for backup in changed {
                 let r = backups
                     .get(&ObjectRef::new(&backup).within(&namespace))
-                    .and_then(|b| nab_ref(&b.metadata));
+                    .and_then(|b| NAB.owner(&b.metadata));
                 if let Some(r) = r {
                     let _ = triggers.unbounded_send(r);
                 }
