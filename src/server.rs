@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
 /// What `/readyz` looks at.
 pub struct Health {
@@ -88,12 +88,12 @@ pub fn ops_router(health: Arc<Health>, metrics: Arc<Metrics>) -> Router {
         )
 }
 
-/// Serves `router` over TLS on `listener` until `shutdown` turns true, then lets open requests finish.
+/// Serves `router` over TLS on `listener` until `shutdown` is cancelled, then lets open requests finish.
 pub async fn serve_tls(
     listener: TcpListener,
     certs: Arc<CertStore>,
     router: Router,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let acceptor = TlsAcceptor::from(Arc::new(certs.server_config()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -109,7 +109,7 @@ pub async fn serve_tls(
                     continue;
                 }
             },
-            _ = stopped(&mut shutdown) => break,
+            _ = shutdown.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
@@ -145,20 +145,11 @@ pub async fn serve_tls(
 }
 
 /// Serves plain HTTP until shutdown.
-pub async fn serve_plain(
-    listener: TcpListener,
-    router: Router,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+pub async fn serve_plain(listener: TcpListener, router: Router, shutdown: CancellationToken) -> anyhow::Result<()> {
     axum::serve(listener, router)
-        .with_graceful_shutdown(async move { stopped(&mut shutdown).await })
+        .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
         .context("metrics listener")
-}
-
-/// Resolves once the shutdown flag is set (or its sender is gone).
-pub async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }
 
 /// Resolves on the first SIGINT or SIGTERM.
@@ -197,7 +188,8 @@ async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
-    let (stop_tx, stop_rx) = watch::channel(false);
+    // The root of the shutdown tree: servers and controllers stop when it is cancelled.
+    let shutdown = CancellationToken::new();
 
     let needs_client = settings.controllers.enabled || settings.policy.file.is_none();
     let client = if needs_client {
@@ -277,12 +269,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         tls_listener,
         certs,
         admission::router(state),
-        stop_rx.clone(),
+        shutdown.clone(),
     ));
     tasks.spawn(serve_plain(
         ops_listener,
         ops_router(health, metrics.clone()),
-        stop_rx.clone(),
+        shutdown.clone(),
     ));
 
     if settings.controllers.enabled {
@@ -292,7 +284,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             settings.clone(),
             store.clone(),
             metrics.clone(),
-            stop_rx.clone(),
+            shutdown.clone(),
         ));
     }
 
@@ -300,7 +292,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         _ = shutdown_signal() => tracing::info!("shutting down"),
         Some(res) = tasks.join_next() => {
             // A task ending on its own is fatal: report it and stop the rest.
-            let _ = stop_tx.send(true);
+            shutdown.cancel();
             policy_task.abort();
             return match res {
                 Ok(Ok(())) => Err(anyhow::anyhow!("a server task stopped unexpectedly")),
@@ -309,7 +301,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             };
         }
     }
-    let _ = stop_tx.send(true);
+    shutdown.cancel();
     let drain = async {
         while let Some(res) = tasks.join_next().await {
             if let Ok(Err(e)) = res {

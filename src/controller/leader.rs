@@ -18,8 +18,8 @@ use kube::api::{Api, PostParams};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Where the Lease lives and how it is held.
 #[derive(Clone, Debug)]
@@ -211,18 +211,6 @@ impl Elector {
     }
 }
 
-/// Resolves once `rx` says stop (or its sender is gone).
-pub async fn stopped(rx: &mut watch::Receiver<bool>) {
-    loop {
-        if *rx.borrow_and_update() {
-            return;
-        }
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
 enum TermEnd {
     Shutdown,
     Lost(&'static str),
@@ -231,17 +219,17 @@ enum TermEnd {
 
 /// Runs `lead` only while this replica holds the Lease, until `shutdown`.
 ///
-/// `lead` is started for each term with a stop signal; it must return soon after the signal. A term that does not
-/// finish within `grace` after the signal is aborted.
+/// `lead` is started for each term with a child of `shutdown`, cancelled when the term ends (shutdown, lost
+/// lease); it must return soon after. A term that does not finish within `grace` after that is aborted.
 pub async fn run_elected<F, Fut>(
     mut elector: Elector,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     grace: Duration,
     metrics: Arc<Metrics>,
     mut lead: F,
 ) -> anyhow::Result<()>
 where
-    F: FnMut(watch::Receiver<bool>) -> Fut,
+    F: FnMut(CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {
     let cfg = elector.config().clone();
@@ -249,7 +237,7 @@ where
     loop {
         // Candidate: poll the Lease every renew interval until we hold it.
         loop {
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 return Ok(());
             }
             match tokio::time::timeout(call_timeout, elector.try_acquire_or_renew()).await {
@@ -259,18 +247,18 @@ where
                 Err(_) => tracing::warn!(lease = %cfg.name, "reading the leader lease timed out"),
             }
             tokio::select! {
-                _ = stopped(&mut shutdown) => return Ok(()),
+                _ = shutdown.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(cfg.renew_interval) => {}
             }
         }
         tracing::info!(identity = %cfg.identity, lease = %cfg.name, "became leader; starting controllers");
         metrics.leader.set(1);
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let mut term = tokio::spawn(lead(stop_rx));
+        let stop = shutdown.child_token();
+        let mut term = tokio::spawn(lead(stop.clone()));
         let mut last_renewal = Instant::now();
         let end = loop {
             tokio::select! {
-                _ = stopped(&mut shutdown) => break TermEnd::Shutdown,
+                _ = shutdown.cancelled() => break TermEnd::Shutdown,
                 res = &mut term => {
                     let why = match res {
                         Ok(Ok(())) => "controllers stopped".to_string(),
@@ -295,7 +283,7 @@ where
                 }
             }
         };
-        let _ = stop_tx.send(true);
+        stop.cancel();
         if !matches!(end, TermEnd::Exited(_)) && tokio::time::timeout(grace, &mut term).await.is_err() {
             tracing::warn!("controllers did not stop in time; aborting them");
             term.abort();
@@ -315,7 +303,7 @@ where
                 tracing::error!(reason = %why, "controllers ended while leading; releasing the lease and retrying");
                 let _ = elector.release().await;
                 tokio::select! {
-                    _ = stopped(&mut shutdown) => return Ok(()),
+                    _ = shutdown.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(cfg.renew_interval) => {}
                 }
             }
@@ -390,16 +378,5 @@ mod tests {
         };
         assert_eq!(c.renew_deadline(), Duration::from_secs(10));
         assert!(c.renew_deadline() < c.lease_duration);
-    }
-
-    #[tokio::test]
-    async fn stopped_resolves_on_true_or_a_dropped_sender() {
-        let (tx, mut rx) = watch::channel(false);
-        let waiter = tokio::spawn(async move { stopped(&mut rx).await });
-        tx.send(true).unwrap();
-        waiter.await.unwrap();
-        let (tx, mut rx) = watch::channel(false);
-        drop(tx);
-        stopped(&mut rx).await;
     }
 }

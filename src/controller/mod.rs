@@ -37,10 +37,10 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client};
-use leader::{run_elected, stopped, Elector, LeaseConfig};
+use leader::{run_elected, Elector, LeaseConfig};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// Everything the controllers need to know, with the timings tests may want to shorten.
@@ -118,15 +118,15 @@ pub fn default_identity() -> String {
     format!("{host}_{}", &suffix[..8])
 }
 
-/// Runs the NonAdminBackup and NonAdminRestore controllers until `shutdown` becomes true (or its sender is
-/// dropped): behind the leader Lease when leader election is enabled, directly otherwise. Returns after the
-/// controllers stopped and the Lease was released.
+/// Runs the NonAdminBackup and NonAdminRestore controllers until `shutdown` is cancelled: behind the leader Lease
+/// when leader election is enabled, directly otherwise. Returns after the controllers stopped and the Lease was
+/// released.
 pub async fn run(
     client: Client,
     settings: Settings,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     run_with(client, Options::from_settings(&settings), policy, metrics, shutdown).await
 }
@@ -137,7 +137,7 @@ pub async fn run_with(
     opts: Options,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(
         velero_namespace = %opts.velero_namespace,
@@ -168,7 +168,7 @@ pub async fn run_with(
         term(client.clone(), opts.clone(), policy.clone(), m.clone(), stop)
     })
     .await;
-    stopped(&mut shutdown).await;
+    shutdown.cancelled().await;
     res
 }
 
@@ -178,7 +178,7 @@ async fn term(
     opts: Options,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let vns = opts.velero_namespace.clone();
     let (nab_store, nab_writer) = reflector::store::<NonAdminBackup>();
@@ -231,22 +231,6 @@ async fn term(
         nar_triggers: nar_tx.clone(),
     }));
 
-    let stop_signal = |rx: watch::Receiver<bool>| async move {
-        let mut rx = rx;
-        stopped(&mut rx).await
-    };
-    let bridge = |rx: watch::Receiver<bool>| {
-        // Controller shutdown triggers must be Sync: bridge the watch into a oneshot.
-        let (tx, done) = futures::channel::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let mut rx = rx;
-            stopped(&mut rx).await;
-            let _ = tx.send(());
-        });
-        async move {
-            let _ = done.await;
-        }
-    };
     let config = ControllerConfig::default().concurrency(opts.concurrency);
 
     // NonAdminBackups: their own changes, their Velero Backups and DeleteBackupRequests, queue moves.
@@ -316,7 +300,7 @@ async fn term(
         e4(&r);
         r
     }))
-    .graceful_shutdown_on(bridge(stop.clone()))
+    .graceful_shutdown_on(stop.clone().cancelled_owned())
     .run(reconcile_nab, error_policy_nab, nab_ctx)
     .for_each(|res| async move {
         if let Err(e) = res {
@@ -365,7 +349,7 @@ async fn term(
         f3(&r);
         r
     }))
-    .graceful_shutdown_on(bridge(stop.clone()))
+    .graceful_shutdown_on(stop.clone().cancelled_owned())
     .run(reconcile_nar, error_policy_nar, nar_ctx)
     .for_each(|res| async move {
         if let Err(e) = res {
@@ -383,7 +367,7 @@ async fn term(
         |o: &DataUpload| o.status.as_ref().and_then(|s| s.phase.clone()),
         "velero datauploads",
     )
-    .take_until(stop_signal(stop.clone()))
+    .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
     let pvb = watches::volume_count_stream(
         Api::<PodVolumeBackup>::namespaced(client.clone(), &vns),
@@ -394,14 +378,14 @@ async fn term(
         |o: &PodVolumeBackup| o.status.as_ref().and_then(|s| s.phase.clone()),
         "velero podvolumebackups",
     )
-    .take_until(stop_signal(stop.clone()))
+    .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
 
     let sync_ctx = ctx.clone();
     let backup_sync = async move {
         tokio::select! {
             () = sync::run(sync_ctx, sync_rx) => {}
-            () = stop_signal(stop.clone()) => {}
+            () = stop.cancelled() => {}
         }
     };
 

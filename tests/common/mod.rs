@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 pub const STRICT_POLICY: &str = "
 enforceBackupSpec:
@@ -36,7 +36,7 @@ pub struct TestServer {
     pub policy: Arc<PolicyStore>,
     pub metrics: Arc<Metrics>,
     pub certs: Arc<CertStore>,
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
 }
 
 pub fn hosts() -> Vec<String> {
@@ -67,12 +67,12 @@ impl TestServer {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (stop, rx) = watch::channel(false);
+        let stop = CancellationToken::new();
         tokio::spawn(nac::server::serve_tls(
             listener,
             certs.clone(),
             admission::router(state),
-            rx,
+            stop.clone(),
         ));
         TestServer {
             addr,
@@ -116,7 +116,7 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
     }
 }
 
