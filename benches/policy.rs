@@ -4,8 +4,8 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use nac::admission::{decode_review, handle_body, AdmissionState, Endpoint, ProxyKind};
 use nac::metrics::Metrics;
+use nac::policy::live::{Offer, PolicyStore};
 use nac::policy::{evaluate_backup, evaluate_restore, policy_text_of, Policy};
-use nac::policy_store::{Offer, PolicyStore};
 use serde_json::{json, Map, Value};
 use std::hint::black_box;
 use std::sync::Arc;

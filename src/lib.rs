@@ -1,4 +1,9 @@
 //! nac: namespace users back up and restore their own namespace through Velero, under the cluster admin's policy.
+//!
+//! The folders follow the data flow: `api/` and `velero/` (types) → `policy/` (pure rules; `policy/live/` keeps the
+//! current policy) → `admission/` (webhooks) and `controller/` (reconcilers) → `runtime/` (process plumbing: TLS
+//! serving, ops endpoints, signals and shutdown, the leader Lease). Development-only code (the development CA,
+//! the test HTTPS client, URL-based webhook registrations) lives in `src/devtools/`, outside the library.
 
 pub mod admission;
 pub mod api;
@@ -7,10 +12,5 @@ pub mod controller;
 pub mod metrics;
 pub mod naming;
 pub mod policy;
-pub mod policy_source;
-pub mod policy_store;
-pub mod server;
-pub mod testing;
-pub mod tls;
+pub mod runtime;
 pub mod velero;
-pub mod webhook_config;

@@ -1,5 +1,11 @@
 //! The `nac` command: `serve`, `crds`, `policy check`, `certs`, `webhook-config`.
 
+// Development tools of the CLI (`nac certs`, `nac webhook-config`), kept out of the library.
+#[path = "devtools/dev_ca.rs"]
+mod dev_ca;
+#[path = "devtools/webhook_config.rs"]
+mod webhook_config;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use nac::config::{LogFormat, Settings};
@@ -87,7 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let settings = Settings::load(config.as_deref())?;
             init_tracing(&settings)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            rt.block_on(nac::server::run(settings))?;
+            rt.block_on(nac::runtime::run(settings))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds => {
@@ -127,7 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 service.clone(),
             ];
             all.append(&mut hosts);
-            let ca = nac::tls::DevCa::new(days)?;
+            let ca = dev_ca::DevCa::new(days)?;
             let (cert, key) = ca.issue(&all, days)?;
             std::fs::create_dir_all(&out)?;
             for (name, body) in [
@@ -156,7 +162,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let ca = std::fs::read(&ca_file).with_context(|| format!("reading {}", ca_file.display()))?;
             print!(
                 "{}",
-                nac::webhook_config::render(&url, &ca, &namespace, &configmap, timeout_seconds)
+                webhook_config::render(&url, &ca, &namespace, &configmap, timeout_seconds)
             );
             Ok(ExitCode::SUCCESS)
         }

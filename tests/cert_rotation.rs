@@ -48,8 +48,8 @@ async fn rotation_under_load_has_no_failed_requests() {
             // New connections keep coming (each sees the certificate current at its handshake), and each
             // connection is kept alive for a few requests, spanning the swap.
             while !stop.load(Ordering::Relaxed) {
-                let cfg = nac::testing::client_config(s.ca.cert_pem.as_bytes(), &[b"http/1.1"], false).unwrap();
-                let mut c = match nac::testing::Conn::connect(s.addr, Arc::new(cfg)).await {
+                let cfg = client_config(s.ca.cert_pem.as_bytes(), &[b"http/1.1"], false).unwrap();
+                let mut c = match Conn::connect(s.addr, Arc::new(cfg)).await {
                     Ok(c) => c,
                     Err(e) => {
                         eprintln!("connect failed: {e}");

@@ -7,6 +7,9 @@
 //! (`make test`), where a missing helm is an error. hack/chart-test.sh covers lint, server-side validation and a
 //! real install/upgrade/uninstall.
 
+#[path = "../src/devtools/webhook_config.rs"]
+mod webhook_config;
+
 use base64::Engine;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -266,7 +269,7 @@ fn webhooks_are_the_ones_nac_serves() {
         &["--set", "webhook.url=https://127.0.0.1:9443", "--set-file", &ca_arg],
     );
     // `nac webhook-config` (what `make run` and the e2e tests register) for the same URL, CA and namespace.
-    let reference: Vec<Value> = serde_yaml::Deserializer::from_str(&nac::webhook_config::render(
+    let reference: Vec<Value> = serde_yaml::Deserializer::from_str(&webhook_config::render(
         "https://127.0.0.1:9443",
         DUMMY_CA_PEM.as_bytes(),
         NS,
@@ -284,7 +287,7 @@ fn webhooks_are_the_ones_nac_serves() {
         assert_eq!(
             ours,
             theirs,
-            "{kind}: the chart's webhooks differ from src/webhook_config.rs\nchart: {}\nnac:   {}",
+            "{kind}: the chart's webhooks differ from src/devtools/webhook_config.rs\nchart: {}\nnac:   {}",
             serde_json::to_string_pretty(ours).unwrap(),
             serde_json::to_string_pretty(theirs).unwrap()
         );
@@ -323,7 +326,7 @@ fn policy_configmap_holds_the_policy_value() {
     let cm_policy = |docs: &[Value]| -> String {
         let cm = find(docs, "ConfigMap", "nac-policy");
         assert_eq!(cm["metadata"]["namespace"], NS);
-        assert_eq!(cm["metadata"]["labels"][nac::webhook_config::POLICY_LABEL], "true");
+        assert_eq!(cm["metadata"]["labels"][webhook_config::POLICY_LABEL], "true");
         cm["data"][nac::policy::POLICY_KEY].as_str().unwrap().to_string()
     };
     // Default: permissive.
@@ -658,7 +661,7 @@ fn self_signed_mode_is_consistent_and_loadable_by_nac() {
     // nac accepts the pair (its loader checks that the key matches the certificate).
     let cert = b64(data["tls.crt"].as_str().unwrap());
     let key = b64(data["tls.key"].as_str().unwrap());
-    nac::tls::certified_key(&cert, &key, Path::new("tls.crt"), Path::new("tls.key"))
+    nac::runtime::tls::certified_key(&cert, &key, Path::new("tls.crt"), Path::new("tls.key"))
         .unwrap_or_else(|e| panic!("nac cannot load the chart's self-signed certificate: {e}"));
     let ann = &secret["metadata"]["annotations"];
     for a in ["cert-hosts", "cert-not-after", "ca-not-after"] {

@@ -61,7 +61,7 @@ fn bad_settings_stop_start_up_naming_the_key() {
 #[tokio::test]
 async fn serves_without_a_cluster_and_reloads_the_policy_file() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = nac::tls::DevCa::new(1).unwrap();
+    let ca = common::DevCa::new(1).unwrap();
     let (cert, key) = ca.issue(&common::hosts(), 1).unwrap();
     std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
     std::fs::write(dir.path().join("tls.key"), key).unwrap();
@@ -106,8 +106,8 @@ async fn serves_without_a_cluster_and_reloads_the_policy_file() {
     assert!(metrics.contains("nac_policy_reload_errors_total 2"), "{metrics}");
 
     // The webhook answers with the policy in force.
-    let cfg = nac::testing::client_config(ca.cert_pem.as_bytes(), &[b"h2"], false).unwrap();
-    let mut conn = nac::testing::Conn::connect(([127, 0, 0, 1], wport).into(), std::sync::Arc::new(cfg))
+    let cfg = common::client_config(ca.cert_pem.as_bytes(), &[b"h2"], false).unwrap();
+    let mut conn = common::Conn::connect(([127, 0, 0, 1], wport).into(), std::sync::Arc::new(cfg))
         .await
         .unwrap();
     let review = common::fixture("nab-create.json");

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use nac::admission::{handle_body, AdmissionState, Endpoint};
 use nac::metrics::Metrics;
-use nac::policy_store::{Offer, PolicyStore};
+use nac::policy::live::{Offer, PolicyStore};
 use std::sync::{Arc, OnceLock};
 
 const STRICT_CONFIGMAP: &str = include_str!("../../policies/strict.yaml");

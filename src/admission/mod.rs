@@ -10,7 +10,7 @@ mod proxy;
 pub use proxy::ProxyKind;
 
 use crate::metrics::{Metrics, Verdict};
-use crate::policy_store::PolicyStore;
+use crate::policy::live::PolicyStore;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

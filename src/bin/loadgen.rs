@@ -8,7 +8,12 @@
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use nac::testing::{client_config, Conn};
+// The tests' HTTPS client, outside the library; the load generator uses part of it.
+#[path = "../devtools/https_client.rs"]
+#[allow(dead_code)]
+mod https_client;
+
+use https_client::{client_config, Conn};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;

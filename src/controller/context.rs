@@ -9,7 +9,7 @@ use super::write::{HasStatus, RecentWrites, StatusUpdate};
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
-use crate::policy_store::PolicyStore;
+use crate::policy::live::PolicyStore;
 use crate::velero::{Backup, DeleteBackupRequest, Restore};
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};

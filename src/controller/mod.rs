@@ -2,7 +2,6 @@
 //! current. They run only on the replica holding the leader Lease (webhooks run everywhere).
 //!
 //! Layout, following the data flow:
-//! - `leader`: the Lease; starts a *term* (all controllers) while this replica leads, stops it when it does not.
 //! - `watches`: watch streams feeding stores (`kube::runtime` reflectors) and the in-memory indexes `queue`
 //!   (Velero queue positions) and `counts` (DataUploads / PodVolumeBackups per backup).
 //! - `backup`, `restore`: the two `kube::runtime::Controller` reconcilers, thin: they gather observations and
@@ -14,7 +13,6 @@ pub mod backup;
 pub mod conditions;
 pub mod context;
 pub mod counts;
-pub mod leader;
 pub mod objects;
 pub mod queue;
 pub mod restore;
@@ -29,7 +27,8 @@ use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::naming::{NAB, NAR};
-use crate::policy_store::PolicyStore;
+use crate::policy::live::PolicyStore;
+use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
 use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup, Restore};
 use context::{key_of, key_of_ref, Ctx, CtxParts, NAB_CONTROLLER, NAR_CONTROLLER};
 use futures::StreamExt;
@@ -37,7 +36,6 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client};
-use leader::{run_elected, Elector, LeaseConfig};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -3,6 +3,7 @@
 
 pub mod duration;
 mod eval;
+pub mod live;
 
 pub use eval::*;
 

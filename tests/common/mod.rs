@@ -1,16 +1,23 @@
 //! Shared helpers for integration tests: a real HTTPS webhook server on loopback with generated certificates.
 #![allow(dead_code)]
 
+// Development code outside the library (the development CA, the HTTPS client), shared with the nac binary.
+#[path = "../../src/devtools/dev_ca.rs"]
+pub mod dev_ca;
+#[path = "../../src/devtools/https_client.rs"]
+pub mod https_client;
+
 #[cfg(feature = "e2e")]
 pub mod e2e;
 #[cfg(feature = "e2e")]
 pub mod velero;
 
+pub use dev_ca::DevCa;
+pub use https_client::{client_config, Conn};
 use nac::admission::{self, AdmissionState};
 use nac::metrics::Metrics;
-use nac::policy_store::PolicyStore;
-use nac::testing::{client_config, Conn};
-use nac::tls::{CertStore, DevCa};
+use nac::policy::live::PolicyStore;
+use nac::runtime::tls::CertStore;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -56,7 +63,7 @@ impl TestServer {
         let metrics = Arc::new(Metrics::new());
         let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
         if let Some(p) = policy {
-            assert!(matches!(store.offer(p, "test"), nac::policy_store::Offer::Applied(_)));
+            assert!(matches!(store.offer(p, "test"), nac::policy::live::Offer::Applied(_)));
         }
         let state = Arc::new(AdmissionState {
             policy: store.clone(),
@@ -68,7 +75,7 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
-        tokio::spawn(nac::server::serve_tls(
+        tokio::spawn(nac::runtime::serve_tls(
             listener,
             certs.clone(),
             admission::router(state),

@@ -1,7 +1,7 @@
 //! Where the live policy comes from: the policy ConfigMap (watched) or, for local runs, a file (polled).
 
+use super::store::PolicyStore;
 use crate::policy::POLICY_KEY;
-use crate::policy_store::PolicyStore;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::{self, Event};

@@ -1,11 +1,14 @@
-//! `nac serve`: the HTTPS webhook listener, the plain-HTTP health/metrics listener, the policy source and
-//! (when enabled) the controllers, with graceful shutdown on SIGINT/SIGTERM.
+//! Process plumbing, apart from the domain: `nac serve` composes the HTTPS webhook listener (`tls`), the
+//! plain-HTTP health/metrics listener, the policy source and (when enabled) the controllers behind the leader
+//! Lease (`lease`), with graceful shutdown on SIGINT/SIGTERM through one cancellation tree.
+
+pub mod lease;
+pub mod tls;
 
 use crate::admission::{self, AdmissionState};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::policy_store::PolicyStore;
-use crate::tls::CertStore;
+use crate::policy::live::PolicyStore;
 use anyhow::Context;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -17,6 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tls::CertStore;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -205,11 +209,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let policy_task = match (&settings.policy.file, &client) {
         (Some(file), _) => {
             tracing::info!(file = %file.display(), "policy from file");
-            tokio::spawn(crate::policy_source::watch_file(file.clone(), store.clone()))
+            tokio::spawn(crate::policy::live::source::watch_file(file.clone(), store.clone()))
         }
         (None, Some(c)) => {
             tracing::info!(namespace = %settings.policy.namespace, name = %settings.policy.configmap, "policy from ConfigMap");
-            tokio::spawn(crate::policy_source::watch_configmap(
+            tokio::spawn(crate::policy::live::source::watch_configmap(
                 c.clone(),
                 settings.policy.namespace.clone(),
                 settings.policy.configmap.clone(),
