@@ -36,7 +36,7 @@ e2e:
 e2e-velero:
 	$(CARGO) build --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
-	$(CARGO) test --features e2e --test e2e_velero
+	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts
 
 # The local environment (control plane, real Velero and S3 server) plus nac with the strict example policy and a
 # demo tenant, in the foreground until Ctrl-C, with a printed walkthrough.

@@ -6,6 +6,7 @@
 # usage: hack/velero-up.sh             start S3 + Velero for the running cluster (idempotent)
 #        hack/velero-up.sh --restart   stop Velero and start it again (same bucket, same BSL): Velero syncs
 #                                      backups from the bucket at start, a test's way to force a backup sync
+#        hack/velero-up.sh --stop-velero   stop Velero only (Backups wait in phase New until --restart)
 #        hack/velero-up.sh --stop      stop Velero and the S3 server
 #
 # env: CLUSTER_DIR (default <repo>/.cluster), VELERO_NAMESPACE (default openshift-adp), BIN_DIR,
@@ -211,6 +212,11 @@ case ${1:-} in
 	stop_s3
 	exit 0
 	;;
+--stop-velero)
+	stop_velero
+	env_set VELERO_PID=
+	exit 0
+	;;
 --restart)
 	stop_velero
 	env_set VELERO_PID=
@@ -218,7 +224,7 @@ case ${1:-} in
 	exit 0
 	;;
 '') ;;
-*) die "usage: $0 [--restart | --stop]" ;;
+*) die "usage: $0 [--restart | --stop-velero | --stop]" ;;
 esac
 
 for b in velero velero-plugin-for-aws versitygw; do

@@ -583,6 +583,18 @@ fn rbac_is_least_privilege() {
         "nonadminrestores/status",
         "nonadminbackupstoragelocations/status",
     ]);
+    // One definition of the user roles: hack/demo-rbac.yaml (what `make run` and the e2e tests install); the
+    // chart's must be the same.
+    let demo: Vec<Value> = serde_yaml::Deserializer::from_str(include_str!("../hack/demo-rbac.yaml"))
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    for name in ["nonadminbackup-editor-role", "nonadminbackup-viewer-role"] {
+        assert_eq!(
+            rules(find(&docs, "ClusterRole", name)),
+            rules(find(&demo, "ClusterRole", name)),
+            "{name}: the chart's rules differ from hack/demo-rbac.yaml"
+        );
+    }
     let editor = find(&docs, "ClusterRole", "nonadminbackup-editor-role");
     assert_eq!(
         rules(editor),

@@ -14,7 +14,6 @@ use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::velero::{Backup, DeleteBackupRequest};
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -284,79 +283,6 @@ async fn plain_delete_removes_the_object_and_keeps_the_data() {
         .unwrap()
         .items
         .is_empty());
-}
-
-#[tokio::test]
-async fn queue_positions_follow_the_real_queue() {
-    let (ns1, user1, admin) = tenant("vel-q1").await;
-    let (ns2, user2, _) = tenant("vel-q2").await;
-    // Enough objects that each backup takes Velero a moment, so the later ones really wait.
-    for ns in [&ns1, &ns2] {
-        let mut yaml = String::new();
-        for i in 0..150 {
-            yaml.push_str(&format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}, namespace: {ns}}}\ndata: {{i: \"{i}\"}}\n---\n"
-            ));
-        }
-        apply_yaml(&admin, &yaml).await;
-    }
-    let a1: Api<NonAdminBackup> = Api::namespaced(user1, &ns1);
-    let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
-    let all: Vec<(&Api<NonAdminBackup>, String)> = (0..3)
-        .flat_map(|i| [(&a1, format!("q{i}")), (&a2, format!("q{i}"))])
-        .collect();
-    futures::future::join_all(
-        all.iter()
-            .map(|(api, name)| async move { api.create(&PostParams::default(), &nab(name, json!({}))).await.unwrap() }),
-    )
-    .await;
-
-    // Observe positions until every backup completed; remember the best view of the queue we saw.
-    let mut best_queue = 0;
-    let mut seen_positive: BTreeSet<String> = BTreeSet::new();
-    let deadline = std::time::Instant::now() + T;
-    loop {
-        let mut positions = Vec::new();
-        let mut finished = 0;
-        for (api, name) in &all {
-            let n = api.get(name).await.unwrap();
-            let st = n.status.clone().unwrap_or_default();
-            let phase = st
-                .velero_backup
-                .as_ref()
-                .and_then(|v| v.status.as_ref())
-                .and_then(|s| s.phase.clone());
-            let pos = st.queue_info.map(|q| q.estimated_queue_position).unwrap_or(-1);
-            if phase.as_deref() == Some("Completed") {
-                finished += 1;
-                assert_eq!(pos, 0, "{name} completed but reports queue position {pos}");
-            } else if pos > 0 {
-                seen_positive.insert(format!("{}/{name}", n.metadata.namespace.unwrap()));
-                positions.push(pos);
-            }
-        }
-        // The unfinished backups that report a position hold consecutive positions 1..k.
-        positions.sort();
-        if !positions.is_empty() && positions == (1..=positions.len() as i64).collect::<Vec<_>>() {
-            best_queue = best_queue.max(positions.len());
-        }
-        if finished == all.len() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backups did not all complete; positions {positions:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        best_queue >= 3,
-        "never saw 3 or more consecutive queue positions (best {best_queue})"
-    );
-    assert!(
-        seen_positive.len() >= 3,
-        "backups that reported a position > 0: {seen_positive:?}"
-    );
 }
 
 #[tokio::test]

@@ -329,28 +329,9 @@ pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
     bind_editor(admin, ns, user).await;
 }
 
+/// The user roles as `make run` installs them (hack/demo-rbac.yaml, which tests/chart.rs holds the chart's to).
 async fn create_editor_role(admin: &Client) {
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    let role: ClusterRole = serde_json::from_value(json!({
-        "metadata": {"name": EDITOR_ROLE},
-        "rules": [
-            {"apiGroups": ["oadp.openshift.io"],
-             "resources": ["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"],
-             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
-            {"apiGroups": ["oadp.openshift.io"],
-             "resources": ["nonadminbackups/status", "nonadminrestores/status", "nonadminbackupstoragelocations/status"],
-             "verbs": ["get"]}
-        ]
-    }))
-    .unwrap();
-    roles
-        .patch(
-            EDITOR_ROLE,
-            &PatchParams::apply("nac-e2e").force(),
-            &Patch::Apply(&role),
-        )
-        .await
-        .unwrap();
+    apply_yaml(admin, include_str!("../../hack/demo-rbac.yaml")).await;
 }
 
 async fn bind_editor(admin: &Client, ns: &str, user: &str) {

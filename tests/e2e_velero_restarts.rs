@@ -1,7 +1,8 @@
-//! End to end with the real Velero and S3 server: backup sync. A namespace is lost with its NonAdminBackups, Velero
-//! brings the backups back from object storage, nac gives them their NonAdminBackups back, and the tenant restores.
-//! Its own test binary: restarting Velero (its way to sync at once instead of on its one-minute tick) fails every
-//! backup in progress, so no other test may run beside it.
+//! End to end with the real Velero and S3 server, tests that stop or restart Velero: backup sync (a namespace is
+//! lost with its NonAdminBackups, Velero brings the backups back from object storage, nac gives them their
+//! NonAdminBackups back, the tenant restores) and queue positions (backups queued while Velero is stopped, then
+//! worked through). A test binary of its own, its tests one at a time: restarting Velero fails every backup in
+//! progress, so no other test may run beside one that does.
 #![cfg(feature = "e2e")]
 
 mod common;
@@ -15,26 +16,42 @@ use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
 use nac::velero::Backup;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::process::Command;
+use std::time::Duration;
+use tokio::sync::{Mutex, OnceCell};
 
-/// Stops the Velero server and starts it again; it syncs backups from the bucket at start.
-fn restart_velero(cluster: &Cluster) {
+static NAC: OnceCell<Env> = OnceCell::const_new();
+/// One test at a time: they stop and start the one Velero server.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async {
+        use_velero(VeleroMode::Real);
+        Env::start(POLICY, NacOptions::default()).await
+    })
+    .await
+}
+
+/// `hack/velero-up.sh ARG` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups
+/// from the bucket at start) or `--stop-velero`.
+fn velero_up(cluster: &Cluster, arg: &str) {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
-        .arg("--restart")
+        .arg(arg)
         .env("CLUSTER_DIR", cluster.get("CLUSTER_DIR"))
         .output()
-        .expect("running hack/velero-up.sh --restart");
+        .expect("running hack/velero-up.sh");
     assert!(
         out.status.success(),
-        "velero-up.sh --restart: {}",
+        "velero-up.sh {arg}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
 #[tokio::test]
 async fn a_lost_namespace_comes_back_from_its_synced_backup() {
-    use_velero(VeleroMode::Real);
-    let env = Env::start(POLICY, NacOptions::default()).await;
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
     let (ns, user, admin) = new_tenant("vel-dr").await;
     workload(&admin, &ns).await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
@@ -62,7 +79,7 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     // The admin re-creates the namespace and the owner's rights; Velero syncs the bucket.
     ensure_namespace(&admin, &ns).await;
     grant_editor(&admin, &ns, &format!("user-{ns}")).await;
-    restart_velero(&env.cluster);
+    velero_up(&env.cluster, "--restart");
     eventually(T, "Velero re-created the Backup from the bucket", || async {
         velero.get_opt(&vb_name).await.ok()?.map(|_| ())
     })
@@ -130,4 +147,65 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
         .await
         .unwrap()
         .is_some());
+}
+
+#[tokio::test]
+async fn queue_positions_follow_the_real_queue() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns1, user1, admin) = new_tenant("vel-q1").await;
+    let (ns2, user2, _) = new_tenant("vel-q2").await;
+    workload(&admin, &ns1).await;
+    workload(&admin, &ns2).await;
+    let a1: Api<NonAdminBackup> = Api::namespaced(user1, &ns1);
+    let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
+
+    // Velero is stopped: six backups, created one after the other across two namespaces, all wait in the queue.
+    velero_up(&env.cluster, "--stop-velero");
+    let all: Vec<(&Api<NonAdminBackup>, String)> = (0..3)
+        .flat_map(|i| [(&a1, format!("q{i}")), (&a2, format!("q{i}"))])
+        .collect();
+    for (api, name) in &all {
+        api.create(&PostParams::default(), &nab(name, json!({}))).await.unwrap();
+    }
+    let positions = || async {
+        let mut out = BTreeMap::new();
+        for (api, name) in &all {
+            let n = api.get(name).await.unwrap();
+            let st = n.status.unwrap_or_default();
+            out.insert(
+                format!("{}/{name}", n.metadata.namespace.unwrap()),
+                (
+                    st.queue_info.map(|q| q.estimated_queue_position),
+                    st.velero_backup.and_then(|v| v.status).and_then(|s| s.phase),
+                ),
+            );
+        }
+        out
+    };
+    // Consecutive positions 1..6 once nac has seen all six (same-second creations are ordered by name).
+    let queued = eventually(T, "positions 1..6 for the six queued backups", || async {
+        let p = positions().await;
+        let mut got: Vec<i64> = p.values().filter_map(|(pos, _)| *pos).collect();
+        got.sort();
+        (got == (1..=6).collect::<Vec<_>>()).then_some(p)
+    })
+    .await;
+    for (key, (_, phase)) in &queued {
+        assert!(
+            phase.as_deref().unwrap_or("New") == "New",
+            "{key} ran while Velero was stopped: {phase:?}"
+        );
+    }
+
+    // Velero starts and works through them: every backup completes and reports position 0.
+    velero_up(&env.cluster, "--restart");
+    eventually(Duration::from_secs(300), "all six Completed at position 0", || async {
+        positions()
+            .await
+            .values()
+            .all(|(pos, phase)| *pos == Some(0) && phase.as_deref() == Some("Completed"))
+            .then_some(())
+    })
+    .await;
 }
