@@ -317,6 +317,23 @@ start_etcd() {
 	return 1
 }
 
+# wait_serving PIDVAR LOG CHECK: waits up to READY_TIMEOUT for CHECK to pass while the process in $PIDVAR
+# runs. 0 when it passes, 2 when the process died on a taken port, 1 otherwise ($PIDVAR is cleared when it died).
+wait_serving() {
+	local -n pid_ref=$1
+	local log=$2 check=$3 deadline=$((SECONDS + READY_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if ! kill -0 "$pid_ref" 2>/dev/null; then
+			pid_ref=''
+			grep -q 'address already in use' "$log" && return 2
+			return 1
+		fi
+		"$check" && return 0
+		sleep 0.3
+	done
+	return 1
+}
+
 # start_apiserver: 0 when /readyz is ok, 2 when its port was taken, 1 otherwise.
 start_apiserver() {
 	setsid "$BIN_DIR/kube-apiserver" \
@@ -338,17 +355,7 @@ start_apiserver() {
 		--v=1 \
 		</dev/null >"$CLUSTER_DIR/kube-apiserver.log" 2>&1 &
 	APISERVER_PID=$!
-	local deadline=$((SECONDS + READY_TIMEOUT))
-	while ((SECONDS < deadline)); do
-		if ! kill -0 "$APISERVER_PID" 2>/dev/null; then
-			APISERVER_PID=''
-			grep -q 'address already in use' "$CLUSTER_DIR/kube-apiserver.log" && return 2
-			return 1
-		fi
-		apiserver_ready && return 0
-		sleep 0.5
-	done
-	return 1
+	wait_serving APISERVER_PID "$CLUSTER_DIR/kube-apiserver.log" apiserver_ready
 }
 
 # start_kcm: 0 when kube-controller-manager's /healthz is ok, 2 when its port was taken, 1 otherwise. It runs
@@ -375,18 +382,10 @@ start_kcm() {
 		--v=1 \
 		</dev/null >"$CLUSTER_DIR/kube-controller-manager.log" 2>&1 &
 	KCM_PID=$!
-	local deadline=$((SECONDS + READY_TIMEOUT))
-	while ((SECONDS < deadline)); do
-		if ! kill -0 "$KCM_PID" 2>/dev/null; then
-			KCM_PID=''
-			grep -q 'address already in use' "$CLUSTER_DIR/kube-controller-manager.log" && return 2
-			return 1
-		fi
-		[[ $(curl -sk --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null) == ok ]] && return 0
-		sleep 0.3
-	done
-	return 1
+	wait_serving KCM_PID "$CLUSTER_DIR/kube-controller-manager.log" kcm_healthy
 }
+
+kcm_healthy() { [[ $(curl -sk --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null) == ok ]]; }
 
 fail_with_log() {
 	local name=$1 file=$2

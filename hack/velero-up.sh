@@ -53,21 +53,14 @@ env_set() {
 	mv -f "$tmp" "$ENV_FILE"
 }
 
-stop_velero() {
+# stop NAME PIDKEY TIMEOUT: the recorded process, then any other NAME process naming this cluster's directory.
+stop() {
 	local pid
-	pid=$(env_get VELERO_PID)
-	[[ -n $pid ]] && stop_pid velero "$pid" 20
-	for pid in $(pids_of_cluster velero); do stop_pid velero "$pid" 20; done
+	for pid in $(env_get "$2") $(pids_of_cluster "$1"); do stop_pid "$1" "$pid" "$3"; done
 	return 0
 }
-
-stop_s3() {
-	local pid
-	pid=$(env_get S3_PID)
-	[[ -n $pid ]] && stop_pid versitygw "$pid" 10
-	for pid in $(pids_of_cluster versitygw); do stop_pid versitygw "$pid" 10; done
-	return 0
-}
+stop_velero() { stop velero VELERO_PID 20; }
+stop_s3() { stop versitygw S3_PID 10; }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
