@@ -13,6 +13,8 @@ pub mod backup;
 pub mod conditions;
 pub mod context;
 pub mod counts;
+#[cfg(test)]
+mod fixtures;
 pub mod objects;
 pub mod queue;
 pub mod restore;

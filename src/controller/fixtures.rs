@@ -1,0 +1,316 @@
+//! Reconcile flows against a mocked API server (`tower_test::mock`): each scenario drives one reconcile and
+//! asserts the exact API calls it makes, in order, so write counts are promises checked in `make test`, not only
+//! figures of the scale run. The API server side answers like a real one would (created objects echoed back with
+//! a uid and resourceVersion).
+
+use super::context::{Ctx, CtxParts};
+use super::watches::Synced;
+use super::{counts, queue, Options};
+use crate::api::NonAdminBackup;
+use crate::metrics::Metrics;
+use crate::naming::{nacuuid_with, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
+use crate::policy::live::{Offer, PolicyStore};
+use crate::velero::Backup;
+use axum::http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
+use kube::Client;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tower_test::mock::{self, Handle};
+
+const UUID: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+type ApiHandle = Handle<Request<Body>, Response<Body>>;
+
+/// One API call as the mocked server saw it.
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    method: Method,
+    path: String,
+}
+
+struct Fixture {
+    ctx: Arc<Ctx>,
+    backups: reflector::store::Writer<Backup>,
+}
+
+fn fixture(policy: &str) -> (Fixture, ApiHandle) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let metrics = Arc::new(Metrics::new());
+    let store = Arc::new(PolicyStore::new(None));
+    assert!(matches!(store.offer(policy, "test"), Offer::Applied(_)));
+    let (nabs, _) = reflector::store::<NonAdminBackup>();
+    let (nars, _) = reflector::store();
+    let (backups, backup_writer) = reflector::store::<Backup>();
+    let (dbrs, _) = reflector::store();
+    let (restores, _) = reflector::store();
+    let synced = || {
+        let s = Synced::default();
+        s.mark();
+        s
+    };
+    let (nab_tx, _) = futures::channel::mpsc::unbounded();
+    let (nar_tx, _) = futures::channel::mpsc::unbounded();
+    let mut opts = Options::from_settings(&crate::config::Settings::default());
+    opts.velero_namespace = "openshift-adp".into();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "nac".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let ctx = Arc::new(Ctx::new(CtxParts {
+        client,
+        opts,
+        policy: store,
+        metrics,
+        recorder,
+        nabs,
+        nars,
+        backups_synced: synced(),
+        backups,
+        delete_requests_synced: synced(),
+        delete_requests: dbrs,
+        restores_synced: synced(),
+        restores,
+        backup_queue: Arc::new(Mutex::new(queue::QueueIndex::new())),
+        restore_queue: Arc::new(Mutex::new(queue::QueueIndex::new())),
+        data_uploads: Arc::new(Mutex::new(counts::PhaseCounts::new())),
+        pod_volume_backups: Arc::new(Mutex::new(counts::PhaseCounts::new())),
+        data_uploads_synced: synced(),
+        pod_volume_backups_synced: synced(),
+        nab_triggers: nab_tx,
+        nar_triggers: nar_tx,
+    }));
+    (
+        Fixture {
+            ctx,
+            backups: backup_writer,
+        },
+        handle,
+    )
+}
+
+/// A NonAdminBackup as the mutating webhook leaves it: identity label and finalizer, no status yet.
+fn nab(backup_spec: Value) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {
+            "name": "nightly", "namespace": "team-a", "uid": "nab-uid", "resourceVersion": "1",
+            "labels": {NAB_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "nightly", UUID)},
+            "finalizers": [NAB_FINALIZER],
+        },
+        "spec": {"backupSpec": backup_spec}
+    }))
+    .unwrap()
+}
+
+/// Serves requests like an API server until none comes for `quiet`, recording each call: creates and status
+/// replaces are echoed back with a uid and the next resourceVersion; a patch (JSON or merge) applies to `object`,
+/// the tenant object under reconcile; reads answer 404.
+async fn serve(mut handle: ApiHandle, quiet: Duration, mut object: Value) -> Vec<Call> {
+    let mut calls = Vec::new();
+    let mut version = 100;
+    while let Ok(Some((req, send))) = tokio::time::timeout(quiet, handle.next_request()).await {
+        let (parts, body) = req.into_parts();
+        let body = body.collect_bytes().await.unwrap();
+        calls.push(Call {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+        });
+        version += 1;
+        let (status, out) = match parts.method {
+            Method::PATCH => {
+                let patch: Value = serde_json::from_slice(&body).unwrap();
+                if patch.is_array() {
+                    let p: json_patch::Patch = serde_json::from_value(patch).unwrap();
+                    json_patch::patch(&mut object, &p).unwrap();
+                } else {
+                    json_patch::merge(&mut object, &patch);
+                }
+                object["metadata"]["resourceVersion"] = json!(version.to_string());
+                (StatusCode::OK, object.clone())
+            }
+            Method::DELETE => (
+                StatusCode::OK,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            ),
+            Method::POST | Method::PUT => {
+                let mut obj: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+                obj["metadata"]["uid"] = json!(format!("uid-{version}"));
+                obj["metadata"]["resourceVersion"] = json!(version.to_string());
+                let code = if parts.method == Method::POST {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                (code, obj)
+            }
+            _ => (
+                StatusCode::NOT_FOUND,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+            ),
+        };
+        send.send_response(
+            Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&out).unwrap()))
+                .unwrap(),
+        );
+    }
+    calls
+}
+
+fn call(method: Method, path: &str) -> Call {
+    Call {
+        method,
+        path: path.to_string(),
+    }
+}
+
+const NAB_STATUS: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/nightly/status";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/team-a/events";
+
+#[tokio::test]
+async fn happy_path_is_three_writes_velero_backup_status_event() {
+    let (f, handle) = fixture("enforceBackupSpec:\n  ttl: 72h0m0s\n");
+    let (calls, events) = run(&f, handle, nab(json!({}))).await;
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::POST, "/apis/velero.io/v1/namespaces/openshift-adp/backups"),
+            call(Method::PUT, NAB_STATUS),
+        ],
+        "the happy path: the Velero Backup, then one status write straight to Created"
+    );
+    assert_eq!(events, 1, "and one Event: three writes in all");
+}
+
+#[tokio::test]
+async fn a_spec_crossing_the_tenant_boundary_writes_only_its_status_and_event() {
+    let (f, handle) = fixture("{}");
+    let (calls, events) = run(&f, handle, nab(json!({"includedNamespaces": ["kube-system"]}))).await;
+    assert_eq!(
+        calls,
+        vec![call(Method::PUT, NAB_STATUS)],
+        "BackingOff with the reason, and no Velero object"
+    );
+    assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn an_existing_velero_backup_is_adopted_not_created_again() {
+    let (mut f, handle) = fixture("{}");
+    // A previous attempt created the Velero Backup (crash before the status write): it is in the watch store.
+    stored_backup(&mut f, None);
+    let (calls, events) = run(&f, handle, nab(json!({}))).await;
+    assert_eq!(calls, vec![call(Method::PUT, NAB_STATUS)]);
+    assert_eq!(events, 1);
+}
+
+fn stored_backup(f: &mut Fixture, phase: Option<&str>) -> String {
+    let id = nacuuid_with("team-a", "nightly", UUID);
+    let mut vb = crate::controller::objects::velero_backup(
+        &nab(json!({})),
+        &id,
+        "openshift-adp",
+        crate::velero::BackupSpec::default(),
+    );
+    vb.metadata.uid = Some("vb-uid".into());
+    vb.status = phase.map(|p| crate::velero::BackupStatus {
+        phase: Some(p.into()),
+        ..Default::default()
+    });
+    f.backups.apply_watcher_event(&Event::Apply(vb));
+    id
+}
+
+/// A NonAdminBackup that reached Created for the stored Velero Backup (what the happy path wrote).
+fn created_nab(spec_extra: Value) -> NonAdminBackup {
+    let mut n = nab(json!({}));
+    let id = nacuuid_with("team-a", "nightly", UUID);
+    n.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Created",
+            "veleroBackup": {"nacuuid": id, "name": id, "namespace": "openshift-adp"},
+            "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "BackupAccepted", "message": "backup accepted",
+                 "lastTransitionTime": "2026-11-23T00:00:00Z"},
+                {"type": "Queued", "status": "True", "reason": "BackupScheduled",
+                 "message": "Created Velero Backup object", "lastTransitionTime": "2026-11-23T00:00:00Z"}
+            ]
+        }))
+        .unwrap(),
+    );
+    let mut v = serde_json::to_value(&n).unwrap();
+    json_patch::merge(&mut v, &spec_extra);
+    serde_json::from_value(v).unwrap()
+}
+
+/// Runs one reconcile of `obj` against the mocked API server; returns the API writes and reads in order, and
+/// the number of Events (published in the background, so their place in the order is not fixed).
+async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
+    let server = tokio::spawn(serve(
+        handle,
+        Duration::from_millis(300),
+        serde_json::to_value(&obj).unwrap(),
+    ));
+    let res = super::backup::reconcile(Arc::new(obj), &f.ctx).await;
+    assert!(res.is_ok(), "{res:?}");
+    let calls = server.await.unwrap();
+    let events = calls.iter().filter(|c| c.path == EVENTS).count();
+    (calls.into_iter().filter(|c| c.path != EVENTS).collect(), events)
+}
+
+const VELERO_BACKUP: &str =
+    "/apis/velero.io/v1/namespaces/openshift-adp/backups/team-a-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+const NAB_PATH: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/nightly";
+
+#[tokio::test]
+async fn a_plain_delete_removes_the_velero_backup_then_the_finalizer() {
+    let (mut f, handle) = fixture("{}");
+    stored_backup(&mut f, Some("Completed"));
+    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
+    let (calls, events) = run(&f, handle, obj).await;
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::PUT, NAB_STATUS),
+            call(Method::DELETE, VELERO_BACKUP),
+            call(Method::PATCH, NAB_PATH)
+        ],
+        "Deleting, the Velero Backup object deleted (no DeleteBackupRequest: the data stays), the finalizer removed"
+    );
+    assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn delete_backup_true_marks_deleting_and_deletes_the_nonadminbackup() {
+    let (mut f, handle) = fixture("{}");
+    stored_backup(&mut f, Some("Completed"));
+    let (calls, events) = run(&f, handle, created_nab(json!({"spec": {"deleteBackup": true}}))).await;
+    // The finalizer's cleanup (next reconcile, object now deleting) asks Velero for the DeleteBackupRequest.
+    assert_eq!(
+        calls,
+        vec![call(Method::PUT, NAB_STATUS), call(Method::DELETE, NAB_PATH)]
+    );
+    assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn a_vanished_velero_backup_is_confirmed_then_reported() {
+    let (f, handle) = fixture("{}");
+    let (calls, events) = run(&f, handle, created_nab(json!({}))).await;
+    assert_eq!(
+        calls,
+        vec![call(Method::GET, VELERO_BACKUP), call(Method::PUT, NAB_STATUS)],
+        "one read past the cache before reporting VeleroBackupNotFound"
+    );
+    assert_eq!(events, 1);
+}
