@@ -6,11 +6,11 @@
 use super::context::{Ctx, CtxParts};
 use super::watches::Synced;
 use super::{counts, queue, Options};
-use crate::api::NonAdminBackup;
+use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::Metrics;
 use crate::naming::{nacuuid_with, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
 use crate::policy::live::{Offer, PolicyStore};
-use crate::velero::Backup;
+use crate::velero::{Backup, Restore};
 use axum::http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -34,7 +34,9 @@ struct Call {
 
 struct Fixture {
     ctx: Arc<Ctx>,
+    nabs: reflector::store::Writer<NonAdminBackup>,
     backups: reflector::store::Writer<Backup>,
+    restores: reflector::store::Writer<Restore>,
 }
 
 fn fixture(policy: &str) -> (Fixture, ApiHandle) {
@@ -43,11 +45,11 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(PolicyStore::new(None));
     assert!(matches!(store.offer(policy, "test"), Offer::Applied(_)));
-    let (nabs, _) = reflector::store::<NonAdminBackup>();
+    let (nabs, nab_writer) = reflector::store::<NonAdminBackup>();
     let (nars, _) = reflector::store();
     let (backups, backup_writer) = reflector::store::<Backup>();
     let (dbrs, _) = reflector::store();
-    let (restores, _) = reflector::store();
+    let (restores, restore_writer) = reflector::store::<Restore>();
     let synced = || {
         let s = Synced::default();
         s.mark();
@@ -90,7 +92,9 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     (
         Fixture {
             ctx,
+            nabs: nab_writer,
             backups: backup_writer,
+            restores: restore_writer,
         },
         handle,
     )
@@ -263,7 +267,22 @@ async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>,
     ));
     let res = super::backup::reconcile(Arc::new(obj), &f.ctx).await;
     assert!(res.is_ok(), "{res:?}");
-    let calls = server.await.unwrap();
+    split(server.await.unwrap())
+}
+
+/// [`run`] for a NonAdminRestore.
+async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
+    let server = tokio::spawn(serve(
+        handle,
+        Duration::from_millis(300),
+        serde_json::to_value(&obj).unwrap(),
+    ));
+    let res = super::restore::reconcile(Arc::new(obj), &f.ctx).await;
+    assert!(res.is_ok(), "{res:?}");
+    split(server.await.unwrap())
+}
+
+fn split(calls: Vec<Call>) -> (Vec<Call>, usize) {
     let events = calls.iter().filter(|c| c.path == EVENTS).count();
     (calls.into_iter().filter(|c| c.path != EVENTS).collect(), events)
 }
@@ -311,6 +330,99 @@ async fn a_vanished_velero_backup_is_confirmed_then_reported() {
         calls,
         vec![call(Method::GET, VELERO_BACKUP), call(Method::PUT, NAB_STATUS)],
         "one read past the cache before reporting VeleroBackupNotFound"
+    );
+    assert_eq!(events, 1);
+}
+
+const NAR_UUID: &str = "7a1f3c52-9d0e-4b1a-8c6d-2e4f5a6b7c8d";
+const NAR_STATUS: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminrestores/undo/status";
+
+/// A NonAdminRestore of `backup` as the mutating webhook leaves it.
+fn nar(backup: &str) -> NonAdminRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {
+            "name": "undo", "namespace": "team-a", "uid": "nar-uid", "resourceVersion": "1",
+            "labels": {crate::naming::NAR_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "undo", NAR_UUID)},
+            "finalizers": [crate::naming::NAR_FINALIZER],
+        },
+        "spec": {"restoreSpec": {"backupName": backup}}
+    }))
+    .unwrap()
+}
+
+/// The NonAdminBackup "nightly", Created, and its Velero Backup in `phase`, in the watch stores.
+fn completed_source(f: &mut Fixture, phase: &str) {
+    stored_backup(f, Some(phase));
+    f.nabs.apply_watcher_event(&Event::Apply(created_nab(json!({}))));
+}
+
+#[tokio::test]
+async fn a_restore_of_a_completed_backup_is_three_writes() {
+    let (mut f, handle) = fixture("{}");
+    completed_source(&mut f, "Completed");
+    let (calls, events) = run_nar(&f, handle, nar("nightly")).await;
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::POST, "/apis/velero.io/v1/namespaces/openshift-adp/restores"),
+            call(Method::PUT, NAR_STATUS),
+        ]
+    );
+    assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
+    for (source, phase) in [("nightly", Some("InProgress")), ("missing", None)] {
+        let (mut f, handle) = fixture("{}");
+        if let Some(p) = phase {
+            completed_source(&mut f, p);
+        }
+        let (calls, events) = run_nar(&f, handle, nar(source)).await;
+        let mut expected = vec![call(Method::PUT, NAR_STATUS)];
+        if source == "missing" {
+            // Not in the cache: one read to be sure before refusing.
+            expected.insert(
+                0,
+                call(
+                    Method::GET,
+                    "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/missing",
+                ),
+            );
+        } else {
+            // The cache may lag behind a backup that completed a moment ago: one read of the Velero Backup.
+            expected.insert(0, call(Method::GET, VELERO_BACKUP));
+        }
+        assert_eq!(calls, expected, "{source}");
+        assert_eq!(events, 1, "{source}");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
+    let (mut f, handle) = fixture("{}");
+    let id = nacuuid_with("team-a", "undo", NAR_UUID);
+    let mut undo = nar("nightly");
+    let vr = crate::controller::objects::velero_restore(&undo, &id, "openshift-adp", Default::default());
+    f.restores.apply_watcher_event(&Event::Apply(vr));
+    undo.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-23T00:00:01Z".parse().unwrap(),
+    ));
+    let (calls, events) = run_nar(&f, handle, undo).await;
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::PUT, NAR_STATUS),
+            call(
+                Method::DELETE,
+                &format!("/apis/velero.io/v1/namespaces/openshift-adp/restores/{id}")
+            ),
+            call(
+                Method::PATCH,
+                "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminrestores/undo"
+            ),
+        ]
     );
     assert_eq!(events, 1);
 }
