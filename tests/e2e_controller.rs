@@ -325,14 +325,7 @@ async fn direct_delete_removes_the_velero_backup() {
         api.get_opt("gone").await.ok()?.is_none().then_some(())
     })
     .await;
-    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
-    let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}");
-    assert!(dbrs
-        .list(&ListParams::default().labels(&sel))
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert_no_delete_requests(&admin, &format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}")).await;
 }
 
 #[tokio::test]

@@ -275,14 +275,7 @@ async fn plain_delete_removes_the_object_and_keeps_the_data() {
     // Velero's next storage sync would bring the Backup object back from the bucket: the data is still there.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(bucket_files(&vb_name), before);
-    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
-    let sel = format!("velero.io/backup-name={vb_name}");
-    assert!(dbrs
-        .list(&ListParams::default().labels(&sel))
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert_no_delete_requests(&admin, &format!("velero.io/backup-name={vb_name}")).await;
 }
 
 #[tokio::test]

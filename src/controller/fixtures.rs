@@ -259,27 +259,27 @@ fn created_nab(spec_extra: Value) -> NonAdminBackup {
 
 /// Runs one reconcile of `obj` against the mocked API server; returns the API writes and reads in order, and
 /// the number of Events (published in the background, so their place in the order is not fixed).
-async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
+async fn drive<K, Fut>(handle: ApiHandle, obj: K, reconcile: impl FnOnce(Arc<K>) -> Fut) -> (Vec<Call>, usize)
+where
+    K: serde::Serialize,
+    Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
+{
     let server = tokio::spawn(serve(
         handle,
         Duration::from_millis(300),
         serde_json::to_value(&obj).unwrap(),
     ));
-    let res = super::backup::reconcile(Arc::new(obj), &f.ctx).await;
+    let res = reconcile(Arc::new(obj)).await;
     assert!(res.is_ok(), "{res:?}");
     split(server.await.unwrap())
 }
 
-/// [`run`] for a NonAdminRestore.
+async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
+    drive(handle, obj, |o| super::backup::reconcile(o, &f.ctx)).await
+}
+
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
-    let server = tokio::spawn(serve(
-        handle,
-        Duration::from_millis(300),
-        serde_json::to_value(&obj).unwrap(),
-    ));
-    let res = super::restore::reconcile(Arc::new(obj), &f.ctx).await;
-    assert!(res.is_ok(), "{res:?}");
-    split(server.await.unwrap())
+    drive(handle, obj, |o| super::restore::reconcile(o, &f.ctx)).await
 }
 
 fn split(calls: Vec<Call>) -> (Vec<Call>, usize) {

@@ -413,6 +413,17 @@ pub fn unique_ns(prefix: &str) -> String {
     format!("{prefix}-{}-{n}", std::process::id() % 100_000)
 }
 
+/// Asserts that no DeleteBackupRequest matching the label selector `sel` exists in the Velero namespace.
+pub async fn assert_no_delete_requests(admin: &Client, sel: &str) {
+    let dbrs: Api<nac::velero::DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let left = dbrs
+        .list(&kube::api::ListParams::default().labels(sel))
+        .await
+        .unwrap()
+        .items;
+    assert!(left.is_empty(), "DeleteBackupRequests left for {sel}: {}", left.len());
+}
+
 /// Polls `f` until it returns Some or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
