@@ -266,13 +266,27 @@ async fn plain_delete_removes_the_object_and_keeps_the_data() {
     let n = completed(&api, "keep").await;
     let vb_name = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
     let before = bucket_files(&vb_name);
+    let nab_uid = api.get("keep").await.unwrap().metadata.uid;
+    let vb_uid = velero.get(&vb_name).await.unwrap().metadata.uid;
 
     api.delete("keep", &DeleteParams::default()).await.unwrap();
+    // Both objects go. Backup sync is on for this location: Velero's next storage sync (once a minute) may bring
+    // the Backup back from the bucket and nac its NonAdminBackup, as new objects (new uids), because the data is
+    // still there.
     eventually(T, "NAB and Velero Backup removed", || async {
-        (api.get_opt("keep").await.ok()?.is_none() && velero.get_opt(&vb_name).await.ok()?.is_none()).then_some(())
+        let nab_gone = api
+            .get_opt("keep")
+            .await
+            .ok()?
+            .is_none_or(|n| n.metadata.uid != nab_uid);
+        let vb_gone = velero
+            .get_opt(&vb_name)
+            .await
+            .ok()?
+            .is_none_or(|b| b.metadata.uid != vb_uid);
+        (nab_gone && vb_gone).then_some(())
     })
     .await;
-    // Velero's next storage sync would bring the Backup object back from the bucket: the data is still there.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(bucket_files(&vb_name), before);
     assert_no_delete_requests(&admin, &format!("velero.io/backup-name={vb_name}")).await;

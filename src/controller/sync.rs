@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,6 +133,8 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
             .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
     };
     let mut next_resync = tokio::time::Instant::now();
+    // Backups to look at again soon: their NonAdminBackup was still being deleted.
+    let mut retries = Retries::new();
     loop {
         let wait = async {
             match period(&ctx) {
@@ -140,11 +142,23 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                 None => futures::future::pending::<()>().await,
             }
         };
+        let retry_at = retries.first().map(|(at, _)| *at);
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => futures::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
             t = triggers.next() => match t {
-                Some(name) => sync_one(&ctx, &name).await,
+                Some(name) => sync_or_retry(&ctx, name, &mut retries).await,
                 None => return,
             },
+            () = retry => {
+                if let Some((_, name)) = retries.pop_first() {
+                    sync_or_retry(&ctx, name, &mut retries).await;
+                }
+            }
             Some(ns) = namespaces.next() => {
                 let names: Vec<String> = ctx
                     .backups
@@ -154,7 +168,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                     .map(|b| b.name_any())
                     .collect();
                 for name in names {
-                    sync_one(&ctx, &name).await;
+                    sync_or_retry(&ctx, name, &mut retries).await;
                 }
             }
             () = wait => {
@@ -162,7 +176,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                     let names: Vec<String> = ctx.backups.state().iter().map(|b| b.name_any()).collect();
                     tracing::debug!(backups = names.len(), "backup sync: periodic resync");
                     for name in names {
-                        sync_one(&ctx, &name).await;
+                        sync_or_retry(&ctx, name, &mut retries).await;
                     }
                 }
                 next_resync = tokio::time::Instant::now() + period(&ctx).unwrap_or(Duration::from_secs(60));
@@ -171,24 +185,44 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
     }
 }
 
+type Retries = BTreeSet<(tokio::time::Instant, String)>;
+
+/// [`sync_one`], remembering the backup for another look in [`RETRY_AFTER`] when it asks for one.
+async fn sync_or_retry(ctx: &Ctx, name: String, retries: &mut Retries) {
+    if sync_one(ctx, &name).await == Outcome::Retry {
+        retries.insert((tokio::time::Instant::now() + RETRY_AFTER, name));
+    }
+}
+
+/// How soon a backup whose NonAdminBackup was still being deleted is looked at again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Done,
+    /// The name is held by a NonAdminBackup being deleted (Velero synced its backup back meanwhile): again soon.
+    Retry,
+}
+
 /// Gives the Velero Backup `name` its NonAdminBackup back when it has none and may have one.
-async fn sync_one(ctx: &Ctx, name: &str) {
+async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     let Some(policy) = ctx.policy.current() else {
-        return;
+        return Outcome::Done;
     };
     let Some(b) = ctx.backups.get(&ctx.velero_ref(name)) else {
-        return;
+        return Outcome::Done;
     };
     let Some(origin) = sync_origin(&b, &policy.backup_sync) else {
-        return;
+        return Outcome::Done;
     };
-    // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do.
-    if ctx
-        .nabs
-        .get(&ObjectRef::new(&origin.name).within(&origin.namespace))
-        .is_some()
-    {
-        return;
+    // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do, unless it
+    // is on its way out.
+    if let Some(existing) = ctx.nabs.get(&ObjectRef::new(&origin.name).within(&origin.namespace)) {
+        return if existing.metadata.deletion_timestamp.is_some() {
+            Outcome::Retry
+        } else {
+            Outcome::Done
+        };
     }
     let nab = synced_nab(&b, &origin);
     let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &origin.namespace);
@@ -205,13 +239,15 @@ async fn sync_one(ctx: &Ctx, name: &str) {
                 }],
             );
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        // The origin namespace does not exist (yet): the periodic resync tries again.
+        // Taken: by a NonAdminBackup the cache has not shown yet, which may be one being deleted.
+        Err(kube::Error::Api(e)) if e.code == 409 => return Outcome::Retry,
+        // The origin namespace does not exist (yet): its creation, or the periodic resync, tries again.
         Err(kube::Error::Api(e)) if e.code == 404 => {
             tracing::debug!(namespace = %origin.namespace, backup = %name, "backup sync: origin namespace missing")
         }
         Err(e) => tracing::warn!(backup = %name, error = %e, "backup sync: creating the NonAdminBackup failed"),
     }
+    Outcome::Done
 }
 
 #[cfg(test)]
