@@ -100,38 +100,14 @@ async fn backup_completes_and_holds_exactly_the_namespace() {
         "nac's own objects are excluded"
     );
     // Exactly the workload's objects of each kind, compared with the live namespace.
-    let cms = names(
-        Api::<ConfigMap>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items,
-    );
+    let cms = live_names::<ConfigMap>(&admin, &ns).await;
     assert!(cms.contains("app-config") && cms.contains("app-data"));
     assert_eq!(listed(&list, "v1/ConfigMap", &ns), cms);
-    let secrets = names(
-        Api::<Secret>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items,
-    );
+    let secrets = live_names::<Secret>(&admin, &ns).await;
     assert_eq!(listed(&list, "v1/Secret", &ns), secrets);
-    let deployments = names(
-        Api::<Deployment>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items,
-    );
+    let deployments = live_names::<Deployment>(&admin, &ns).await;
     assert_eq!(listed(&list, "apps/v1/Deployment", &ns), deployments);
-    let services = names(
-        Api::<Service>::namespaced(admin.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items,
-    );
+    let services = live_names::<Service>(&admin, &ns).await;
     assert_eq!(listed(&list, "v1/Service", &ns), services);
     assert_eq!(list["v1/Namespace"], vec![ns.clone()]);
 }

@@ -158,7 +158,19 @@ pub fn resource_list(backup: &str) -> BTreeMap<String, Vec<String>> {
     serde_json::from_slice(&gunzip(&path)).unwrap()
 }
 
-pub fn names<K: kube::Resource>(items: Vec<K>) -> BTreeSet<String> {
+/// Names of the `K` objects now in namespace `ns`.
+pub async fn live_names<K>(admin: &Client, ns: &str) -> BTreeSet<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let items = Api::<K>::namespaced(admin.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items;
     items.into_iter().filter_map(|o| o.meta().name.clone()).collect()
 }
 
