@@ -1,112 +1,290 @@
-//! NonAdminBackup reconciler: policy re-check, the Velero Backup (created once), status mirroring, both delete
-//! paths. The decisions live in `status` and `objects`; this file gathers observations and performs writes.
+//! NonAdminBackup: its own decisions on the tenant skeleton (`tenant.rs`). Admission is the backup policy; the
+//! Velero Backup is the admitted spec limited to the own namespace with nac's exclusions; the status mirrors the
+//! Velero Backup, its queue position and per-volume progress; two delete paths (`spec.deleteBackup: true` deletes
+//! the data through a DeleteBackupRequest, a plain delete only the Velero Backup object); a NonAdminBackup that
+//! backup sync re-created adopts its existing Velero Backup.
 //!
-//! Happy path, three writes: the finalizer, the Velero Backup, one status write straight to `Created`.
+//! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
+//! adds the finalizer at create).
 
-use super::conditions::{is_true, now_seconds};
-use super::context::{key_of, Ctx, Error};
-use super::objects::{self, nab_nacuuid, nab_velero_backup_name};
-use super::status::{self, BackupView, DeleteRequestView};
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
-use crate::api::condition::QUEUED;
-use crate::api::{NonAdminBackup, NonAdminPhase};
-use crate::naming::{generate_nacuuid, NAB, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
-use crate::velero::{Backup, DeleteBackupRequest};
+use super::conditions::now_seconds;
+use super::context::{key_of, Ctx, Error, KindState};
+use super::counts::PhaseTally;
+use super::objects::{add_backup_exclusions, to_map};
+use super::status::{self, Words};
+use super::tenant::{self, set_status, Tenant};
+use super::write::{create_or_get, delete_if_present};
+use crate::api::condition::*;
+use crate::api::{
+    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, VeleroBackupRef,
+    VeleroDeleteBackupRequestRef,
+};
+use crate::naming::{
+    Origin, NAB, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
+    VELERO_BACKUP_UID_LABEL,
+};
+use crate::policy::{evaluate_backup, Policy};
+use crate::velero::{
+    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DeleteBackupRequest, DeleteBackupRequestSpec,
+    DeleteBackupRequestStatus,
+};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::Event as Finalizer;
 use kube::{Api, ResourceExt};
+use serde_json::Value;
 use std::sync::Arc;
 
-pub async fn reconcile(nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &nab.namespace().unwrap_or_default());
-    with_finalizer(&api, NAB_FINALIZER, nab, &ctx.recent, &ctx.metrics, |ev| async {
-        match ev {
-            Finalizer::Apply(nab) => apply(&api, nab, ctx).await,
-            Finalizer::Cleanup(nab) => cleanup(&api, nab, ctx).await,
-        }
-    })
-    .await
+pub const NAB_CONTROLLER: &str = "nonadminbackup";
+pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
+pub const BACKUP_SCHEDULED_MESSAGE: &str = "Created Velero Backup object";
+/// Deleting message of the `spec.deleteBackup: true` path.
+pub const BACKUP_DELETE_REQUESTED_MESSAGE: &str = "backup accepted for deletion";
+/// Deleting message of a plain `kubectl delete` of a NonAdminBackup.
+pub const BACKUP_DIRECT_DELETE_MESSAGE: &str = "permanent backup deletion requires setting spec.deleteBackup to true";
+
+/// A Velero Backup as the NonAdminBackup status reflects it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BackupView {
+    pub nacuuid: String,
+    pub name: String,
+    pub namespace: String,
+    pub spec: Option<BackupSpec>,
+    pub status: Option<BackupStatus>,
+    pub queue_position: i64,
+    pub data_uploads: PhaseTally,
+    pub pod_volume_backups: PhaseTally,
 }
 
-/// Create/update path (and the `deleteBackup: true` request, which starts the deletion).
-async fn apply(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
-    // Decisions below read the status: not from a cache that lags behind nac's own last write.
-    let nab = ctx.fresh(api, nab).await?;
-    if nab.spec.delete_backup {
-        return request_deletion(api, &nab, ctx).await;
-    }
-    let old = nab.status.as_ref();
-    if old.and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
-        // Phases only move forward; the deletion proceeds once the object is deleted.
-        return Ok(Action::await_change());
-    }
-    let created_before = old.is_some_and(|s| {
-        s.phase == Some(NonAdminPhase::Created) || super::conditions::find(&s.conditions, QUEUED).is_some()
-    });
-    if created_before {
-        return mirror_existing(api, &nab, ctx).await;
-    }
+/// A DeleteBackupRequest as the NonAdminBackup status reflects it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeleteRequestView {
+    pub nacuuid: String,
+    pub name: String,
+    pub namespace: String,
+    pub status: Option<DeleteBackupRequestStatus>,
+}
 
-    if nab.labels().contains_key(NAB_SYNCED_FROM_NACUUID_LABEL) {
-        return adopt_synced(api, &nab, ctx).await;
-    }
+crate::tenant_types! {
+    velero: Backup, spec: BackupSpec, velero_status: BackupStatus, kind: "Backup",
+    unfinished: backup_phase_unfinished,
+    failure: |v: &BackupStatus| v.failure_reason.clone().or_else(|| v.validation_errors.as_ref().map(|e| e.join("; "))),
+    status: NonAdminBackupStatus, reference: velero_backup, VeleroBackupRef,
+}
 
-    let Some(policy) = ctx.policy.current() else {
-        // No valid policy yet: the spec cannot be validated, so nothing is created.
-        let up = update_status(api, &nab, &ctx.recent, &ctx.metrics, status::nab_first_sight).await?;
-        ctx.publish_update(&up, status::nab_notes);
-        tracing::info!(nab = %key_of(&*nab), "no valid policy loaded yet; will retry");
-        return Ok(Action::requeue(ctx.opts.policy_retry));
+impl Tenant for NonAdminBackup {
+    const ORIGIN: Origin = NAB;
+    const CONTROLLER: &'static str = NAB_CONTROLLER;
+    const WORDS: Words = Words {
+        kind: "Backup",
+        accepted_reason: BACKUP_ACCEPTED,
+        accepted_message: BACKUP_ACCEPTED_MESSAGE,
+        invalid_reason: INVALID_BACKUP_SPEC,
+        scheduled_reason: BACKUP_SCHEDULED,
+        scheduled_message: BACKUP_SCHEDULED_MESSAGE,
+        not_found_reason: VELERO_BACKUP_NOT_FOUND,
+        again: "back up again",
     };
-    let spec = match objects::velero_backup_spec(&nab, &policy) {
-        Ok(spec) => spec,
-        Err(message) => {
-            let now = now_seconds();
-            let up = update_status(api, &nab, &ctx.recent, &ctx.metrics, |s| {
-                status::nab_rejected(s, &message, now)
-            })
+    type Velero = Backup;
+    type View = BackupView;
+
+    fn state(ctx: &Ctx) -> &KindState<Self> {
+        &ctx.nab
+    }
+
+    async fn early(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
+        if nab.spec.delete_backup {
+            return request_deletion(api, nab, ctx).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    async fn adopt(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
+        if nab.labels().contains_key(NAB_SYNCED_FROM_NACUUID_LABEL) {
+            return adopt_synced(api, nab, ctx).await.map(Some);
+        }
+        Ok(None)
+    }
+
+    async fn admit(nab: &Self, policy: &Policy, _ctx: &Ctx) -> Result<Result<BackupSpec, String>, Error> {
+        Ok(velero_backup_spec(nab, policy))
+    }
+
+    fn build(nab: &Self, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
+        velero_backup(nab, nacuuid, velero_namespace, spec)
+    }
+
+    async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
+        ctx.counts_ready().await;
+        let name = vb.name_any();
+        BackupView {
+            nacuuid: nacuuid.to_string(),
+            name: name.clone(),
+            namespace: ctx.opts.velero_namespace.clone(),
+            spec: Some(vb.spec.clone()),
+            status: vb.status.clone(),
+            queue_position: ctx.nab.position(&name),
+            data_uploads: ctx.data_uploads.lock().expect("counts lock").tally(&name),
+            pod_volume_backups: ctx.pod_volume_backups.lock().expect("counts lock").tally(&name),
+        }
+    }
+
+    fn position(view: &BackupView) -> i64 {
+        view.queue_position
+    }
+
+    fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
+        s.velero_backup = Some(VeleroBackupRef {
+            nacuuid: Some(vb.nacuuid.clone()),
+            name: Some(vb.name.clone()),
+            namespace: Some(vb.namespace.clone()),
+            spec: vb.spec.clone(),
+            status: vb.status.clone(),
+        });
+        s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
+        s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
+    }
+
+    async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+        ctx.ready(&ctx.delete_requests_synced, "Velero DeleteBackupRequests")
             .await?;
-            ctx.publish_update(&up, status::nab_notes);
-            // Terminal until the user changes the object.
-            return Ok(Action::await_change());
-        }
-    };
-
-    let res = create_and_mirror(api, nab.clone(), spec, ctx).await;
-    if res.is_err() {
-        // Valid but not created yet (the error is retried): show that much.
-        let now = now_seconds();
-        if let Ok(up) = update_status(api, &nab, &ctx.recent, &ctx.metrics, |s| status::nab_validated(s, now)).await {
-            ctx.publish_update(&up, status::nab_notes);
+        if nab.spec.delete_backup {
+            delete_backup_data(api, &nab, ctx).await
+        } else {
+            delete_backup_object(api, &nab, ctx).await
         }
     }
-    res
 }
 
-async fn create_and_mirror(
-    api: &Api<NonAdminBackup>,
-    nab: Arc<NonAdminBackup>,
-    spec: crate::velero::BackupSpec,
-    ctx: &Ctx,
-) -> Result<Action, Error> {
-    let (nab, nacuuid) = match nab_nacuuid(&nab) {
-        Some(u) => (nab, u),
-        None => persist_new_nacuuid(api, &nab, ctx).await?,
-    };
-    let name = nab_velero_backup_name(&nab, &nacuuid);
-    let vb = match ctx.backups.get(&ctx.velero_ref(&name)) {
-        Some(vb) => (*vb).clone(),
-        None => {
-            let wanted = objects::velero_backup(&nab, &nacuuid, &ctx.opts.velero_namespace, spec);
-            let vb = create_or_get(&ctx.velero_api::<Backup>(), &wanted, &ctx.metrics, "Backup").await?;
-            tracing::info!(nab = %key_of(&*nab), backup = %name, "Velero Backup created");
-            vb
-        }
-    };
-    check_owner(&vb, &nab)?;
-    ctx.note_backup(&vb);
-    mirror(api, &nab, &vb, &nacuuid, ctx).await
+fn count(t: &PhaseTally, phase: &str) -> i64 {
+    t.get(phase).copied().unwrap_or(0)
+}
+
+/// DataUpload counts by phase, as OADP's controller reports them.
+pub fn data_uploads(t: &PhaseTally) -> DataMoverDataUploads {
+    DataMoverDataUploads {
+        total: t.values().sum(),
+        new: count(t, "New"),
+        accepted: count(t, "Accepted"),
+        prepared: count(t, "Prepared"),
+        in_progress: count(t, "InProgress"),
+        canceling: count(t, "Canceling"),
+        canceled: count(t, "Canceled"),
+        failed: count(t, "Failed"),
+        completed: count(t, "Completed"),
+    }
+}
+
+/// PodVolumeBackup counts by phase, as OADP's controller reports them.
+pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
+    FileSystemPodVolumeBackups {
+        total: t.values().sum(),
+        new: count(t, "New"),
+        in_progress: count(t, "InProgress"),
+        failed: count(t, "Failed"),
+        completed: count(t, "Completed"),
+    }
+}
+
+/// The Velero BackupSpec for a NonAdminBackup: the policy and tenant rules applied, then the exclusions. `Err`
+/// carries the message for an invalid spec.
+pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<BackupSpec, String> {
+    let ns = nab.namespace().unwrap_or_default();
+    let outcome = evaluate_backup(&to_map(&nab.spec.backup_spec), policy, &ns);
+    if !outcome.allowed() {
+        return Err(outcome.message());
+    }
+    let mut spec = outcome.spec;
+    add_backup_exclusions(&mut spec);
+    serde_json::from_value(Value::Object(spec))
+        .map_err(|e| format!("NonAdminBackup spec.backupSpec is not a valid Velero BackupSpec: {e}"))
+}
+
+/// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
+pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
+    let mut b = Backup::new(nacuuid, spec);
+    b.metadata = NAB.stamp(
+        nacuuid,
+        velero_namespace,
+        nacuuid,
+        &nab.namespace().unwrap_or_default(),
+        &nab.name_any(),
+        &[],
+    );
+    b
+}
+
+/// Validates a NonAdminBackup against the policy and builds its Velero Backup in one go.
+pub fn velero_backup_for(
+    nab: &NonAdminBackup,
+    nacuuid: &str,
+    velero_namespace: &str,
+    policy: &Policy,
+) -> Result<Backup, String> {
+    Ok(velero_backup(
+        nab,
+        nacuuid,
+        velero_namespace,
+        velero_backup_spec(nab, policy)?,
+    ))
+}
+
+/// The DeleteBackupRequest asking Velero to delete `backup` and its data, named by the nacuuid so it is created
+/// once.
+pub fn delete_backup_request(nab: &NonAdminBackup, nacuuid: &str, backup: &Backup) -> DeleteBackupRequest {
+    let backup_name = backup.name_any();
+    let uid = backup.uid().unwrap_or_default();
+    let mut r = DeleteBackupRequest::new(
+        nacuuid,
+        DeleteBackupRequestSpec {
+            backup_name: backup_name.clone(),
+        },
+    );
+    r.metadata = NAB.stamp(
+        nacuuid,
+        &backup.namespace().unwrap_or_default(),
+        nacuuid,
+        &nab.namespace().unwrap_or_default(),
+        &nab.name_any(),
+        &[
+            (VELERO_BACKUP_NAME_LABEL, &backup_name),
+            (VELERO_BACKUP_UID_LABEL, &uid),
+        ],
+    );
+    r
+}
+
+/// Being deleted (either path); mirrors the DeleteBackupRequest when there is one.
+pub fn deleting(
+    old: Option<&NonAdminBackupStatus>,
+    message: &str,
+    request: Option<&DeleteRequestView>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> NonAdminBackupStatus {
+    let mut s = status::deleting(old, message, now);
+    if let Some(r) = request {
+        s.velero_delete_backup_request = Some(VeleroDeleteBackupRequestRef {
+            nacuuid: Some(r.nacuuid.clone()),
+            name: Some(r.name.clone()),
+            namespace: Some(r.namespace.clone()),
+            status: r.status.clone(),
+        });
+    }
+    s
+}
+
+/// The Deleting message for the `deleteBackup` path, with Velero's errors once it reports some.
+pub fn delete_request_message(request: Option<&DeleteRequestView>) -> String {
+    let errors = request
+        .and_then(|r| r.status.as_ref())
+        .and_then(|s| s.errors.as_ref())
+        .filter(|e| !e.is_empty());
+    match errors {
+        Some(e) => format!(
+            "{BACKUP_DELETE_REQUESTED_MESSAGE}; Velero reported errors deleting it: {}",
+            e.join("; ")
+        ),
+        None => BACKUP_DELETE_REQUESTED_MESSAGE.to_string(),
+    }
 }
 
 /// A NonAdminBackup that backup sync re-created for a backup found in object storage: its Velero Backup exists
@@ -119,164 +297,36 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
         .get(NAB_SYNCED_FROM_NACUUID_LABEL)
         .cloned()
         .unwrap_or_default();
-    let vb = nab_nacuuid(nab)
+    let vb = tenant::nacuuid(nab)
         .filter(|u| *u == synced)
-        .and_then(|u| ctx.backups.get(&ctx.velero_ref(&nab_velero_backup_name(nab, &u))))
-        .filter(|vb| check_owner(vb, nab).is_ok());
+        .and_then(|u| ctx.nab.velero.get(&ctx.velero_ref(&tenant::velero_name(nab, &u))))
+        .filter(|vb| tenant::check_owner(&**vb, nab).is_ok());
     let Some(vb) = vb else {
         let message = format!(
             "NonAdminBackup is labelled {NAB_SYNCED_FROM_NACUUID_LABEL}={synced}, but no Velero Backup of that \
              nacuuid made for {} exists; backup sync re-creates NonAdminBackups only for backups it found",
             key_of(nab)
         );
-        let now = now_seconds();
-        let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-            status::nab_rejected(s, &message, now)
-        })
-        .await?;
-        ctx.publish_update(&up, status::nab_notes);
-        return Ok(Action::await_change());
+        return tenant::reject(api, nab, ctx, &message).await;
     };
     tracing::info!(nab = %key_of(nab), backup = %vb.name_any(), "adopting the synced Velero Backup");
-    ctx.note_backup(&vb);
-    mirror(api, nab, &vb, &synced, ctx).await
-}
-
-/// The NonAdminBackup has no nacuuid (no webhook label): generate one and persist it in status before anything
-/// is created, so a crash cannot lead to a second Velero Backup. The object is read fresh first: the cache may not
-/// show a nacuuid written moments ago.
-async fn persist_new_nacuuid(
-    api: &Api<NonAdminBackup>,
-    nab: &NonAdminBackup,
-    ctx: &Ctx,
-) -> Result<(Arc<NonAdminBackup>, String), Error> {
-    let fresh = api.get(&nab.name_any()).await?;
-    if let Some(u) = nab_nacuuid(&fresh) {
-        return Ok((Arc::new(fresh), u));
-    }
-    let ns = fresh.namespace().unwrap_or_default();
-    let generated = generate_nacuuid(&ns, &fresh.name_any());
-    let now = now_seconds();
-    let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, &fresh, &ctx.recent, &ctx.metrics, |s| {
-        let recorded = s
-            .and_then(|s| s.velero_backup.as_ref())
-            .and_then(|v| v.nacuuid.clone())
-            .filter(|u| !u.is_empty());
-        status::nab_accepted(s, recorded.as_deref().unwrap_or(&generated), &vns, now)
-    })
-    .await?;
-    ctx.publish_update(&up, status::nab_notes);
-    let nacuuid = nab_nacuuid(&up.object)
-        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(nab))))?;
-    tracing::info!(nab = %key_of(nab), %nacuuid, label = NAB_ORIGIN_NACUUID_LABEL, "no nacuuid label; generated one");
-    Ok((Arc::new(up.object), nacuuid))
-}
-
-fn check_owner(vb: &Backup, nab: &NonAdminBackup) -> Result<(), Error> {
-    let ns = nab.namespace().unwrap_or_default();
-    if NAB.owns(&vb.metadata, &ns, &nab.name_any()) {
-        Ok(())
-    } else {
-        Err(Error::Inconsistent(format!(
-            "Velero Backup {} belongs to another NonAdminBackup; refusing to use it for {}",
-            vb.name_any(),
-            key_of(nab)
-        )))
-    }
-}
-
-/// Status mirror of an existing Velero Backup (or the report that it vanished).
-async fn mirror_existing(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
-    let nacuuid = nab_nacuuid(nab)
-        .ok_or_else(|| Error::Inconsistent(format!("{} is Created but has no nacuuid", key_of(nab))))?;
-    let name = nab_velero_backup_name(nab, &nacuuid);
-    match ctx.get_velero(&ctx.backups, &name).await? {
-        Some(vb) => {
-            check_owner(&vb, nab)?;
-            mirror(api, nab, &vb, &nacuuid, ctx).await
-        }
-        None => {
-            let now = now_seconds();
-            let vns = ctx.opts.velero_namespace.clone();
-            let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-                status::nab_velero_backup_missing(s, &vns, &name, now)
-            })
-            .await?;
-            if up.written {
-                tracing::warn!(nab = %key_of(nab), backup = %name, "Velero Backup vanished");
-            }
-            ctx.publish_update(&up, status::nab_notes);
-            Ok(Action::await_change())
-        }
-    }
-}
-
-/// The observations behind a Created NonAdminBackup's status.
-pub fn backup_view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
-    let name = vb.name_any();
-    let position = ctx
-        .backup_queue
-        .lock()
-        .expect("queue lock")
-        .position(&name)
-        .unwrap_or(0);
-    BackupView {
-        nacuuid: nacuuid.to_string(),
-        name: name.clone(),
-        namespace: ctx.opts.velero_namespace.clone(),
-        spec: Some(vb.spec.clone()),
-        status: vb.status.clone(),
-        queue_position: position,
-        data_uploads: ctx.data_uploads.lock().expect("counts lock").tally(&name),
-        pod_volume_backups: ctx.pod_volume_backups.lock().expect("counts lock").tally(&name),
-    }
-}
-
-async fn mirror(
-    api: &Api<NonAdminBackup>,
-    nab: &NonAdminBackup,
-    vb: &Backup,
-    nacuuid: &str,
-    ctx: &Ctx,
-) -> Result<Action, Error> {
-    ctx.counts_ready().await;
-    let view = backup_view(ctx, vb, nacuuid);
-    let now = now_seconds();
-    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-        status::nab_created(s, &view, now)
-    })
-    .await?;
-    ctx.publish_update(&up, status::nab_notes);
-    Ok(Action::await_change())
+    ctx.nab.note(&vb);
+    tenant::mirror(api, nab, &vb, &synced, ctx).await
 }
 
 /// `spec.deleteBackup: true` on a live object: phase Deleting, then delete the object; the finalizer cleanup does
 /// the rest (DeleteBackupRequest, wait for Velero).
 async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-        status::nab_deleting(s, status::BACKUP_DELETE_REQUESTED_MESSAGE, None, now)
+    set_status(api, nab, ctx, |s| {
+        deleting(s, BACKUP_DELETE_REQUESTED_MESSAGE, None, now)
     })
     .await?;
-    ctx.publish_update(&up, status::nab_notes);
     if nab.metadata.deletion_timestamp.is_none() {
         delete_if_present(api, &nab.name_any(), &ctx.metrics, "NonAdminBackup").await?;
         tracing::info!(nab = %key_of(nab), "deleteBackup requested; NonAdminBackup marked for deletion");
     }
     Ok(Action::await_change())
-}
-
-/// The object is being deleted: clean up Velero objects before the finalizer goes.
-async fn cleanup(api: &Api<NonAdminBackup>, nab: Arc<NonAdminBackup>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.backups_synced, "Velero Backups").await?;
-    ctx.ready(&ctx.delete_requests_synced, "Velero DeleteBackupRequests")
-        .await?;
-    if nab.spec.delete_backup {
-        delete_backup_data(api, &nab, ctx).await
-    } else {
-        delete_backup_object(api, &nab, ctx).await
-    }
 }
 
 /// The DeleteBackupRequests nac made for this nacuuid (named by it; any other carrying its label too).
@@ -305,23 +355,20 @@ async fn delete_requests(ctx: &Ctx, nacuuid: &str) -> Result<(), Error> {
 /// `deleteBackup: true` path: ask Velero (DeleteBackupRequest, once) to delete the backup and its data, mirror the
 /// request, and let the finalizer go once the Velero Backup is gone.
 async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
-    let Some(nacuuid) = nab_nacuuid(nab) else {
+    let Some(target) = tenant::target(nab, ctx).await? else {
         return Ok(Action::await_change());
     };
-    let name = nab_velero_backup_name(nab, &nacuuid);
-    let vb = match ctx.get_velero(&ctx.backups, &name).await? {
-        Some(vb) if check_owner(&vb, nab).is_ok() => vb,
-        _ => {
-            // Velero keeps processed requests for a while; nac leaves nothing of the backup behind.
-            delete_requests(ctx, &nacuuid).await?;
-            tracing::info!(nab = %key_of(nab), backup = %name, "Velero Backup gone; releasing the NonAdminBackup");
-            return Ok(Action::await_change());
-        }
+    let (nacuuid, name) = (target.nacuuid, target.name);
+    let Some(vb) = target.object else {
+        // Velero keeps processed requests for a while; nac leaves nothing of the backup behind.
+        delete_requests(ctx, &nacuuid).await?;
+        tracing::info!(nab = %key_of(nab), backup = %name, "Velero Backup gone; releasing the NonAdminBackup");
+        return Ok(Action::await_change());
     };
     let request = match delete_requests_for(ctx, &nacuuid).into_iter().next() {
         Some(r) => (*r).clone(),
         None => {
-            let wanted = objects::delete_backup_request(nab, &nacuuid, &vb);
+            let wanted = delete_backup_request(nab, &nacuuid, &vb);
             let r = create_or_get(
                 &ctx.velero_api::<DeleteBackupRequest>(),
                 &wanted,
@@ -339,13 +386,9 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
         namespace: ctx.opts.velero_namespace.clone(),
         status: request.status.clone(),
     };
-    let message = status::delete_request_message(Some(&view));
+    let message = delete_request_message(Some(&view));
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-        status::nab_deleting(s, &message, Some(&view), now)
-    })
-    .await?;
-    ctx.publish_update(&up, status::nab_notes);
+    set_status(api, nab, ctx, |s| deleting(s, &message, Some(&view), now)).await?;
     Err(Error::Waiting(format!(
         "waiting for Velero to delete Backup {}/{name} (DeleteBackupRequest {})",
         ctx.opts.velero_namespace, view.name
@@ -356,40 +399,196 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
 /// the finalizer go once the Velero Backup is gone.
 async fn delete_backup_object(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Action, Error> {
     let now = now_seconds();
-    let up = update_status(api, nab, &ctx.recent, &ctx.metrics, |s| {
-        status::nab_deleting(s, status::BACKUP_DIRECT_DELETE_MESSAGE, None, now)
-    })
-    .await?;
-    ctx.publish_update(&up, status::nab_notes);
-    let Some(nacuuid) = nab_nacuuid(nab) else {
+    set_status(api, nab, ctx, |s| deleting(s, BACKUP_DIRECT_DELETE_MESSAGE, None, now)).await?;
+    let Some(target) = tenant::target(nab, ctx).await? else {
         return Ok(Action::await_change());
     };
-    let name = nab_velero_backup_name(nab, &nacuuid);
-    let mut gone = true;
-    if let Some(vb) = ctx.get_velero(&ctx.backups, &name).await? {
-        if check_owner(&vb, nab).is_ok() {
-            gone = if vb.metadata.deletion_timestamp.is_none() {
-                delete_if_present(&ctx.velero_api::<Backup>(), &name, &ctx.metrics, "Backup").await?
-            } else {
-                false
-            };
-        }
-    }
-    delete_requests(ctx, &nacuuid).await?;
+    let gone = match &target.object {
+        Some(vb) => tenant::delete_velero::<NonAdminBackup>(ctx, &target.name, vb).await?,
+        None => true,
+    };
+    delete_requests(ctx, &target.nacuuid).await?;
     if gone {
-        tracing::info!(nab = %key_of(nab), backup = %name, "Velero Backup object deleted; releasing the NonAdminBackup");
+        tracing::info!(nab = %key_of(nab), backup = %target.name, "Velero Backup object deleted; releasing the NonAdminBackup");
         Ok(Action::await_change())
     } else {
         Err(Error::Waiting(format!(
-            "waiting for Velero Backup {}/{name} to be deleted",
-            ctx.opts.velero_namespace
+            "waiting for Velero Backup {}/{} to be deleted",
+            ctx.opts.velero_namespace, target.name
         )))
     }
 }
 
-/// Whether a NonAdminBackup's Velero Backup was created (used by the restore checks).
-pub fn was_created(nab: &NonAdminBackup) -> bool {
-    nab.status
-        .as_ref()
-        .is_some_and(|s| s.phase == Some(NonAdminPhase::Created) || is_true(&s.conditions, QUEUED))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NonAdminBackupSpec;
+    use crate::controller::objects::{EXCLUDED_CLUSTER_RESOURCES, EXCLUDED_NAMESPACED_RESOURCES};
+    use crate::naming::*;
+    use kube::runtime::reflector::ObjectRef;
+    use serde_json::json;
+
+    const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+
+    fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn nab(spec: Value) -> NonAdminBackup {
+        let mut n = NonAdminBackup::new(
+            "nightly",
+            NonAdminBackupSpec {
+                backup_spec: serde_json::from_value(spec).unwrap(),
+                delete_backup: false,
+            },
+        );
+        n.metadata.namespace = Some("team-a".into());
+        n
+    }
+
+    fn policy(yaml: &str) -> Policy {
+        Policy::parse(yaml).unwrap()
+    }
+
+    #[test]
+    fn velero_backup_carries_the_design_labels_and_annotations() {
+        let id = nacuuid_with("team-a", "nightly", U);
+        let b = velero_backup_for(&nab(json!({})), &id, "openshift-adp", &Policy::default()).unwrap();
+        assert_eq!(b.name_any(), id);
+        assert_eq!(b.namespace().as_deref(), Some("openshift-adp"));
+        let l = b.labels();
+        assert_eq!(l[MANAGED_BY_LABEL], MANAGED_BY_VALUE);
+        assert_eq!(l[OADP_LABEL], "True");
+        assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], id);
+        let a = b.annotations();
+        assert_eq!(a[NAB_ORIGIN_NAME_ANNOTATION], "nightly");
+        assert_eq!(a[NAB_ORIGIN_NAMESPACE_ANNOTATION], "team-a");
+        assert_eq!(
+            NAB.owner(&b.metadata),
+            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
+        );
+    }
+
+    #[test]
+    fn velero_backup_is_limited_to_the_own_namespace_with_the_policy_applied() {
+        let b = velero_backup_for(
+            &nab(json!({"includedResources": ["configmaps"]})),
+            "x",
+            "velero",
+            &policy("enforceBackupSpec: {snapshotMoveData: true}"),
+        )
+        .unwrap();
+        assert_eq!(b.spec.included_namespaces, Some(vec!["team-a".to_string()]));
+        assert_eq!(b.spec.snapshot_move_data, Some(true));
+        assert_eq!(b.spec.included_resources, Some(vec!["configmaps".to_string()]));
+    }
+
+    #[test]
+    fn old_style_specs_get_the_exclusions_in_excluded_resources() {
+        let b = velero_backup_for(
+            &nab(json!({"excludedResources": ["secrets"]})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
+        let ex = b.spec.excluded_resources.unwrap();
+        assert_eq!(ex[0], "secrets");
+        for k in EXCLUDED_NAMESPACED_RESOURCES.iter().chain(EXCLUDED_CLUSTER_RESOURCES) {
+            assert!(ex.iter().any(|e| e == k), "{k} missing from {ex:?}");
+        }
+        assert!(b.spec.excluded_namespace_scoped_resources.is_none());
+        assert!(b.spec.excluded_cluster_scoped_resources.is_none());
+    }
+
+    #[test]
+    fn new_style_specs_get_the_exclusions_in_the_scoped_fields() {
+        let b = velero_backup_for(
+            &nab(json!({"includedNamespaceScopedResources": ["deployments"]})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            b.spec.excluded_namespace_scoped_resources.unwrap(),
+            EXCLUDED_NAMESPACED_RESOURCES
+        );
+        assert_eq!(
+            b.spec.excluded_cluster_scoped_resources.unwrap(),
+            EXCLUDED_CLUSTER_RESOURCES
+        );
+        assert!(
+            b.spec.excluded_resources.is_none(),
+            "Velero refuses mixed old and new filters"
+        );
+    }
+
+    #[test]
+    fn an_invalid_spec_is_refused_with_the_policy_message() {
+        let e = velero_backup_for(
+            &nab(json!({"includedNamespaces": ["team-b"]})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap_err();
+        assert!(e.contains("includedNamespaces"), "{e}");
+        assert!(e.contains("team-a"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_survive_into_the_velero_spec() {
+        let b = velero_backup_for(
+            &nab(json!({"futureField": {"a": 1}})),
+            "x",
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
+        assert_eq!(b.spec.extra["futureField"], json!({"a": 1}));
+    }
+
+    #[test]
+    fn delete_backup_request_names_the_backup_by_name_and_uid() {
+        let mut b = velero_backup_for(&nab(json!({})), "id", "velero", &Policy::default()).unwrap();
+        b.metadata.uid = Some("uid-1".into());
+        let r = delete_backup_request(&nab(json!({})), "id", &b);
+        assert_eq!(r.name_any(), "id");
+        assert_eq!(r.namespace().as_deref(), Some("velero"));
+        assert_eq!(r.spec.backup_name, "id");
+        let l = r.labels();
+        assert_eq!(l[VELERO_BACKUP_NAME_LABEL], "id");
+        assert_eq!(l[VELERO_BACKUP_UID_LABEL], "uid-1");
+        assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], "id");
+        assert_eq!(l[OADP_LABEL], "True");
+        assert_eq!(
+            NAB.owner(&r.metadata),
+            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
+        );
+    }
+
+    #[test]
+    fn the_status_nacuuid_wins_over_the_label() {
+        let mut n = nab(json!({}));
+        let label = nacuuid_with("team-a", "nightly", U);
+        n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &label)]));
+        assert_eq!(tenant::nacuuid(&n).as_deref(), Some(label.as_str()));
+        n.status = Some(crate::api::NonAdminBackupStatus {
+            velero_backup: Some(crate::api::VeleroBackupRef {
+                nacuuid: Some("from-status".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(tenant::nacuuid(&n).as_deref(), Some("from-status"));
+        assert_eq!(tenant::velero_name(&n, "from-status"), "from-status");
+    }
+
+    #[test]
+    fn a_label_nac_would_not_have_generated_is_ignored() {
+        let mut n = nab(json!({}));
+        n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &nacuuid_with("team-b", "x", U))]));
+        assert_eq!(tenant::nacuuid(&n), None);
+    }
 }

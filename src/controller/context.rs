@@ -1,19 +1,21 @@
-//! What the reconcilers share during one leadership term: client, options, watch-fed stores and indexes, the
-//! event recorder, metrics, and the per-object error backoff.
+//! What the reconcilers share during one leadership term: client, options, one [`KindState`] per tenant kind
+//! (watch-fed stores, queue index, triggers), the per-backup counts, the event recorder, metrics, and the
+//! per-object error backoff.
 
 use super::counts::PhaseCounts;
 use super::queue::QueueIndex;
 use super::status::Note;
+use super::tenant::{Tenant, VeleroObject};
 use super::watches::Synced;
-use super::write::{HasStatus, RecentWrites, StatusUpdate};
+use super::write::{HasStatus, RecentWrites};
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
-use crate::velero::{Backup, DeleteBackupRequest, Restore};
-use futures::channel::mpsc::UnboundedSender;
+use crate::velero::DeleteBackupRequest;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::{HashMap, HashSet};
@@ -124,6 +126,106 @@ where
     format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name)
 }
 
+/// One tenant kind's share of a term: its store, its Velero objects (nac's own, in the Velero namespace) and their
+/// queue index, the channel that triggers its reconciles, and its queue-depth gauge.
+pub struct KindState<K: Tenant> {
+    pub objects: Store<K>,
+    pub velero: Store<K::Velero>,
+    /// The Velero objects' watch has completed its first list.
+    pub synced: Synced,
+    pub queue: Arc<Mutex<QueueIndex>>,
+    pub triggers: UnboundedSender<ObjectRef<K>>,
+    pub trigger: Trigger<K>,
+    pub depth: QueueDepth,
+}
+
+/// The write ends of a [`KindState`], for the watch streams that feed it.
+pub struct KindWiring<K: Tenant> {
+    pub objects: Writer<K>,
+    pub velero: Writer<K::Velero>,
+    pub triggers: UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Tenant> KindState<K> {
+    fn new(metrics: &Metrics, velero_namespace: &str) -> (Self, KindWiring<K>) {
+        let (objects, objects_writer) = reflector::store::<K>();
+        let (velero, velero_writer) = reflector::store::<K::Velero>();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let trigger = Trigger {
+            velero: velero.clone(),
+            namespace: velero_namespace.to_string(),
+            triggers: tx.clone(),
+        };
+        let state = KindState {
+            objects,
+            velero,
+            synced: Synced::default(),
+            queue: Arc::new(Mutex::new(QueueIndex::new())),
+            triggers: tx,
+            trigger,
+            depth: QueueDepth::new(metrics, K::CONTROLLER),
+        };
+        let wiring = KindWiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers: rx,
+        };
+        (state, wiring)
+    }
+
+    /// The estimated queue position of Velero object `name` (0 when unknown).
+    pub fn position(&self, name: &str) -> i64 {
+        self.queue.lock().expect("queue lock").position(name).unwrap_or(0)
+    }
+
+    /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers
+    /// the tenant objects whose position that moved.
+    pub fn note(&self, v: &K::Velero) {
+        let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
+        self.trigger.send(changed);
+    }
+
+    /// Counts a trigger in the queue-depth gauge when the object still exists.
+    pub fn enqueued(&self, r: &ObjectRef<K>) {
+        if self.objects.get(r).is_some() {
+            self.depth.enqueue(key_of_ref(r));
+        }
+    }
+}
+
+/// Maps Velero object names back to their tenant objects and triggers those: the one way every watch-fed index
+/// (and every create nac makes) turns "these Velero objects moved" into reconciles.
+pub struct Trigger<K: Tenant> {
+    velero: Store<K::Velero>,
+    namespace: String,
+    triggers: UnboundedSender<ObjectRef<K>>,
+}
+
+impl<K: Tenant> Clone for Trigger<K> {
+    fn clone(&self) -> Self {
+        Trigger {
+            velero: self.velero.clone(),
+            namespace: self.namespace.clone(),
+            triggers: self.triggers.clone(),
+        }
+    }
+}
+
+impl<K: Tenant> Trigger<K> {
+    /// Triggers the owners of the Velero objects `names` (those nac made; others are skipped).
+    pub fn send(&self, names: Vec<String>) {
+        for name in names {
+            let owner = self
+                .velero
+                .get(&ObjectRef::new(&name).within(&self.namespace))
+                .and_then(|v| K::ORIGIN.owner(v.meta()));
+            if let Some(r) = owner {
+                let _ = self.triggers.unbounded_send(r);
+            }
+        }
+    }
+}
+
 /// Shared state of the reconcilers for one leadership term.
 pub struct Ctx {
     pub client: Client,
@@ -131,87 +233,60 @@ pub struct Ctx {
     pub policy: Arc<PolicyStore>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
-    pub nabs: Store<NonAdminBackup>,
-    pub nars: Store<NonAdminRestore>,
-    pub backups_synced: Synced,
-    pub backups: Store<Backup>,
+    pub nab: KindState<NonAdminBackup>,
+    pub nar: KindState<NonAdminRestore>,
     pub delete_requests_synced: Synced,
     pub delete_requests: Store<DeleteBackupRequest>,
-    pub restores_synced: Synced,
-    pub restores: Store<Restore>,
-    pub backup_queue: Arc<Mutex<QueueIndex>>,
-    pub restore_queue: Arc<Mutex<QueueIndex>>,
     pub data_uploads: Arc<Mutex<PhaseCounts>>,
     pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
     pub data_uploads_synced: Synced,
     pub pod_volume_backups_synced: Synced,
-    pub nab_triggers: UnboundedSender<ObjectRef<NonAdminBackup>>,
-    pub nar_triggers: UnboundedSender<ObjectRef<NonAdminRestore>>,
-    pub nab_depth: QueueDepth,
-    pub nar_depth: QueueDepth,
     pub recent: RecentWrites,
     failures: Mutex<HashMap<String, u32>>,
 }
 
-pub const NAB_CONTROLLER: &str = "nonadminbackup";
-pub const NAR_CONTROLLER: &str = "nonadminrestore";
-
-/// The pieces a term builds before the context.
-pub struct CtxParts {
-    pub client: Client,
-    pub opts: Options,
-    pub policy: Arc<PolicyStore>,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
-    pub nabs: Store<NonAdminBackup>,
-    pub nars: Store<NonAdminRestore>,
-    pub backups_synced: Synced,
-    pub backups: Store<Backup>,
-    pub delete_requests_synced: Synced,
-    pub delete_requests: Store<DeleteBackupRequest>,
-    pub restores_synced: Synced,
-    pub restores: Store<Restore>,
-    pub backup_queue: Arc<Mutex<QueueIndex>>,
-    pub restore_queue: Arc<Mutex<QueueIndex>>,
-    pub data_uploads: Arc<Mutex<PhaseCounts>>,
-    pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
-    pub data_uploads_synced: Synced,
-    pub pod_volume_backups_synced: Synced,
-    pub nab_triggers: UnboundedSender<ObjectRef<NonAdminBackup>>,
-    pub nar_triggers: UnboundedSender<ObjectRef<NonAdminRestore>>,
+/// The write ends of a term's stores, for the watch streams.
+pub struct Wiring {
+    pub nab: KindWiring<NonAdminBackup>,
+    pub nar: KindWiring<NonAdminRestore>,
+    pub delete_requests: Writer<DeleteBackupRequest>,
 }
 
 impl Ctx {
-    pub fn new(p: CtxParts) -> Self {
-        let nab_depth = QueueDepth::new(&p.metrics, NAB_CONTROLLER);
-        let nar_depth = QueueDepth::new(&p.metrics, NAR_CONTROLLER);
-        Ctx {
-            client: p.client,
-            opts: p.opts,
-            policy: p.policy,
-            metrics: p.metrics,
-            recorder: p.recorder,
-            nabs: p.nabs,
-            nars: p.nars,
-            backups: p.backups,
-            backups_synced: p.backups_synced,
-            delete_requests: p.delete_requests,
-            delete_requests_synced: p.delete_requests_synced,
-            restores: p.restores,
-            restores_synced: p.restores_synced,
-            backup_queue: p.backup_queue,
-            restore_queue: p.restore_queue,
-            data_uploads: p.data_uploads,
-            pod_volume_backups: p.pod_volume_backups,
-            data_uploads_synced: p.data_uploads_synced,
-            pod_volume_backups_synced: p.pod_volume_backups_synced,
-            nab_triggers: p.nab_triggers,
-            nar_triggers: p.nar_triggers,
-            nab_depth,
-            nar_depth,
+    /// A fresh context (empty stores and indexes) and the write ends that feed it.
+    pub fn new(
+        client: Client,
+        opts: Options,
+        policy: Arc<PolicyStore>,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+    ) -> (Self, Wiring) {
+        let (nab, nab_wiring) = KindState::new(&metrics, &opts.velero_namespace);
+        let (nar, nar_wiring) = KindState::new(&metrics, &opts.velero_namespace);
+        let (delete_requests, dbr_writer) = reflector::store();
+        let ctx = Ctx {
+            client,
+            opts,
+            policy,
+            metrics,
+            recorder,
+            nab,
+            nar,
+            delete_requests_synced: Synced::default(),
+            delete_requests,
+            data_uploads: Arc::new(Mutex::new(PhaseCounts::new())),
+            pod_volume_backups: Arc::new(Mutex::new(PhaseCounts::new())),
+            data_uploads_synced: Synced::default(),
+            pod_volume_backups_synced: Synced::default(),
             recent: RecentWrites::default(),
             failures: Mutex::new(HashMap::new()),
-        }
+        };
+        let wiring = Wiring {
+            nab: nab_wiring,
+            nar: nar_wiring,
+            delete_requests: dbr_writer,
+        };
+        (ctx, wiring)
     }
 
     pub fn velero_api<K>(&self) -> Api<K>
@@ -294,17 +369,6 @@ impl Ctx {
         Ok(Arc::new(fresh))
     }
 
-    /// Publishes the Events of a status transition.
-    pub fn publish_update<K: HasStatus>(
-        &self,
-        up: &StatusUpdate<K>,
-        notes: fn(Option<&K::Status>, &K::Status) -> Vec<Note>,
-    ) {
-        if let Some(new) = up.status() {
-            self.publish(&up.object, notes(up.old.as_ref(), new));
-        }
-    }
-
     /// Records a reconcile's outcome and latency; resets or advances the object's error backoff.
     pub fn record(
         &self,
@@ -345,43 +409,6 @@ impl Ctx {
         let n = f.entry(format!("{controller}:{key}")).or_insert(0);
         *n += 1;
         backoff_delay(*n, self.opts.backoff_base, self.opts.backoff_max)
-    }
-
-    /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers
-    /// the NonAdminBackups whose position that moved.
-    pub fn note_backup(&self, b: &Backup) {
-        let changed = self
-            .backup_queue
-            .lock()
-            .expect("queue lock")
-            .upsert(super::watches::observe_backup(b));
-        for name in changed {
-            if let Some(r) = self
-                .backups
-                .get(&self.velero_ref(&name))
-                .and_then(|o| crate::naming::NAB.owner(&o.metadata))
-            {
-                let _ = self.nab_triggers.unbounded_send(r);
-            }
-        }
-    }
-
-    /// As [`Ctx::note_backup`], for restores.
-    pub fn note_restore(&self, r: &Restore) {
-        let changed = self
-            .restore_queue
-            .lock()
-            .expect("queue lock")
-            .upsert(super::watches::observe_restore(r));
-        for name in changed {
-            if let Some(n) = self
-                .restores
-                .get(&self.velero_ref(&name))
-                .and_then(|o| crate::naming::NAR.owner(&o.metadata))
-            {
-                let _ = self.nar_triggers.unbounded_send(n);
-            }
-        }
     }
 
     /// A Velero object by name: from the store, else (the store may lag behind a fresh create) from the API.

@@ -3,9 +3,8 @@
 //! figures of the scale run. The API server side answers like a real one would (created objects echoed back with
 //! a uid and resourceVersion).
 
-use super::context::{Ctx, CtxParts};
-use super::watches::Synced;
-use super::{counts, queue, Options};
+use super::context::Ctx;
+use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::Metrics;
 use crate::naming::{nacuuid_with, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
@@ -18,7 +17,7 @@ use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use kube::Client;
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tower_test::mock::{self, Handle};
 
@@ -45,18 +44,6 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(PolicyStore::new(None));
     assert!(matches!(store.offer(policy, "test"), Offer::Applied(_)));
-    let (nabs, nab_writer) = reflector::store::<NonAdminBackup>();
-    let (nars, _) = reflector::store();
-    let (backups, backup_writer) = reflector::store::<Backup>();
-    let (dbrs, _) = reflector::store();
-    let (restores, restore_writer) = reflector::store::<Restore>();
-    let synced = || {
-        let s = Synced::default();
-        s.mark();
-        s
-    };
-    let (nab_tx, _) = futures::channel::mpsc::unbounded();
-    let (nar_tx, _) = futures::channel::mpsc::unbounded();
     let mut opts = Options::from_settings(&crate::config::Settings::default());
     opts.velero_namespace = "openshift-adp".into();
     let recorder = Recorder::new(
@@ -66,35 +53,23 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             instance: Some("test".into()),
         },
     );
-    let ctx = Arc::new(Ctx::new(CtxParts {
-        client,
-        opts,
-        policy: store,
-        metrics,
-        recorder,
-        nabs,
-        nars,
-        backups_synced: synced(),
-        backups,
-        delete_requests_synced: synced(),
-        delete_requests: dbrs,
-        restores_synced: synced(),
-        restores,
-        backup_queue: Arc::new(Mutex::new(queue::QueueIndex::new())),
-        restore_queue: Arc::new(Mutex::new(queue::QueueIndex::new())),
-        data_uploads: Arc::new(Mutex::new(counts::PhaseCounts::new())),
-        pod_volume_backups: Arc::new(Mutex::new(counts::PhaseCounts::new())),
-        data_uploads_synced: synced(),
-        pod_volume_backups_synced: synced(),
-        nab_triggers: nab_tx,
-        nar_triggers: nar_tx,
-    }));
+    let (ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder);
+    for synced in [
+        &ctx.nab.synced,
+        &ctx.nar.synced,
+        &ctx.delete_requests_synced,
+        &ctx.data_uploads_synced,
+        &ctx.pod_volume_backups_synced,
+    ] {
+        synced.mark();
+    }
+    let ctx = Arc::new(ctx);
     (
         Fixture {
             ctx,
-            nabs: nab_writer,
-            backups: backup_writer,
-            restores: restore_writer,
+            nabs: wiring.nab.objects,
+            backups: wiring.nab.velero,
+            restores: wiring.nar.velero,
         },
         handle,
     )
@@ -220,7 +195,7 @@ async fn an_existing_velero_backup_is_adopted_not_created_again() {
 
 fn stored_backup(f: &mut Fixture, phase: Option<&str>) -> String {
     let id = nacuuid_with("team-a", "nightly", UUID);
-    let mut vb = crate::controller::objects::velero_backup(
+    let mut vb = crate::controller::backup::velero_backup(
         &nab(json!({})),
         &id,
         "openshift-adp",
@@ -275,11 +250,11 @@ where
 }
 
 async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
-    drive(handle, obj, |o| super::backup::reconcile(o, &f.ctx)).await
+    drive(handle, obj, |o| super::tenant::reconcile(o, f.ctx.clone())).await
 }
 
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
-    drive(handle, obj, |o| super::restore::reconcile(o, &f.ctx)).await
+    drive(handle, obj, |o| super::tenant::reconcile(o, f.ctx.clone())).await
 }
 
 fn split(calls: Vec<Call>) -> (Vec<Call>, usize) {
@@ -404,7 +379,7 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
     let (mut f, handle) = fixture("{}");
     let id = nacuuid_with("team-a", "undo", NAR_UUID);
     let mut undo = nar("nightly");
-    let vr = crate::controller::objects::velero_restore(&undo, &id, "openshift-adp", Default::default());
+    let vr = crate::controller::restore::velero_restore(&undo, &id, "openshift-adp", Default::default());
     f.restores.apply_watcher_event(&Event::Apply(vr));
     undo.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         "2026-11-23T00:00:01Z".parse().unwrap(),

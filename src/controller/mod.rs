@@ -2,12 +2,15 @@
 //! current. They run only on the replica holding the leader Lease (webhooks run everywhere).
 //!
 //! Layout, following the data flow:
-//! - `watches`: watch streams feeding stores (`kube::runtime` reflectors) and the in-memory indexes `queue`
-//!   (Velero queue positions) and `counts` (DataUploads / PodVolumeBackups per backup).
-//! - `backup`, `restore`: the two `kube::runtime::Controller` reconcilers, thin: they gather observations and
-//!   write; the decisions are the pure `status` (status planning, events) and `objects` (Velero objects built from
-//!   a NonAdminBackup/NonAdminRestore) modules.
-//! - `write`: status writes only when changed, conflict retries, idempotent creates.
+//! - `watches`: watch streams feeding stores (`kube::runtime` reflectors) and the watch-fed indexes, all on one
+//!   protocol (`WatchIndex`): `queue` (Velero queue positions) and `counts` (DataUploads / PodVolumeBackups per
+//!   backup).
+//! - `tenant`: the reconcile skeleton every tenant kind runs (`Tenant` is what a kind brings); `status` plans its
+//!   status and events, purely; `write` writes only what changed, retries conflicts, creates idempotently.
+//! - `backup`, `restore`: one file per kind with its own decisions (admission, the Velero object it builds, what
+//!   its status mirrors, its delete path). A new kind is one such file, a `KindState` in `context`, and a
+//!   `tenant_controller` line below.
+//! - `sync`: backup sync, a background loop beside the controllers.
 
 pub mod backup;
 pub mod conditions;
@@ -20,28 +23,30 @@ pub mod queue;
 pub mod restore;
 pub mod status;
 pub mod sync;
+pub mod tenant;
 pub mod watches;
 pub mod write;
 
 pub use context::Error;
 
-use crate::api::{NonAdminBackup, NonAdminRestore};
+use crate::api::NonAdminBackup;
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::naming::{NAB, NAR};
+use crate::naming::NAB;
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
-use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup, Restore};
-use context::{key_of, key_of_ref, Ctx, CtxParts, NAB_CONTROLLER, NAR_CONTROLLER};
+use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup};
+use context::Ctx;
 use futures::StreamExt;
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::{Api, Client};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource, ResourceExt};
+use queue::QueueIndex;
+use std::sync::Arc;
+use std::time::Duration;
+use tenant::Tenant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// Everything the controllers need to know, with the timings tests may want to shorten.
 #[derive(Clone, Debug)]
@@ -172,7 +177,8 @@ pub async fn run_with(
     res
 }
 
-/// One leadership term: fresh watches, stores and indexes; both controllers; until `stop`.
+/// One leadership term: fresh watches, stores and indexes; every tenant controller and background loop; until
+/// `stop`.
 async fn term(
     client: Client,
     opts: Options,
@@ -181,25 +187,6 @@ async fn term(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let vns = opts.velero_namespace.clone();
-    let (nab_store, nab_writer) = reflector::store::<NonAdminBackup>();
-    let (nar_store, nar_writer) = reflector::store::<NonAdminRestore>();
-    let (backup_store, backup_writer) = reflector::store::<Backup>();
-    let (dbr_store, dbr_writer) = reflector::store::<DeleteBackupRequest>();
-    let (restore_store, restore_writer) = reflector::store::<Restore>();
-    let backup_queue = Arc::new(Mutex::new(queue::QueueIndex::new()));
-    let restore_queue = Arc::new(Mutex::new(queue::QueueIndex::new()));
-    let data_uploads = Arc::new(Mutex::new(counts::PhaseCounts::new()));
-    let pod_volume_backups = Arc::new(Mutex::new(counts::PhaseCounts::new()));
-    let (du_synced, pvb_synced) = (watches::Synced::default(), watches::Synced::default());
-    let (backups_synced, restores_synced, dbrs_synced) = (
-        watches::Synced::default(),
-        watches::Synced::default(),
-        watches::Synced::default(),
-    );
-    let (nab_tx, nab_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminBackup>>();
-    // Velero Backups without a NonAdminBackup, for backup sync.
-    let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
-    let (nar_tx, nar_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminRestore>>();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -207,175 +194,45 @@ async fn term(
             instance: Some(opts.identity.clone()),
         },
     );
-    let ctx = Arc::new(Ctx::new(CtxParts {
-        client: client.clone(),
-        opts: opts.clone(),
-        policy,
-        metrics: metrics.clone(),
-        recorder,
-        nabs: nab_store.clone(),
-        nars: nar_store.clone(),
-        backups: backup_store.clone(),
-        backups_synced: backups_synced.clone(),
-        delete_requests: dbr_store,
-        delete_requests_synced: dbrs_synced.clone(),
-        restores: restore_store,
-        restores_synced: restores_synced.clone(),
-        backup_queue: backup_queue.clone(),
-        restore_queue: restore_queue.clone(),
-        data_uploads: data_uploads.clone(),
-        pod_volume_backups: pod_volume_backups.clone(),
-        data_uploads_synced: du_synced.clone(),
-        pod_volume_backups_synced: pvb_synced.clone(),
-        nab_triggers: nab_tx.clone(),
-        nar_triggers: nar_tx.clone(),
-    }));
-
-    let config = ControllerConfig::default().concurrency(opts.concurrency);
-
-    // NonAdminBackups: their own changes, their Velero Backups and DeleteBackupRequests, queue moves.
-    let nab_ctx = ctx.clone();
-    let depth = ctx.clone();
-    let nabs_for_depth = nab_store.clone();
-    let enqueue_nab = move |r: &ObjectRef<NonAdminBackup>| {
-        if nabs_for_depth.get(r).is_some() {
-            depth.nab_depth.enqueue(key_of_ref(r));
+    let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder);
+    let ctx = Arc::new(ctx);
+    // Velero Backups without a NonAdminBackup, for backup sync.
+    let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
+    let nabs = ctx.nab.objects.clone();
+    let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
+        if nabs.get(r).is_none() {
+            // Its NonAdminBackup is gone (or never was here): backup sync decides.
+            let _ = sync_tx.unbounded_send(b.name_any());
         }
     };
-    let (e1, e2, e3, e4) = (
-        enqueue_nab.clone(),
-        enqueue_nab.clone(),
-        enqueue_nab.clone(),
-        enqueue_nab,
+
+    // NonAdminBackups also follow nac's DeleteBackupRequests.
+    let dbrs = watches::delete_request_stream(
+        Api::namespaced(client.clone(), &vns),
+        wiring.delete_requests,
+        ctx.delete_requests_synced.clone(),
+        metrics.clone(),
     );
-    let nabs_for_sync = nab_store.clone();
-    let nab_controller = Controller::for_stream(
-        watches::nab_stream(Api::all(client.clone()), nab_writer).map(move |r| {
-            if let Ok(n) = &r {
-                e1(&ObjectRef::from_obj(n));
-            }
-            r
-        }),
-        nab_store.clone(),
-    )
-    .with_config(config.clone())
-    .watches_stream(
-        watches::backup_stream(
-            Api::namespaced(client.clone(), &vns),
-            backup_writer,
-            backup_queue,
-            nab_tx.clone(),
-            backups_synced,
-            metrics.clone(),
-        ),
-        move |b: Backup| {
-            let r = NAB.owner(&b.metadata);
-            if let Some(r) = &r {
-                if nabs_for_sync.get(r).is_some() {
-                    e2(r);
-                } else if let Some(name) = &b.metadata.name {
-                    // Its NonAdminBackup is gone (or never was here): backup sync decides.
-                    let _ = sync_tx.unbounded_send(name.clone());
-                }
-            }
-            r
-        },
-    )
-    .watches_stream(
-        watches::delete_request_stream(
-            Api::namespaced(client.clone(), &vns),
-            dbr_writer,
-            dbrs_synced,
-            metrics.clone(),
-        ),
-        move |d: DeleteBackupRequest| {
-            let r = NAB.owner(&d.metadata);
-            if let Some(r) = &r {
-                e3(r);
-            }
-            r
-        },
-    )
-    .reconcile_on(watches::coalesce(nab_rx, opts.queue_update_interval).map(move |r| {
-        e4(&r);
-        r
-    }))
-    .graceful_shutdown_on(stop.clone().cancelled_owned())
-    .run(reconcile_nab, error_policy_nab, nab_ctx)
-    .for_each(|res| async move {
-        if let Err(e) = res {
-            tracing::debug!(error = %e, "NonAdminBackup controller");
-        }
-    });
-
-    // NonAdminRestores: their own changes, their Velero Restores, queue moves.
-    let nar_ctx = ctx.clone();
-    let depth = ctx.clone();
-    let nars_for_depth = nar_store.clone();
-    let enqueue_nar = move |r: &ObjectRef<NonAdminRestore>| {
-        if nars_for_depth.get(r).is_some() {
-            depth.nar_depth.enqueue(key_of_ref(r));
-        }
-    };
-    let (f1, f2, f3) = (enqueue_nar.clone(), enqueue_nar.clone(), enqueue_nar);
-    let nar_controller = Controller::for_stream(
-        watches::nar_stream(Api::all(client.clone()), nar_writer).map(move |r| {
-            if let Ok(n) = &r {
-                f1(&ObjectRef::from_obj(n));
-            }
-            r
-        }),
-        nar_store,
-    )
-    .with_config(config)
-    .watches_stream(
-        watches::restore_stream(
-            Api::namespaced(client.clone(), &vns),
-            restore_writer,
-            restore_queue,
-            nar_tx.clone(),
-            restores_synced,
-            metrics.clone(),
-        ),
-        move |r: Restore| {
-            let n = NAR.owner(&r.metadata);
-            if let Some(n) = &n {
-                f2(n);
-            }
-            n
-        },
-    )
-    .reconcile_on(watches::coalesce(nar_rx, opts.queue_update_interval).map(move |r| {
-        f3(&r);
-        r
-    }))
-    .graceful_shutdown_on(stop.clone().cancelled_owned())
-    .run(reconcile_nar, error_policy_nar, nar_ctx)
-    .for_each(|res| async move {
-        if let Err(e) = res {
-            tracing::debug!(error = %e, "NonAdminRestore controller");
-        }
-    });
+    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans)
+        .watches_stream(dbrs, |d: DeleteBackupRequest| NAB.owner(&d.metadata));
+    let nab_controller = drive(nab_controller, &ctx, stop.clone());
+    let nar_controller = drive(tenant_controller(&ctx, wiring.nar, |_, _| {}), &ctx, stop.clone());
 
     // Per-volume progress of backups, counted for the NonAdminBackup status.
     let du = watches::volume_count_stream(
         Api::<DataUpload>::namespaced(client.clone(), &vns),
-        data_uploads,
-        du_synced,
-        backup_store.clone(),
-        nab_tx.clone(),
-        |o: &DataUpload| o.status.as_ref().and_then(|s| s.phase.clone()),
+        ctx.data_uploads.clone(),
+        ctx.data_uploads_synced.clone(),
+        &ctx.nab,
         "velero datauploads",
     )
     .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
     let pvb = watches::volume_count_stream(
         Api::<PodVolumeBackup>::namespaced(client.clone(), &vns),
-        pod_volume_backups,
-        pvb_synced,
-        backup_store,
-        nab_tx,
-        |o: &PodVolumeBackup| o.status.as_ref().and_then(|s| s.phase.clone()),
+        ctx.pod_volume_backups.clone(),
+        ctx.pod_volume_backups_synced.clone(),
+        &ctx.nab,
         "velero podvolumebackups",
     )
     .take_until(stop.clone().cancelled_owned())
@@ -390,63 +247,63 @@ async fn term(
     };
 
     tokio::join!(nab_controller, nar_controller, du, pvb, backup_sync);
-    drop(nar_tx);
     tracing::info!("controllers stopped");
     Ok(())
 }
 
-async fn reconcile_nab(nab: Arc<NonAdminBackup>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*nab);
-    let span = tracing::info_span!("reconcile", controller = NAB_CONTROLLER, object = %key);
-    ctx.nab_depth.start(&key);
-    let start = Instant::now();
-    let res = async {
-        tracing::debug!("reconcile started");
-        let res = backup::reconcile(nab, &ctx).await;
-        tracing::debug!(ok = res.is_ok(), "reconcile finished");
-        res
-    }
-    .instrument(span)
-    .await;
-    ctx.nab_depth.finish();
-    ctx.record(NAB_CONTROLLER, &key, &res, start.elapsed());
-    res
+/// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
+/// annotations; `orphan` hears of those whose tenant object is not in the store), and the coalesced triggers of
+/// queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
+fn tenant_controller<K: Tenant>(
+    ctx: &Arc<Ctx>,
+    wiring: context::KindWiring<K>,
+    orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
+) -> Controller<K>
+where
+    QueueIndex: watches::WatchIndex<K::Velero>,
+{
+    let client = ctx.client.clone();
+    let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
+    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let objects = watches::tenant_stream(Api::<K>::all(client.clone()), wiring.objects).map(move |r| {
+        if let Ok(o) = &r {
+            K::state(&c1).enqueued(&ObjectRef::from_obj(o));
+        }
+        r
+    });
+    let velero = watches::velero_stream(
+        Api::namespaced(client, &ctx.opts.velero_namespace),
+        K::state(ctx),
+        wiring.velero,
+        ctx.metrics.clone(),
+    );
+    Controller::for_stream(objects, K::state(ctx).objects.clone())
+        .with_config(config)
+        .watches_stream(velero, move |v: K::Velero| {
+            let r = K::ORIGIN.owner::<K>(v.meta())?;
+            orphan(&v, &r);
+            K::state(&c2).enqueued(&r);
+            Some(r)
+        })
+        .reconcile_on(
+            watches::coalesce(wiring.triggers, ctx.opts.queue_update_interval).map(move |r| {
+                K::state(&c3).enqueued(&r);
+                r
+            }),
+        )
 }
 
-async fn reconcile_nar(nar: Arc<NonAdminRestore>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*nar);
-    let span = tracing::info_span!("reconcile", controller = NAR_CONTROLLER, object = %key);
-    ctx.nar_depth.start(&key);
-    let start = Instant::now();
-    let res = async {
-        tracing::debug!("reconcile started");
-        let res = restore::reconcile(nar, &ctx).await;
-        tracing::debug!(ok = res.is_ok(), "reconcile finished");
-        res
-    }
-    .instrument(span)
-    .await;
-    ctx.nar_depth.finish();
-    ctx.record(NAR_CONTROLLER, &key, &res, start.elapsed());
-    res
-}
-
-fn error_policy(controller: &str, key: &str, err: &Error, ctx: &Ctx) -> Action {
-    if err.is_waiting() {
-        tracing::debug!(controller, object = key, reason = %err, "waiting");
-        return Action::requeue(ctx.opts.deletion_poll);
-    }
-    let delay = ctx.next_backoff(controller, key);
-    tracing::warn!(controller, object = key, error = %err, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
-}
-
-fn error_policy_nab(nab: Arc<NonAdminBackup>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    error_policy(NAB_CONTROLLER, &key_of(&*nab), err, &ctx)
-}
-
-fn error_policy_nar(nar: Arc<NonAdminRestore>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    error_policy(NAR_CONTROLLER, &key_of(&*nar), err, &ctx)
+/// Runs a tenant controller until `stop`, with the shared reconcile skeleton.
+async fn drive<K: Tenant>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
+    controller
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(tenant::reconcile::<K>, tenant::error_policy::<K>, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = K::CONTROLLER, "controller");
+            }
+        })
+        .await
 }
 
 #[cfg(test)]

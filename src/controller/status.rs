@@ -1,360 +1,147 @@
-//! Status planning: from the current status and what the reconciler observed, the status the object should have.
+//! Status planning for every tenant kind: from the current status and what the reconciler observed, the status
+//! the object should have, and the Events of the transition.
 //!
 //! Pure functions of (old status, observation, now). The reconciler writes the result only when it differs from
 //! what is stored, so a settled object costs no writes; on a write conflict it re-reads the object and plans again
-//! from the fresh status.
+//! from the fresh status. A kind supplies its words ([`Words`]), its status accessors ([`TenantStatus`]) and its
+//! mirror of the Velero object ([`Tenant::mirror`]).
 
 use super::conditions::{advance_phase, find, set_condition};
-use super::counts::PhaseTally;
+use super::tenant::Tenant;
 use crate::api::condition::*;
-use crate::api::{
-    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackupStatus, NonAdminPhase, NonAdminRestoreStatus,
-    QueueInfo, VeleroBackupRef, VeleroDeleteBackupRequestRef, VeleroRestoreRef,
-};
-use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus, RestoreStatus};
+use crate::api::{NonAdminPhase, QueueInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
-pub const BACKUP_SCHEDULED_MESSAGE: &str = "Created Velero Backup object";
-pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";
-pub const RESTORE_SCHEDULED_MESSAGE: &str = "Created Velero Restore object";
-/// Deleting message of the `spec.deleteBackup: true` path.
-pub const BACKUP_DELETE_REQUESTED_MESSAGE: &str = "backup accepted for deletion";
-/// Deleting message of a plain `kubectl delete` of a NonAdminBackup.
-pub const BACKUP_DIRECT_DELETE_MESSAGE: &str = "permanent backup deletion requires setting spec.deleteBackup to true";
-pub const RESTORE_DELETE_MESSAGE: &str = "restore accepted for deletion";
-
-/// A Velero Backup as the NonAdminBackup status reflects it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BackupView {
-    pub nacuuid: String,
-    pub name: String,
-    pub namespace: String,
-    pub spec: Option<BackupSpec>,
-    pub status: Option<BackupStatus>,
-    pub queue_position: i64,
-    pub data_uploads: PhaseTally,
-    pub pod_volume_backups: PhaseTally,
+/// The reasons and messages of one kind's conditions and events (OADP's strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Words {
+    /// The Velero kind the tenant kind proxies: "Backup", "Restore".
+    pub kind: &'static str,
+    pub accepted_reason: &'static str,
+    pub accepted_message: &'static str,
+    pub invalid_reason: &'static str,
+    pub scheduled_reason: &'static str,
+    pub scheduled_message: &'static str,
+    pub not_found_reason: &'static str,
+    /// The end of the "create a new ... to ..." advice when the Velero object vanished.
+    pub again: &'static str,
 }
 
-/// A DeleteBackupRequest as the NonAdminBackup status reflects it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DeleteRequestView {
-    pub nacuuid: String,
-    pub name: String,
-    pub namespace: String,
-    pub status: Option<DeleteBackupRequestStatus>,
+/// The status fields every tenant kind has, and its Velero object reference.
+pub trait TenantStatus: Clone + Default + PartialEq + std::fmt::Debug + Send + Sync {
+    fn phase(&self) -> Option<NonAdminPhase>;
+    fn phase_mut(&mut self) -> &mut Option<NonAdminPhase>;
+    fn conditions(&self) -> &[Condition];
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    fn queue_info_mut(&mut self) -> &mut Option<QueueInfo>;
+    /// The nacuuid and Velero object name recorded in the status.
+    fn recorded(&self) -> (Option<&str>, Option<&str>);
+    /// Records the nacuuid (and the Velero object's name and namespace) before the Velero object exists.
+    fn record(&mut self, nacuuid: &str, velero_namespace: &str);
+    /// What the events are made from.
+    fn summary(&self) -> Summary<'_>;
 }
 
-/// A Velero Restore as the NonAdminRestore status reflects it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RestoreView {
-    pub nacuuid: String,
-    pub name: String,
-    pub namespace: String,
-    pub status: Option<RestoreStatus>,
-    pub queue_position: i64,
-}
-
-fn count(t: &PhaseTally, phase: &str) -> i64 {
-    t.get(phase).copied().unwrap_or(0)
-}
-
-/// DataUpload counts by phase, as OADP's controller reports them.
-pub fn data_uploads(t: &PhaseTally) -> DataMoverDataUploads {
-    DataMoverDataUploads {
-        total: t.values().sum(),
-        new: count(t, "New"),
-        accepted: count(t, "Accepted"),
-        prepared: count(t, "Prepared"),
-        in_progress: count(t, "InProgress"),
-        canceling: count(t, "Canceling"),
-        canceled: count(t, "Canceled"),
-        failed: count(t, "Failed"),
-        completed: count(t, "Completed"),
-    }
-}
-
-/// PodVolumeBackup counts by phase, as OADP's controller reports them.
-pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
-    FileSystemPodVolumeBackups {
-        total: t.values().sum(),
-        new: count(t, "New"),
-        in_progress: count(t, "InProgress"),
-        failed: count(t, "Failed"),
-        completed: count(t, "Completed"),
-    }
-}
-
-// ---- NonAdminBackup ----
-
-/// No valid policy to validate against yet: only the first-sight phase.
-pub fn nab_first_sight(old: Option<&NonAdminBackupStatus>) -> NonAdminBackupStatus {
+/// First sight (and no valid policy to validate against yet): only the phase New.
+pub fn first_sight<S: TenantStatus>(old: Option<&S>) -> S {
     let mut s = old.cloned().unwrap_or_default();
-    if s.phase.is_none() {
-        s.phase = Some(NonAdminPhase::New);
+    if s.phase().is_none() {
+        *s.phase_mut() = Some(NonAdminPhase::New);
     }
     s
 }
 
-/// The spec breaks the policy: BackingOff until the user changes it.
-pub fn nab_rejected(old: Option<&NonAdminBackupStatus>, message: &str, now: Timestamp) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::BackingOff);
-    set_condition(&mut s.conditions, ACCEPTED, false, INVALID_BACKUP_SPEC, message, now);
-    s
-}
-
-/// The spec is valid but the Velero Backup could not be created yet (the reconcile failed and is retried).
-pub fn nab_validated(old: Option<&NonAdminBackupStatus>, now: Timestamp) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
+fn set_accepted<K: Tenant>(s: &mut K::Status, now: Timestamp) {
+    let w = K::WORDS;
     set_condition(
-        &mut s.conditions,
+        s.conditions_mut(),
         ACCEPTED,
         true,
-        BACKUP_ACCEPTED,
-        BACKUP_ACCEPTED_MESSAGE,
+        w.accepted_reason,
+        w.accepted_message,
         now,
     );
-    s
 }
 
-/// The spec is valid and has a nacuuid, the Velero Backup is not created yet (the nacuuid is persisted first).
-pub fn nab_accepted(
-    old: Option<&NonAdminBackupStatus>,
-    nacuuid: &str,
-    velero_namespace: &str,
-    now: Timestamp,
-) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
+/// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
+pub fn rejected<K: Tenant>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
+    let mut s = first_sight(old);
+    advance_phase(s.phase_mut(), NonAdminPhase::BackingOff);
     set_condition(
-        &mut s.conditions,
+        s.conditions_mut(),
         ACCEPTED,
-        true,
-        BACKUP_ACCEPTED,
-        BACKUP_ACCEPTED_MESSAGE,
-        now,
-    );
-    let r = s.velero_backup.get_or_insert_with(VeleroBackupRef::default);
-    r.nacuuid = Some(nacuuid.to_string());
-    r.name.get_or_insert_with(|| nacuuid.to_string());
-    r.namespace = Some(velero_namespace.to_string());
-    s
-}
-
-/// The Velero Backup exists: phase Created, Queued, and a mirror of the Velero Backup.
-pub fn nab_created(old: Option<&NonAdminBackupStatus>, vb: &BackupView, now: Timestamp) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::Created);
-    set_condition(
-        &mut s.conditions,
-        ACCEPTED,
-        true,
-        BACKUP_ACCEPTED,
-        BACKUP_ACCEPTED_MESSAGE,
-        now,
-    );
-    set_condition(
-        &mut s.conditions,
-        QUEUED,
-        true,
-        BACKUP_SCHEDULED,
-        BACKUP_SCHEDULED_MESSAGE,
-        now,
-    );
-    s.velero_backup = Some(VeleroBackupRef {
-        nacuuid: Some(vb.nacuuid.clone()),
-        name: Some(vb.name.clone()),
-        namespace: Some(vb.namespace.clone()),
-        spec: vb.spec.clone(),
-        status: vb.status.clone(),
-    });
-    s.queue_info = Some(QueueInfo {
-        estimated_queue_position: vb.queue_position,
-    });
-    s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
-    s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
-    s
-}
-
-/// The Velero Backup nac created is gone, deleted outside nac. Reported, never re-created.
-pub fn nab_velero_backup_missing(
-    old: Option<&NonAdminBackupStatus>,
-    velero_namespace: &str,
-    name: &str,
-    now: Timestamp,
-) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
-    let message = format!(
-        "Velero Backup {velero_namespace}/{name} was not found: it was deleted outside nac. Create a new \
-         NonAdminBackup to back up again"
-    );
-    set_condition(&mut s.conditions, QUEUED, false, VELERO_BACKUP_NOT_FOUND, &message, now);
-    s.queue_info = Some(QueueInfo {
-        estimated_queue_position: 0,
-    });
-    s
-}
-
-/// Being deleted (either path); mirrors the DeleteBackupRequest when there is one.
-pub fn nab_deleting(
-    old: Option<&NonAdminBackupStatus>,
-    message: &str,
-    request: Option<&DeleteRequestView>,
-    now: Timestamp,
-) -> NonAdminBackupStatus {
-    let mut s = nab_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::Deleting);
-    set_condition(&mut s.conditions, DELETING, true, DELETION_PENDING, message, now);
-    if let Some(r) = request {
-        s.velero_delete_backup_request = Some(VeleroDeleteBackupRequestRef {
-            nacuuid: Some(r.nacuuid.clone()),
-            name: Some(r.name.clone()),
-            namespace: Some(r.namespace.clone()),
-            status: r.status.clone(),
-        });
-    }
-    s
-}
-
-/// The Deleting message for the `deleteBackup` path, with Velero's errors once it reports some.
-pub fn delete_request_message(request: Option<&DeleteRequestView>) -> String {
-    let errors = request
-        .and_then(|r| r.status.as_ref())
-        .and_then(|s| s.errors.as_ref())
-        .filter(|e| !e.is_empty());
-    match errors {
-        Some(e) => format!(
-            "{BACKUP_DELETE_REQUESTED_MESSAGE}; Velero reported errors deleting it: {}",
-            e.join("; ")
-        ),
-        None => BACKUP_DELETE_REQUESTED_MESSAGE.to_string(),
-    }
-}
-
-// ---- NonAdminRestore ----
-
-pub fn nar_first_sight(old: Option<&NonAdminRestoreStatus>) -> NonAdminRestoreStatus {
-    let mut s = old.cloned().unwrap_or_default();
-    if s.phase.is_none() {
-        s.phase = Some(NonAdminPhase::New);
-    }
-    s
-}
-
-pub fn nar_rejected(old: Option<&NonAdminRestoreStatus>, message: &str, now: Timestamp) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::BackingOff);
-    set_condition(&mut s.conditions, ACCEPTED, false, INVALID_RESTORE_SPEC, message, now);
-    s
-}
-
-pub fn nar_validated(old: Option<&NonAdminRestoreStatus>, now: Timestamp) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    set_condition(
-        &mut s.conditions,
-        ACCEPTED,
-        true,
-        RESTORE_ACCEPTED,
-        RESTORE_ACCEPTED_MESSAGE,
-        now,
-    );
-    s
-}
-
-pub fn nar_accepted(
-    old: Option<&NonAdminRestoreStatus>,
-    nacuuid: &str,
-    velero_namespace: &str,
-    now: Timestamp,
-) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    set_condition(
-        &mut s.conditions,
-        ACCEPTED,
-        true,
-        RESTORE_ACCEPTED,
-        RESTORE_ACCEPTED_MESSAGE,
-        now,
-    );
-    let r = s.velero_restore.get_or_insert_with(VeleroRestoreRef::default);
-    r.nacuuid = Some(nacuuid.to_string());
-    r.name.get_or_insert_with(|| nacuuid.to_string());
-    r.namespace = Some(velero_namespace.to_string());
-    s
-}
-
-pub fn nar_created(old: Option<&NonAdminRestoreStatus>, vr: &RestoreView, now: Timestamp) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::Created);
-    set_condition(
-        &mut s.conditions,
-        ACCEPTED,
-        true,
-        RESTORE_ACCEPTED,
-        RESTORE_ACCEPTED_MESSAGE,
-        now,
-    );
-    set_condition(
-        &mut s.conditions,
-        QUEUED,
-        true,
-        RESTORE_SCHEDULED,
-        RESTORE_SCHEDULED_MESSAGE,
-        now,
-    );
-    s.velero_restore = Some(VeleroRestoreRef {
-        nacuuid: Some(vr.nacuuid.clone()),
-        name: Some(vr.name.clone()),
-        namespace: Some(vr.namespace.clone()),
-        status: vr.status.clone(),
-    });
-    s.queue_info = Some(QueueInfo {
-        estimated_queue_position: vr.queue_position,
-    });
-    s
-}
-
-pub fn nar_velero_restore_missing(
-    old: Option<&NonAdminRestoreStatus>,
-    velero_namespace: &str,
-    name: &str,
-    now: Timestamp,
-) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    let message = format!(
-        "Velero Restore {velero_namespace}/{name} was not found: it was deleted outside nac. Create a new \
-         NonAdminRestore to restore again"
-    );
-    set_condition(
-        &mut s.conditions,
-        QUEUED,
         false,
-        VELERO_RESTORE_NOT_FOUND,
-        &message,
+        K::WORDS.invalid_reason,
+        message,
         now,
     );
-    s.queue_info = Some(QueueInfo {
+    s
+}
+
+/// The spec is valid but the Velero object could not be created yet (the reconcile failed and is retried).
+pub fn validated<K: Tenant>(old: Option<&K::Status>, now: Timestamp) -> K::Status {
+    let mut s = first_sight(old);
+    set_accepted::<K>(&mut s, now);
+    s
+}
+
+/// The spec is valid and has a nacuuid, the Velero object is not created yet (the nacuuid is persisted first).
+pub fn accepted<K: Tenant>(
+    old: Option<&K::Status>,
+    nacuuid: &str,
+    velero_namespace: &str,
+    now: Timestamp,
+) -> K::Status {
+    let mut s = validated::<K>(old, now);
+    s.record(nacuuid, velero_namespace);
+    s
+}
+
+/// The Velero object exists: phase Created, Queued, and the kind's mirror of it.
+pub fn created<K: Tenant>(old: Option<&K::Status>, view: &K::View, now: Timestamp) -> K::Status {
+    let mut s = first_sight(old);
+    advance_phase(s.phase_mut(), NonAdminPhase::Created);
+    set_accepted::<K>(&mut s, now);
+    let w = K::WORDS;
+    set_condition(
+        s.conditions_mut(),
+        QUEUED,
+        true,
+        w.scheduled_reason,
+        w.scheduled_message,
+        now,
+    );
+    *s.queue_info_mut() = Some(QueueInfo {
+        estimated_queue_position: K::position(view),
+    });
+    K::mirror(&mut s, view);
+    s
+}
+
+/// The Velero object nac created is gone, deleted outside nac. Reported, never re-created.
+pub fn missing<K: Tenant>(old: Option<&K::Status>, velero_namespace: &str, name: &str, now: Timestamp) -> K::Status {
+    let mut s = first_sight(old);
+    let w = K::WORDS;
+    let message = format!(
+        "Velero {} {velero_namespace}/{name} was not found: it was deleted outside nac. Create a new {} to {}",
+        w.kind,
+        K::ORIGIN.kind,
+        w.again
+    );
+    set_condition(s.conditions_mut(), QUEUED, false, w.not_found_reason, &message, now);
+    *s.queue_info_mut() = Some(QueueInfo {
         estimated_queue_position: 0,
     });
     s
 }
 
-pub fn nar_deleting(old: Option<&NonAdminRestoreStatus>, message: &str, now: Timestamp) -> NonAdminRestoreStatus {
-    let mut s = nar_first_sight(old);
-    advance_phase(&mut s.phase, NonAdminPhase::Deleting);
-    set_condition(&mut s.conditions, DELETING, true, DELETION_PENDING, message, now);
+/// Being deleted, with the message of the path taken.
+pub fn deleting<S: TenantStatus>(old: Option<&S>, message: &str, now: Timestamp) -> S {
+    let mut s = first_sight(old);
+    advance_phase(s.phase_mut(), NonAdminPhase::Deleting);
+    set_condition(s.conditions_mut(), DELETING, true, DELETION_PENDING, message, now);
     s
-}
-
-/// The Deleting message while Velero's own finalizer holds the Velero Restore longer than expected.
-pub fn restore_finalizer_stalled_message(namespace: &str, name: &str, finalizers: &[String], since: &str) -> String {
-    format!(
-        "{RESTORE_DELETE_MESSAGE}; Velero Restore {namespace}/{name} is marked for deletion since {since} but \
-         Velero has not removed its finalizer ({}). Is Velero running? The NonAdminRestore is deleted as soon as \
-         the Velero Restore is gone",
-        finalizers.join(", ")
-    )
 }
 
 // ---- Events ----
@@ -375,25 +162,41 @@ fn note(warning: bool, reason: &str, message: impl Into<String>) -> Note {
     }
 }
 
-/// What an event-worthy summary of either status looks like.
-struct Summary<'a> {
-    phase: Option<NonAdminPhase>,
-    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    velero_phase: Option<&'a str>,
-    failure: Option<String>,
-    velero_name: Option<String>,
+/// What an event-worthy summary of a status looks like.
+pub struct Summary<'a> {
+    pub phase: Option<NonAdminPhase>,
+    pub conditions: &'a [Condition],
+    pub velero_phase: Option<&'a str>,
+    pub failure: Option<String>,
+    /// `namespace/name` of the Velero object.
+    pub velero_name: Option<String>,
     /// Velero's counts of the finished run: a "Completed" with warnings can mean skipped data (e.g. pod volumes
     /// that file-system backup could not reach), which the user must hear about.
-    errors: i64,
-    warnings: i64,
+    pub errors: i64,
+    pub warnings: i64,
 }
 
 fn cond<'a>(s: &'a Summary, t: &str) -> Option<(&'a str, &'a str, &'a str)> {
     find(s.conditions, t).map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
+/// Events for a status transition of a tenant object.
+pub fn notes<K: Tenant>(old: Option<&K::Status>, new: &K::Status) -> Vec<Note> {
+    let empty = Summary {
+        phase: None,
+        conditions: &[],
+        velero_phase: None,
+        failure: None,
+        velero_name: None,
+        errors: 0,
+        warnings: 0,
+    };
+    let old = old.map(TenantStatus::summary).unwrap_or(empty);
+    summary_notes(K::WORDS.kind, &old, &new.summary())
+}
+
 /// `kind` is "Backup" or "Restore".
-fn notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
+fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
     let mut out = Vec::new();
     let created = |s: &Summary| s.phase == Some(NonAdminPhase::Created);
     let deleting = |s: &Summary| s.phase == Some(NonAdminPhase::Deleting);
@@ -468,58 +271,16 @@ fn notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
     out
 }
 
-fn nab_summary(s: Option<&NonAdminBackupStatus>) -> Summary<'_> {
-    let vb = s.and_then(|s| s.velero_backup.as_ref());
-    let vs = vb.and_then(|v| v.status.as_ref());
-    Summary {
-        phase: s.and_then(|s| s.phase),
-        conditions: s.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        velero_phase: vs.and_then(|v| v.phase.as_deref()),
-        failure: vs.and_then(|v| {
-            v.failure_reason
-                .clone()
-                .or_else(|| v.validation_errors.as_ref().map(|e| e.join("; ")))
-        }),
-        velero_name: vb.and_then(|v| Some(format!("{}/{}", v.namespace.as_deref()?, v.name.as_deref()?))),
-        errors: vs.and_then(|v| v.errors).unwrap_or(0),
-        warnings: vs.and_then(|v| v.warnings).unwrap_or(0),
-    }
-}
-
-fn nar_summary(s: Option<&NonAdminRestoreStatus>) -> Summary<'_> {
-    let vr = s.and_then(|s| s.velero_restore.as_ref());
-    let vs = vr.and_then(|v| v.status.as_ref());
-    Summary {
-        phase: s.and_then(|s| s.phase),
-        conditions: s.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        velero_phase: vs.and_then(|v| v.phase.as_deref()),
-        failure: vs.and_then(|v| {
-            v.failure_reason.clone().or_else(|| {
-                v.extra
-                    .get("validationErrors")
-                    .and_then(|e| e.as_array())
-                    .map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; "))
-            })
-        }),
-        velero_name: vr.and_then(|v| Some(format!("{}/{}", v.namespace.as_deref()?, v.name.as_deref()?))),
-        errors: vs.and_then(|v| v.errors).unwrap_or(0),
-        warnings: vs.and_then(|v| v.warnings).unwrap_or(0),
-    }
-}
-
-/// Events for a NonAdminBackup status transition.
-pub fn nab_notes(old: Option<&NonAdminBackupStatus>, new: &NonAdminBackupStatus) -> Vec<Note> {
-    notes("Backup", &nab_summary(old), &nab_summary(Some(new)))
-}
-
-/// Events for a NonAdminRestore status transition.
-pub fn nar_notes(old: Option<&NonAdminRestoreStatus>, new: &NonAdminRestoreStatus) -> Vec<Note> {
-    notes("Restore", &nar_summary(old), &nar_summary(Some(new)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{DataMoverDataUploads, NonAdminBackup, NonAdminRestore};
+    use crate::controller::backup::{
+        self, delete_request_message, pod_volume_backups, BackupView, DeleteRequestView, BACKUP_DIRECT_DELETE_MESSAGE,
+    };
+    use crate::controller::counts::PhaseTally;
+    use crate::controller::restore::{restore_finalizer_stalled_message, RestoreView, RESTORE_DELETE_MESSAGE};
+    use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus, RestoreStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use NonAdminPhase::*;
 
@@ -548,26 +309,26 @@ mod tests {
 
     #[test]
     fn an_invalid_spec_backs_off_with_the_reason() {
-        let s = nab_rejected(None, "NonAdminBackup spec.backupSpec.ttl is restricted", t(0));
+        let s = rejected::<NonAdminBackup>(None, "NonAdminBackup spec.backupSpec.ttl is restricted", t(0));
         assert_eq!(s.phase, Some(BackingOff));
         let c = find(&s.conditions, ACCEPTED).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", INVALID_BACKUP_SPEC));
         assert!(c.message.contains("ttl"));
-        let n = nab_notes(None, &s);
+        let n = notes::<NonAdminBackup>(None, &s);
         assert_eq!(reasons(&n), vec![INVALID_BACKUP_SPEC]);
         assert!(n[0].warning);
     }
 
     #[test]
     fn re_rejecting_with_the_same_message_is_not_a_change() {
-        let s = nab_rejected(None, "bad", t(0));
-        assert_eq!(nab_rejected(Some(&s), "bad", t(99)), s);
-        assert!(nab_notes(Some(&s), &s).is_empty());
+        let s = rejected::<NonAdminBackup>(None, "bad", t(0));
+        assert_eq!(rejected::<NonAdminBackup>(Some(&s), "bad", t(99)), s);
+        assert!(notes::<NonAdminBackup>(Some(&s), &s).is_empty());
     }
 
     #[test]
     fn the_happy_path_goes_straight_to_created_in_one_status() {
-        let s = nab_created(None, &view(None, 3), t(0));
+        let s = created::<NonAdminBackup>(None, &view(None, 3), t(0));
         assert_eq!(s.phase, Some(Created));
         let a = find(&s.conditions, ACCEPTED).unwrap();
         assert_eq!(
@@ -584,7 +345,7 @@ mod tests {
         assert_eq!(vb.namespace.as_deref(), Some("openshift-adp"));
         assert_eq!(s.queue_info.as_ref().unwrap().estimated_queue_position, 3);
         assert_eq!(s.data_mover_data_uploads, Some(DataMoverDataUploads::default()));
-        let n = nab_notes(None, &s);
+        let n = notes::<NonAdminBackup>(None, &s);
         assert_eq!(
             reasons(&n),
             vec!["VeleroBackupCreated"],
@@ -594,16 +355,19 @@ mod tests {
 
     #[test]
     fn mirroring_an_unchanged_velero_backup_is_not_a_change() {
-        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
-        assert_eq!(nab_created(Some(&s), &view(Some("InProgress"), 1), t(500)), s);
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
+        assert_eq!(
+            created::<NonAdminBackup>(Some(&s), &view(Some("InProgress"), 1), t(500)),
+            s
+        );
     }
 
     #[test]
     fn velero_progress_is_mirrored_without_touching_condition_times() {
-        let s = nab_created(None, &view(None, 2), t(0));
+        let s = created::<NonAdminBackup>(None, &view(None, 2), t(0));
         let mut done = view(Some("Completed"), 0);
         done.data_uploads = [("Completed".to_string(), 2), ("Failed".to_string(), 1)].into();
-        let s2 = nab_created(Some(&s), &done, t(100));
+        let s2 = created::<NonAdminBackup>(Some(&s), &done, t(100));
         assert_eq!(s2.conditions, s.conditions);
         assert_eq!(
             s2.velero_backup
@@ -619,27 +383,30 @@ mod tests {
         assert_eq!(s2.queue_info.as_ref().unwrap().estimated_queue_position, 0);
         let du = s2.data_mover_data_uploads.as_ref().unwrap();
         assert_eq!((du.total, du.completed, du.failed), (3, 2, 1));
-        assert_eq!(reasons(&nab_notes(Some(&s), &s2)), vec!["BackupCompleted"]);
+        assert_eq!(
+            reasons(&notes::<NonAdminBackup>(Some(&s), &s2)),
+            vec!["BackupCompleted"]
+        );
     }
 
     #[test]
     fn a_failed_velero_backup_is_a_warning_with_the_reason() {
-        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut failed = view(Some("Failed"), 0);
         failed.status.as_mut().unwrap().failure_reason = Some("no credentials".into());
-        let s2 = nab_created(Some(&s), &failed, t(1));
-        let n = nab_notes(Some(&s), &s2);
+        let s2 = created::<NonAdminBackup>(Some(&s), &failed, t(1));
+        let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupFailed"]);
         assert!(n[0].warning && n[0].message.contains("no credentials"));
     }
 
     #[test]
     fn a_completed_backup_with_warnings_is_a_warning_naming_the_count_and_the_log() {
-        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut done = view(Some("Completed"), 0);
         done.status.as_mut().unwrap().warnings = Some(1);
-        let s2 = nab_created(Some(&s), &done, t(1));
-        let n = nab_notes(Some(&s), &s2);
+        let s2 = created::<NonAdminBackup>(Some(&s), &done, t(1));
+        let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupCompletedWithWarnings"]);
         assert!(n[0].warning);
         assert!(
@@ -651,20 +418,20 @@ mod tests {
 
     #[test]
     fn a_partially_failed_backup_names_its_error_and_warning_counts() {
-        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut done = view(Some("PartiallyFailed"), 0);
         let st = done.status.as_mut().unwrap();
         (st.errors, st.warnings) = (Some(2), Some(3));
-        let s2 = nab_created(Some(&s), &done, t(1));
-        let n = nab_notes(Some(&s), &s2);
+        let s2 = created::<NonAdminBackup>(Some(&s), &done, t(1));
+        let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupPartiallyFailed"]);
         assert!(n[0].message.contains("2 error(s) and 3 warning(s)"), "{}", n[0].message);
     }
 
     #[test]
     fn a_fixed_spec_moves_from_backing_off_to_created() {
-        let s = nab_rejected(None, "bad", t(0));
-        let s2 = nab_created(Some(&s), &view(None, 1), t(10));
+        let s = rejected::<NonAdminBackup>(None, "bad", t(0));
+        let s2 = created::<NonAdminBackup>(Some(&s), &view(None, 1), t(10));
         assert_eq!(s2.phase, Some(Created));
         let a = find(&s2.conditions, ACCEPTED).unwrap();
         assert_eq!(a.status, "True");
@@ -673,35 +440,35 @@ mod tests {
 
     #[test]
     fn a_created_backup_never_falls_back_to_backing_off() {
-        let s = nab_created(None, &view(None, 1), t(0));
-        assert_eq!(nab_rejected(Some(&s), "bad", t(1)).phase, Some(Created));
+        let s = created::<NonAdminBackup>(None, &view(None, 1), t(0));
+        assert_eq!(rejected::<NonAdminBackup>(Some(&s), "bad", t(1)).phase, Some(Created));
     }
 
     #[test]
     fn accepting_records_the_nacuuid_before_anything_is_created() {
-        let s = nab_accepted(None, "ns-n-u", "openshift-adp", t(0));
+        let s = accepted::<NonAdminBackup>(None, "ns-n-u", "openshift-adp", t(0));
         assert_eq!(s.phase, Some(New));
         let vb = s.velero_backup.as_ref().unwrap();
         assert_eq!(vb.nacuuid.as_deref(), Some("ns-n-u"));
         assert_eq!(vb.name.as_deref(), Some("ns-n-u"));
-        assert_eq!(reasons(&nab_notes(None, &s)), vec![BACKUP_ACCEPTED]);
+        assert_eq!(reasons(&notes::<NonAdminBackup>(None, &s)), vec![BACKUP_ACCEPTED]);
     }
 
     #[test]
     fn a_valid_backup_that_could_not_be_created_yet_is_new_and_accepted() {
-        let s = nab_validated(None, t(0));
+        let s = validated::<NonAdminBackup>(None, t(0));
         assert_eq!(s.phase, Some(New));
         assert!(super::super::conditions::is_true(&s.conditions, ACCEPTED));
         assert!(s.velero_backup.is_none());
-        let r = nar_validated(None, t(0));
+        let r = validated::<NonAdminRestore>(None, t(0));
         assert_eq!(r.phase, Some(New));
         assert_eq!(find(&r.conditions, ACCEPTED).unwrap().reason, RESTORE_ACCEPTED);
     }
 
     #[test]
     fn a_vanished_velero_backup_is_reported_and_the_phase_stays() {
-        let s = nab_created(None, &view(Some("InProgress"), 1), t(0));
-        let s2 = nab_velero_backup_missing(Some(&s), "openshift-adp", "team-a-nightly-u", t(5));
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
+        let s2 = missing::<NonAdminBackup>(Some(&s), "openshift-adp", "team-a-nightly-u", t(5));
         assert_eq!(s2.phase, Some(Created));
         let q = find(&s2.conditions, QUEUED).unwrap();
         assert_eq!(
@@ -709,16 +476,16 @@ mod tests {
             ("False", VELERO_BACKUP_NOT_FOUND)
         );
         assert!(q.message.contains("openshift-adp/team-a-nightly-u"));
-        let n = nab_notes(Some(&s), &s2);
+        let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec![VELERO_BACKUP_NOT_FOUND]);
         // When it comes back (Velero's sync), Queued is true again.
-        let s3 = nab_created(Some(&s2), &view(Some("Completed"), 0), t(9));
+        let s3 = created::<NonAdminBackup>(Some(&s2), &view(Some("Completed"), 0), t(9));
         assert!(super::super::conditions::is_true(&s3.conditions, QUEUED));
     }
 
     #[test]
     fn deletion_moves_to_deleting_and_mirrors_the_request() {
-        let s = nab_created(None, &view(Some("Completed"), 0), t(0));
+        let s = created::<NonAdminBackup>(None, &view(Some("Completed"), 0), t(0));
         let req = DeleteRequestView {
             nacuuid: "u".into(),
             name: "u".into(),
@@ -728,7 +495,7 @@ mod tests {
                 ..Default::default()
             }),
         };
-        let s2 = nab_deleting(Some(&s), &delete_request_message(Some(&req)), Some(&req), t(1));
+        let s2 = backup::deleting(Some(&s), &delete_request_message(Some(&req)), Some(&req), t(1));
         assert_eq!(s2.phase, Some(Deleting));
         let d = find(&s2.conditions, DELETING).unwrap();
         assert_eq!(
@@ -746,18 +513,21 @@ mod tests {
                 .as_deref(),
             Some("InProgress")
         );
-        assert_eq!(reasons(&nab_notes(Some(&s), &s2)), vec!["BackupDeleting"]);
+        assert_eq!(reasons(&notes::<NonAdminBackup>(Some(&s), &s2)), vec!["BackupDeleting"]);
         // Velero's errors land in the message, as a warning.
         let mut failed = req.clone();
         failed.status.as_mut().unwrap().errors = Some(vec!["bucket gone".into()]);
-        let s3 = nab_deleting(Some(&s2), &delete_request_message(Some(&failed)), Some(&failed), t(2));
+        let s3 = backup::deleting(Some(&s2), &delete_request_message(Some(&failed)), Some(&failed), t(2));
         assert!(find(&s3.conditions, DELETING).unwrap().message.contains("bucket gone"));
-        assert_eq!(reasons(&nab_notes(Some(&s2), &s3)), vec!["DeletionDelayed"]);
+        assert_eq!(
+            reasons(&notes::<NonAdminBackup>(Some(&s2), &s3)),
+            vec!["DeletionDelayed"]
+        );
     }
 
     #[test]
     fn direct_deletion_explains_how_to_delete_the_data() {
-        let s = nab_deleting(None, BACKUP_DIRECT_DELETE_MESSAGE, None, t(0));
+        let s = backup::deleting(None, BACKUP_DIRECT_DELETE_MESSAGE, None, t(0));
         assert!(find(&s.conditions, DELETING)
             .unwrap()
             .message
@@ -767,10 +537,10 @@ mod tests {
 
     #[test]
     fn first_sight_is_new_and_only_once() {
-        let s = nab_first_sight(None);
+        let s: crate::api::NonAdminBackupStatus = first_sight(None);
         assert_eq!(s.phase, Some(New));
-        let c = nab_created(None, &view(None, 1), t(0));
-        assert_eq!(nab_first_sight(Some(&c)), c);
+        let c = created::<NonAdminBackup>(None, &view(None, 1), t(0));
+        assert_eq!(first_sight(Some(&c)), c);
     }
 
     #[test]
@@ -795,23 +565,29 @@ mod tests {
 
     #[test]
     fn restores_follow_the_same_model() {
-        let r = nar_rejected(None, "NonAdminRestore spec.restoreSpec.backupName is invalid", t(0));
+        let r = rejected::<NonAdminRestore>(None, "NonAdminRestore spec.restoreSpec.backupName is invalid", t(0));
         assert_eq!(r.phase, Some(BackingOff));
         assert_eq!(find(&r.conditions, ACCEPTED).unwrap().reason, INVALID_RESTORE_SPEC);
 
-        let c = nar_created(None, &rview(None), t(0));
+        let c = created::<NonAdminRestore>(None, &rview(None), t(0));
         assert_eq!(c.phase, Some(Created));
         assert_eq!(find(&c.conditions, QUEUED).unwrap().reason, RESTORE_SCHEDULED);
         assert_eq!(find(&c.conditions, ACCEPTED).unwrap().reason, RESTORE_ACCEPTED);
-        assert_eq!(reasons(&nar_notes(None, &c)), vec!["VeleroRestoreCreated"]);
+        assert_eq!(
+            reasons(&notes::<NonAdminRestore>(None, &c)),
+            vec!["VeleroRestoreCreated"]
+        );
 
-        let done = nar_created(Some(&c), &rview(Some("Completed")), t(3));
-        assert_eq!(reasons(&nar_notes(Some(&c), &done)), vec!["RestoreCompleted"]);
+        let done = created::<NonAdminRestore>(Some(&c), &rview(Some("Completed")), t(3));
+        assert_eq!(
+            reasons(&notes::<NonAdminRestore>(Some(&c), &done)),
+            vec!["RestoreCompleted"]
+        );
 
-        let gone = nar_velero_restore_missing(Some(&done), "openshift-adp", "r", t(4));
+        let gone = missing::<NonAdminRestore>(Some(&done), "openshift-adp", "r", t(4));
         assert_eq!(find(&gone.conditions, QUEUED).unwrap().reason, VELERO_RESTORE_NOT_FOUND);
 
-        let del = nar_deleting(Some(&done), RESTORE_DELETE_MESSAGE, t(5));
+        let del = deleting(Some(&done), RESTORE_DELETE_MESSAGE, t(5));
         assert_eq!(del.phase, Some(Deleting));
         let stalled = restore_finalizer_stalled_message(
             "openshift-adp",
@@ -819,11 +595,14 @@ mod tests {
             &["restores.velero.io/external-resources-finalizer".into()],
             "2024-01-01T00:00:00Z",
         );
-        let del2 = nar_deleting(Some(&del), &stalled, t(600));
+        let del2 = deleting(Some(&del), &stalled, t(600));
         assert!(find(&del2.conditions, DELETING)
             .unwrap()
             .message
             .contains("Is Velero running?"));
-        assert_eq!(reasons(&nar_notes(Some(&del), &del2)), vec!["DeletionDelayed"]);
+        assert_eq!(
+            reasons(&notes::<NonAdminRestore>(Some(&del), &del2)),
+            vec!["DeletionDelayed"]
+        );
     }
 }

@@ -161,7 +161,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
             }
             Some(ns) = namespaces.next() => {
                 let names: Vec<String> = ctx
-                    .backups
+                    .nab.velero
                     .state()
                     .iter()
                     .filter(|b| NAB.origin_of(&b.metadata).is_some_and(|(origin_ns, _)| origin_ns == ns))
@@ -172,8 +172,8 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                 }
             }
             () = wait => {
-                if ctx.ready(&ctx.backups_synced, "Velero Backups").await.is_ok() {
-                    let names: Vec<String> = ctx.backups.state().iter().map(|b| b.name_any()).collect();
+                if ctx.ready(&ctx.nab.synced, "Velero Backups").await.is_ok() {
+                    let names: Vec<String> = ctx.nab.velero.state().iter().map(|b| b.name_any()).collect();
                     tracing::debug!(backups = names.len(), "backup sync: periodic resync");
                     for name in names {
                         sync_or_retry(&ctx, name, &mut retries).await;
@@ -209,7 +209,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     let Some(policy) = ctx.policy.current() else {
         return Outcome::Done;
     };
-    let Some(b) = ctx.backups.get(&ctx.velero_ref(name)) else {
+    let Some(b) = ctx.nab.velero.get(&ctx.velero_ref(name)) else {
         return Outcome::Done;
     };
     let Some(origin) = sync_origin(&b, &policy.backup_sync) else {
@@ -217,7 +217,11 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     };
     // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do, unless it
     // is on its way out.
-    if let Some(existing) = ctx.nabs.get(&ObjectRef::new(&origin.name).within(&origin.namespace)) {
+    if let Some(existing) = ctx
+        .nab
+        .objects
+        .get(&ObjectRef::new(&origin.name).within(&origin.namespace))
+    {
         return if existing.metadata.deletion_timestamp.is_some() {
             Outcome::Retry
         } else {

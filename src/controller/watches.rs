@@ -1,18 +1,18 @@
-//! Watch streams feeding the stores and indexes, and the triggers that map Velero objects back to the
-//! NonAdminBackups/NonAdminRestores they belong to. Watches resume from their resourceVersion and relist when it
-//! expired (kube's watcher), back off per stream on errors, and never pass errors on to the controllers (a missing
-//! optional Velero CRD must not pause the others).
+//! Watch streams feeding the stores and indexes (one [`WatchIndex`] protocol for all of them), and the triggers
+//! that map Velero objects back to the tenant objects they belong to. Watches resume from their resourceVersion
+//! and relist when it expired (kube's watcher), back off per stream on errors, and never pass errors on to the
+//! controllers (a missing optional Velero CRD must not pause the others).
 
+use super::context::KindState;
 use super::counts::PhaseCounts;
-use super::queue::{Observed, QueueIndex};
-use crate::api::{NonAdminBackup, NonAdminRestore};
+use super::queue::QueueIndex;
+use super::tenant::{Tenant, VeleroObject};
+use crate::api::NonAdminBackup;
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
-use crate::naming::{NAB, NAR};
-use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore};
-use futures::channel::mpsc::UnboundedSender;
+use crate::velero::{DataUpload, PodVolumeBackup};
 use futures::{Future, Stream, StreamExt, TryStreamExt};
-use kube::runtime::reflector::{store::Writer, ObjectRef, Store};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
@@ -116,30 +116,6 @@ impl<T: Eq + std::hash::Hash + Clone + Unpin> Stream for Coalesce<T> {
     }
 }
 
-/// What the queue index needs of a Velero Backup.
-pub fn observe_backup(b: &Backup) -> Observed {
-    let status = b.status.as_ref();
-    Observed::new(
-        b.name_any(),
-        b.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        status.and_then(|s| s.phase.as_deref()),
-        status.and_then(|s| s.queue_position),
-        backup_phase_unfinished,
-    )
-}
-
-/// What the queue index needs of a Velero Restore.
-pub fn observe_restore(r: &Restore) -> Observed {
-    let status = r.status.as_ref();
-    Observed::new(
-        r.name_any(),
-        r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        status.and_then(|s| s.phase.as_deref()),
-        status.and_then(|s| s.queue_position),
-        restore_phase_unfinished,
-    )
-}
-
 /// Drops (after logging) the errors of a watch stream that already backs off on its own.
 fn log_errors<S, K>(stream: S, what: &'static str) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
@@ -177,48 +153,103 @@ fn set_gauge(metrics: &Metrics, kind: &str, n: usize) {
         .set(n as i64);
 }
 
-/// Feeds a queue index from watch events; returns the names whose position changed.
-fn index_event<K: ResourceExt>(index: &Mutex<QueueIndex>, ev: &Event<K>, observe: fn(&K) -> Observed) -> Vec<String> {
-    let mut q = index.lock().expect("queue lock");
-    match ev {
-        Event::Apply(o) => q.upsert(observe(o)),
-        Event::Delete(o) => q.remove(&o.name_any()),
-        Event::Init => {
-            q.start_relist();
-            Vec::new()
+/// The protocol of every watch-fed index (queue positions, per-backup counts, and the indexes of kinds to come):
+/// objects come and go one event at a time, and a relist (watch restart) is buffered and swapped in whole at its
+/// end. Each step returns the keys whose indexed value changed, so exactly their tenant objects are triggered.
+pub trait WatchIndex<K> {
+    fn upsert_object(&mut self, o: &K) -> Vec<String>;
+    fn remove_object(&mut self, o: &K) -> Vec<String>;
+    fn relist_start(&mut self);
+    fn relist_object(&mut self, o: &K);
+    fn relist_done(&mut self) -> Vec<String>;
+
+    /// Applies one watch event.
+    fn apply(&mut self, ev: &Event<K>) -> Vec<String> {
+        match ev {
+            Event::Apply(o) => self.upsert_object(o),
+            Event::Delete(o) => self.remove_object(o),
+            Event::Init => {
+                self.relist_start();
+                Vec::new()
+            }
+            Event::InitApply(o) => {
+                self.relist_object(o);
+                Vec::new()
+            }
+            Event::InitDone => self.relist_done(),
         }
-        Event::InitApply(o) => {
-            q.relist_item(observe(o));
-            Vec::new()
-        }
-        Event::InitDone => q.finish_relist(),
     }
 }
 
-/// The NonAdminBackup stream for the controller (all namespaces), reflected into `writer`.
-pub fn nab_stream(
-    api: Api<NonAdminBackup>,
-    writer: Writer<NonAdminBackup>,
-) -> impl Stream<Item = Result<NonAdminBackup, watcher::Error>> + Send {
-    let s = watcher(api)
-        .default_backoff()
-        .modify(|o: &mut NonAdminBackup| o.metadata.managed_fields = None)
-        .reflect(writer)
-        .applied_objects();
-    log_errors(s, "nonadminbackups")
+/// Velero's queue, keyed by Velero object name.
+impl<V: VeleroObject> WatchIndex<V> for QueueIndex {
+    fn upsert_object(&mut self, o: &V) -> Vec<String> {
+        self.upsert(o.observe())
+    }
+    fn remove_object(&mut self, o: &V) -> Vec<String> {
+        self.remove(&o.name_any())
+    }
+    fn relist_start(&mut self) {
+        self.start_relist()
+    }
+    fn relist_object(&mut self, o: &V) {
+        self.relist_item(o.observe())
+    }
+    fn relist_done(&mut self) -> Vec<String> {
+        self.finish_relist()
+    }
 }
 
-/// The NonAdminRestore stream for the controller (all namespaces), reflected into `writer`.
-pub fn nar_stream(
-    api: Api<NonAdminRestore>,
-    writer: Writer<NonAdminRestore>,
-) -> impl Stream<Item = Result<NonAdminRestore, watcher::Error>> + Send {
+/// A per-volume object of a backup (labelled `velero.io/backup-name`) counted by phase.
+pub trait VolumeProgress: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {
+    fn phase(&self) -> Option<String>;
+    fn backup(&self) -> String {
+        self.labels().get(VELERO_BACKUP_NAME_LABEL).cloned().unwrap_or_default()
+    }
+}
+
+impl VolumeProgress for DataUpload {
+    fn phase(&self) -> Option<String> {
+        self.status.as_ref().and_then(|s| s.phase.clone())
+    }
+}
+
+impl VolumeProgress for PodVolumeBackup {
+    fn phase(&self) -> Option<String> {
+        self.status.as_ref().and_then(|s| s.phase.clone())
+    }
+}
+
+/// Per-volume counts, keyed by the owning Velero Backup's name.
+impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
+    fn upsert_object(&mut self, o: &V) -> Vec<String> {
+        self.upsert(&o.name_any(), &o.backup(), o.phase().as_deref())
+    }
+    fn remove_object(&mut self, o: &V) -> Vec<String> {
+        self.remove(&o.name_any())
+    }
+    fn relist_start(&mut self) {
+        self.start_relist()
+    }
+    fn relist_object(&mut self, o: &V) {
+        self.relist_item(&o.name_any(), &o.backup(), o.phase().as_deref())
+    }
+    fn relist_done(&mut self) -> Vec<String> {
+        self.finish_relist()
+    }
+}
+
+/// A tenant kind's objects for its controller (all namespaces), reflected into `writer`.
+pub fn tenant_stream<K: Tenant>(
+    api: Api<K>,
+    writer: Writer<K>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
     let s = watcher(api)
         .default_backoff()
-        .modify(|o: &mut NonAdminRestore| o.metadata.managed_fields = None)
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
         .applied_objects();
-    log_errors(s, "nonadminrestores")
+    log_errors(s, K::CONTROLLER)
 }
 
 fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
@@ -228,103 +259,44 @@ where
     kube::runtime::watcher(api, watcher::Config::default())
 }
 
-/// Velero Backups of the Velero namespace. All of them feed the queue index (admins' backups wait in the same
-/// Velero queue, as OADP's controller counts them); only nac's (with the nacuuid label) are kept in the store and
-/// trigger reconciles. Queue moves trigger the NonAdminBackups whose position changed through `triggers`.
-pub fn backup_stream(
-    api: Api<Backup>,
-    mut writer: Writer<Backup>,
-    index: Arc<Mutex<QueueIndex>>,
-    triggers: UnboundedSender<ObjectRef<NonAdminBackup>>,
-    synced: Synced,
+/// The Velero objects of a tenant kind (Backups, Restores) in the Velero namespace. All of them feed the queue
+/// index (admins' objects wait in the same Velero queue, as OADP's controller counts them); only nac's (with the
+/// kind's nacuuid label) are kept in the store and trigger reconciles. Queue moves trigger the tenant objects whose
+/// position changed.
+pub fn velero_stream<K: Tenant>(
+    api: Api<K::Velero>,
+    state: &KindState<K>,
+    mut writer: Writer<K::Velero>,
     metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<Backup, watcher::Error>> + Send {
+) -> impl Stream<Item = Result<K::Velero, watcher::Error>> + Send
+where
+    QueueIndex: WatchIndex<K::Velero>,
+{
     let store = writer.as_reader();
-    let namespace = api_namespace(&api);
+    let index = state.queue.clone();
+    let synced = state.synced.clone();
+    let trigger = state.trigger.clone();
     let s = watcher(api)
         .default_backoff()
-        .modify(|b: &mut Backup| {
-            b.metadata.managed_fields = None;
-            if !NAB.is_tagged(&b.metadata) {
-                // Only the queue fields of other backups are needed.
-                b.spec = Default::default();
-                if let Some(s) = b.status.as_mut() {
-                    *s = crate::velero::BackupStatus {
-                        phase: s.phase.take(),
-                        queue_position: s.queue_position,
-                        ..Default::default()
-                    };
-                }
+        .modify(|v: &mut K::Velero| {
+            v.meta_mut().managed_fields = None;
+            if !K::ORIGIN.is_tagged(v.meta()) {
+                v.keep_queue_fields_only();
             }
         })
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
-            let changed = index_event(&index, &ev, observe_backup);
-            apply_filtered(&mut writer, &ev, |b: &Backup| NAB.is_tagged(&b.metadata));
+            let changed = index.lock().expect("queue lock").apply(&ev);
+            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::ORIGIN.is_tagged(v.meta()));
             if matches!(ev, Event::InitDone) {
                 synced.mark();
             }
-            for name in changed {
-                let r = store
-                    .get(&ObjectRef::new(&name).within(&namespace))
-                    .and_then(|b| NAB.owner(&b.metadata));
-                if let Some(r) = r {
-                    let _ = triggers.unbounded_send(r);
-                }
-            }
-            set_gauge(&metrics, "Backup", store.len());
+            trigger.send(changed);
+            set_gauge(&metrics, <K::Velero as VeleroObject>::KIND, store.len());
             ev
         })
         .touched_objects();
-    log_errors(s, "velero backups")
-}
-
-/// Velero Restores of the Velero namespace, as [`backup_stream`].
-pub fn restore_stream(
-    api: Api<Restore>,
-    mut writer: Writer<Restore>,
-    index: Arc<Mutex<QueueIndex>>,
-    triggers: UnboundedSender<ObjectRef<NonAdminRestore>>,
-    synced: Synced,
-    metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<Restore, watcher::Error>> + Send {
-    let store = writer.as_reader();
-    let namespace = api_namespace(&api);
-    let s = watcher(api)
-        .default_backoff()
-        .modify(|r: &mut Restore| {
-            r.metadata.managed_fields = None;
-            if !NAR.is_tagged(&r.metadata) {
-                r.spec = Default::default();
-                if let Some(s) = r.status.as_mut() {
-                    *s = crate::velero::RestoreStatus {
-                        phase: s.phase.take(),
-                        queue_position: s.queue_position,
-                        ..Default::default()
-                    };
-                }
-            }
-        })
-        .map_ok(move |ev| {
-            // The index first: once the store reports ready, positions must be complete too.
-            let changed = index_event(&index, &ev, observe_restore);
-            apply_filtered(&mut writer, &ev, |r: &Restore| NAR.is_tagged(&r.metadata));
-            if matches!(ev, Event::InitDone) {
-                synced.mark();
-            }
-            for name in changed {
-                let r = store
-                    .get(&ObjectRef::new(&name).within(&namespace))
-                    .and_then(|o| NAR.owner(&o.metadata));
-                if let Some(r) = r {
-                    let _ = triggers.unbounded_send(r);
-                }
-            }
-            set_gauge(&metrics, "Restore", store.len());
-            ev
-        })
-        .touched_objects();
-    log_errors(s, "velero restores")
+    log_errors(s, <K::Velero as VeleroObject>::KIND)
 }
 
 /// nac's DeleteBackupRequests (label-selected), reflected into `writer`.
@@ -352,23 +324,17 @@ pub fn delete_request_stream(
     log_errors(s, "velero deletebackuprequests")
 }
 
-/// Per-volume objects of backups (DataUploads, PodVolumeBackups; labelled `velero.io/backup-name`): counted by
-/// backup and phase; a change of a count triggers the NonAdminBackup of that backup. Only feeds `counts`, so the
-/// stream yields nothing. `synced` is marked after the first list, or when the kind does not exist (no such
-/// objects to count).
-pub fn volume_count_stream<K>(
-    api: Api<K>,
+/// Per-volume objects of backups (DataUploads, PodVolumeBackups): counted by backup and phase; a change of a count
+/// triggers the NonAdminBackup of that backup. Only feeds `counts`, so the stream yields nothing. `synced` is
+/// marked after the first list, or when the kind does not exist (no such objects to count).
+pub fn volume_count_stream<V: VolumeProgress>(
+    api: Api<V>,
     counts: Arc<Mutex<PhaseCounts>>,
     synced: Synced,
-    backups: Store<Backup>,
-    triggers: UnboundedSender<ObjectRef<NonAdminBackup>>,
-    phase: fn(&K) -> Option<String>,
+    backups: &KindState<NonAdminBackup>,
     what: &'static str,
-) -> impl Stream<Item = ()> + Send
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let namespace = api_namespace(&api);
+) -> impl Stream<Item = ()> + Send {
+    let trigger = backups.trigger.clone();
     let s = kube::runtime::watcher(api, watcher::Config::default().labels(VELERO_BACKUP_NAME_LABEL))
         .default_backoff()
         .inspect_err({
@@ -382,40 +348,13 @@ where
             }
         })
         .map_ok(move |ev| {
-            let owner = |o: &K| o.labels().get(VELERO_BACKUP_NAME_LABEL).cloned().unwrap_or_default();
-            let changed = {
-                let mut c = counts.lock().expect("counts lock");
-                match &ev {
-                    Event::Apply(o) => c.upsert(&o.name_any(), &owner(o), phase(o).as_deref()),
-                    Event::Delete(o) => c.remove(&o.name_any()),
-                    Event::Init => {
-                        c.start_relist();
-                        Vec::new()
-                    }
-                    Event::InitApply(o) => {
-                        c.relist_item(&o.name_any(), &owner(o), phase(o).as_deref());
-                        Vec::new()
-                    }
-                    Event::InitDone => {
-                        synced.mark();
-                        c.finish_relist()
-                    }
-                }
-            };
-            for backup in changed {
-                let r = backups
-                    .get(&ObjectRef::new(&backup).within(&namespace))
-                    .and_then(|b| NAB.owner(&b.metadata));
-                if let Some(r) = r {
-                    let _ = triggers.unbounded_send(r);
-                }
+            let changed = counts.lock().expect("counts lock").apply(&ev);
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
             }
+            trigger.send(changed);
         });
     log_errors(s, what).map(|_| ())
-}
-
-fn api_namespace<K: Resource>(api: &Api<K>) -> String {
-    api.namespace().unwrap_or_default().to_string()
 }
 
 #[cfg(test)]
@@ -467,17 +406,17 @@ mod tests {
 
     #[test]
     fn a_velero_backup_is_observed_with_its_queue_fields() {
-        let mut b = Backup::new("x", Default::default());
+        let mut b = crate::velero::Backup::new("x", Default::default());
         b.status = Some(crate::velero::BackupStatus {
             phase: Some("Queued".into()),
             queue_position: Some(4),
             ..Default::default()
         });
-        let o = observe_backup(&b);
+        let o = b.observe();
         assert_eq!(o.name, "x");
         assert!(o.unfinished);
         assert_eq!(o.velero_position, Some(4));
         b.status.as_mut().unwrap().phase = Some("Completed".into());
-        assert!(!observe_backup(&b).unfinished);
+        assert!(!b.observe().unfinished);
     }
 }

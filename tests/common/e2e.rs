@@ -7,6 +7,7 @@
 //! ConfigMap, its editor ClusterRole for users, and nac running with a token of the chart's ServiceAccount, so
 //! the chart's least-privilege RBAC is all nac has. See [`chart`].
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
@@ -161,8 +162,8 @@ impl NacProcess {
         NacProcess::spawn_on(cluster, opts, webhook)
     }
 
-    /// Like [`NacProcess::spawn`], with the webhook listener on `webhook` (chart mode fixes the webhook URL
-    /// in the chart's values before nac starts). In chart mode nac runs as the chart's ServiceAccount.
+    /// Like [`NacProcess::spawn`], with the webhook listener on `webhook` (an installation may fix the webhook
+    /// URL before nac starts), and the credentials and settings the installation gives nac.
     pub fn spawn_on(cluster: &Cluster, opts: NacOptions, webhook: SocketAddr) -> NacProcess {
         let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let log = std::env::temp_dir().join(format!("nac-e2e-{}-{}.log", std::process::id(), webhook.port()));
@@ -184,15 +185,9 @@ impl NacProcess {
             .stdin(Stdio::piped())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
-        let mut kubeconfig = None;
-        if chart::enabled() {
-            // Like a pod of the chart's Deployment: the ServiceAccount's credentials, the chart's settings.
-            let path = log.with_extension("kubeconfig");
-            chart::write_service_account_kubeconfig(cluster, &path);
-            cmd.env("KUBECONFIG", &path)
-                .env("NAC_WEBHOOK__PRIVILEGED_USERS", chart::service_account_user())
-                .env("NAC_POLICY__CONFIGMAP", POLICY_CONFIGMAP);
-            kubeconfig = Some(path);
+        let (env, kubeconfig) = install().nac_env(cluster, &log);
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         for (k, v) in &opts.extra_env {
             cmd.env(k, v);
@@ -320,18 +315,10 @@ pub async fn apply_yaml(client: &Client, yaml: &str) {
     }
 }
 
-/// The design's editor ClusterRole, bound in `ns` to `user`: the only rights the user has. In chart mode the
-/// ClusterRole is the chart's (Helm owns it: it is bound, not written).
+/// The design's editor ClusterRole, bound in `ns` to `user`: the only rights the user has.
 pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
-    if !chart::enabled() {
-        create_editor_role(admin).await;
-    }
+    install().editor_role(admin).await;
     bind_editor(admin, ns, user).await;
-}
-
-/// The user roles as `make run` installs them (hack/demo-rbac.yaml, which tests/chart.rs holds the chart's to).
-async fn create_editor_role(admin: &Client) {
-    apply_yaml(admin, include_str!("../../hack/demo-rbac.yaml")).await;
 }
 
 async fn bind_editor(admin: &Client, ns: &str, user: &str) {
@@ -351,47 +338,138 @@ async fn bind_editor(admin: &Client, ns: &str, user: &str) {
         .unwrap();
 }
 
-/// Writes the policy ConfigMap (bypassing nothing: the policy webhook checks it when registered). In chart mode
-/// it edits the chart's ConfigMap, as an admin's `kubectl edit` would (name and labels stay the chart's).
+/// Writes the policy as an admin would (bypassing nothing: the policy webhook checks it when registered).
 pub async fn set_policy(admin: &Client, policy_yaml: &str) -> Result<(), kube::Error> {
-    if chart::enabled() {
-        return chart::edit_policy(admin, policy_yaml).await;
-    }
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {
-            "name": "nac-policy",
-            "namespace": NAC_NAMESPACE,
-            "labels": {"nac.oadp.openshift.io/policy": "true"}
-        },
-        "data": {"policy.yaml": policy_yaml}
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(admin.clone(), NAC_NAMESPACE)
-        .patch("nac-policy", &PatchParams::apply("nac-e2e").force(), &Patch::Apply(&cm))
-        .await
-        .map(|_| ())
+    install().set_policy(admin, policy_yaml).await
 }
 
-/// Registers `nac` as the cluster's webhooks (by URL, with the generated CA bundle). In chart mode: `helm
-/// upgrade` with `webhook.url` at `nac` (which re-creates deleted webhook configurations), keeping the policy
-/// now in the ConfigMap.
+/// Registers `nac` as the cluster's webhooks; re-creates deleted webhook configurations.
 pub async fn register_webhooks(cluster: &Cluster, admin: &Client, nac: &NacProcess) {
+    install().register_webhooks(cluster, admin, nac).await
+}
+
+/// How nac gets into the test cluster, chosen once per test binary by [`chart::MODE_ENV`]: the harness installs
+/// it itself ([`Direct`]) or the Helm chart does ([`chart::Chart`]). Helpers call [`install()`] and never ask which.
+pub trait Install: Sync {
+    /// Before nac starts with its webhook listener on `webhook`: the policy and whatever nac needs to run.
+    fn before_nac<'a>(
+        &'a self,
+        cluster: &'a Cluster,
+        admin: &'a Client,
+        webhook: SocketAddr,
+        policy: &'a str,
+    ) -> BoxFuture<'a, ()>;
+    /// Once nac is ready: what the installation does then (the webhooks, when they are registered after nac).
+    fn after_nac<'a>(&'a self, cluster: &'a Cluster, admin: &'a Client, nac: &'a NacProcess) -> BoxFuture<'a, ()>;
+    /// The environment the installation gives the nac process (credentials, settings), and a file of it to remove
+    /// when nac stops.
+    fn nac_env(&self, cluster: &Cluster, log: &Path) -> (Vec<(String, String)>, Option<PathBuf>);
+    /// Registers nac's webhooks (again: deleted webhook configurations come back).
+    fn register_webhooks<'a>(
+        &'a self,
+        cluster: &'a Cluster,
+        admin: &'a Client,
+        nac: &'a NacProcess,
+    ) -> BoxFuture<'a, ()>;
+    /// Makes sure the user roles exist (the editor ClusterRole users are bound to).
+    fn editor_role<'a>(&'a self, admin: &'a Client) -> BoxFuture<'a, ()>;
+    /// Writes the policy document as an admin would.
+    fn set_policy<'a>(&'a self, admin: &'a Client, policy: &'a str) -> BoxFuture<'a, Result<(), kube::Error>>;
+}
+
+/// The installation in use.
+pub fn install() -> &'static dyn Install {
     if chart::enabled() {
-        let policy = chart::current_policy(admin).await;
-        chart::upgrade(cluster, nac.webhook, &policy).await;
-        return;
+        &chart::Chart
+    } else {
+        &Direct
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_nac"))
-        .args(["webhook-config", "--url"])
-        .arg(format!("https://{}", nac.webhook))
-        .arg("--ca-file")
-        .arg(cluster.get("WEBHOOK_CA_CERT"))
-        .args(["--namespace", NAC_NAMESPACE, "--timeout-seconds", "5"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    apply_yaml(admin, &yaml).await;
+}
+
+/// The harness installs nac itself: the policy ConfigMap it writes, `nac webhook-config` for the webhooks (by
+/// URL), hack/demo-rbac.yaml for the user roles (as `make run` does); nac runs with the admin kubeconfig.
+pub struct Direct;
+
+impl Install for Direct {
+    fn before_nac<'a>(
+        &'a self,
+        _: &'a Cluster,
+        admin: &'a Client,
+        _: SocketAddr,
+        policy: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // A webhook configuration deleted a moment ago may still be in the API server's cache, calling a nac
+            // that is gone: the write is refused until the cache catches up.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                match self.set_policy(admin, policy).await {
+                    Ok(()) => return,
+                    Err(kube::Error::Api(e))
+                        if e.message.contains("failed calling webhook") && Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                    Err(e) => panic!("writing the policy ConfigMap: {e}"),
+                }
+            }
+        })
+    }
+
+    fn after_nac<'a>(&'a self, cluster: &'a Cluster, admin: &'a Client, nac: &'a NacProcess) -> BoxFuture<'a, ()> {
+        self.register_webhooks(cluster, admin, nac)
+    }
+
+    fn nac_env(&self, _: &Cluster, _: &Path) -> (Vec<(String, String)>, Option<PathBuf>) {
+        (Vec::new(), None)
+    }
+
+    fn register_webhooks<'a>(
+        &'a self,
+        cluster: &'a Cluster,
+        admin: &'a Client,
+        nac: &'a NacProcess,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let out = Command::new(env!("CARGO_BIN_EXE_nac"))
+                .args(["webhook-config", "--url"])
+                .arg(format!("https://{}", nac.webhook))
+                .arg("--ca-file")
+                .arg(cluster.get("WEBHOOK_CA_CERT"))
+                .args(["--namespace", NAC_NAMESPACE, "--timeout-seconds", "5"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let yaml = String::from_utf8(out.stdout).unwrap();
+            apply_yaml(admin, &yaml).await;
+        })
+    }
+
+    fn editor_role<'a>(&'a self, admin: &'a Client) -> BoxFuture<'a, ()> {
+        Box::pin(apply_yaml(admin, include_str!("../../hack/demo-rbac.yaml")))
+    }
+
+    fn set_policy<'a>(&'a self, admin: &'a Client, policy: &'a str) -> BoxFuture<'a, Result<(), kube::Error>> {
+        Box::pin(async move {
+            let cm: ConfigMap = serde_json::from_value(json!({
+                "metadata": {
+                    "name": POLICY_CONFIGMAP,
+                    "namespace": NAC_NAMESPACE,
+                    "labels": {"nac.oadp.openshift.io/policy": "true"}
+                },
+                "data": {"policy.yaml": policy}
+            }))
+            .unwrap();
+            Api::<ConfigMap>::namespaced(admin.clone(), NAC_NAMESPACE)
+                .patch(
+                    POLICY_CONFIGMAP,
+                    &PatchParams::apply("nac-e2e").force(),
+                    &Patch::Apply(&cm),
+                )
+                .await
+                .map(|_| ())
+        })
+    }
 }
 
 /// Deletes the webhook configurations. The chart's have the same names (`<fullname>-mutating`/`-validating`,
@@ -424,7 +502,66 @@ pub async fn assert_no_delete_requests(admin: &Client, sel: &str) {
     assert!(left.is_empty(), "DeleteBackupRequests left for {sel}: {}", left.len());
 }
 
-/// Polls `f` until it returns Some or `timeout` passes.
+/// Waits until `check` accepts object `name` as a watch of it shows it (`None`: it does not exist), and returns
+/// what `check` made of it. Watch-driven: the API server reports each change, nothing is polled. Panics after
+/// `timeout`, naming `what` and the last state seen.
+pub async fn wait_for<K, T>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(Option<&K>) -> Option<T>,
+) -> T
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    use kube::runtime::WatchStreamExt;
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher::watcher(api.clone(), config).default_backoff());
+    let deadline = tokio::time::Instant::now() + timeout;
+    // The state is only judged outside a (re)list: mid-list, "not seen yet" does not mean "gone".
+    let (mut current, mut listing, mut in_list): (Option<K>, Option<K>, bool) = (None, None, true);
+    loop {
+        let ev = match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(Some(Ok(ev))) => ev,
+            Ok(Some(Err(_))) => continue,
+            Ok(None) => unreachable!("a watcher stream does not end"),
+            Err(_) => {
+                let last = format!("{current:?}");
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; last seen: {}",
+                    &last[..last.len().min(3000)]
+                )
+            }
+        };
+        match ev {
+            Event::Init => (listing, in_list) = (None, true),
+            Event::InitApply(o) => listing = Some(o),
+            Event::InitDone => (current, in_list) = (listing.take(), false),
+            Event::Apply(o) => current = Some(o),
+            Event::Delete(_) => current = None,
+        }
+        if in_list {
+            continue;
+        }
+        if let Some(v) = check(current.as_ref()) {
+            return v;
+        }
+    }
+}
+
+/// Waits (watch-driven) until object `name` is gone.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    wait_for(api, name, timeout, what, |o| o.is_none().then_some(())).await
+}
+
+/// Polls `f` until it returns Some or `timeout` passes: for what no single-object watch shows (lists by label,
+/// metrics, files in the bucket).
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -478,20 +615,12 @@ impl Env {
         ensure_namespace(&admin, NAC_NAMESPACE).await;
         // Register nothing stale from an earlier run before the policy is written.
         delete_webhooks(&admin).await;
-        if chart::enabled() {
-            // The chart installs webhooks (by URL, so nac's address is fixed first), RBAC and the policy
-            // ConfigMap; then nac starts as the chart's ServiceAccount.
-            chart::prepare(&cluster, &admin).await;
-            let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-            chart::upgrade(&cluster, webhook, policy).await;
-            let nac = NacProcess::spawn_on(&cluster, opts, webhook);
-            nac.wait_ready().await;
-            return Env { cluster, admin, nac };
-        }
-        set_policy(&admin, policy).await.unwrap();
-        let nac = NacProcess::spawn(&cluster, opts);
+        // The webhook address is fixed first: an installation may register it before nac starts.
+        let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        install().before_nac(&cluster, &admin, webhook, policy).await;
+        let nac = NacProcess::spawn_on(&cluster, opts, webhook);
         nac.wait_ready().await;
-        register_webhooks(&cluster, &admin, &nac).await;
+        install().after_nac(&cluster, &admin, &nac).await;
         Env { cluster, admin, nac }
     }
 
@@ -706,6 +835,64 @@ pub mod chart {
             "chart mode: helm upgrade --install {RELEASE} (webhook.url https://{webhook}) took {:?}",
             started.elapsed()
         );
+    }
+
+    /// The Helm chart installs nac: webhooks by URL at the local nac, RBAC, the policy ConfigMap; nac runs with a
+    /// token of the chart's ServiceAccount and the chart's settings.
+    pub struct Chart;
+
+    impl Install for Chart {
+        fn before_nac<'a>(
+            &'a self,
+            cluster: &'a Cluster,
+            admin: &'a Client,
+            webhook: SocketAddr,
+            policy: &'a str,
+        ) -> BoxFuture<'a, ()> {
+            Box::pin(async move {
+                prepare(cluster, admin).await;
+                upgrade(cluster, webhook, policy).await;
+            })
+        }
+
+        fn after_nac<'a>(&'a self, _: &'a Cluster, _: &'a Client, _: &'a NacProcess) -> BoxFuture<'a, ()> {
+            // The webhooks were registered at nac's address before it started.
+            Box::pin(async {})
+        }
+
+        fn nac_env(&self, cluster: &Cluster, log: &Path) -> (Vec<(String, String)>, Option<PathBuf>) {
+            // Like a pod of the chart's Deployment: the ServiceAccount's credentials, the chart's settings.
+            let path = log.with_extension("kubeconfig");
+            write_service_account_kubeconfig(cluster, &path);
+            let env = vec![
+                ("KUBECONFIG".to_string(), path.display().to_string()),
+                ("NAC_WEBHOOK__PRIVILEGED_USERS".to_string(), service_account_user()),
+                ("NAC_POLICY__CONFIGMAP".to_string(), POLICY_CONFIGMAP.to_string()),
+            ];
+            (env, Some(path))
+        }
+
+        fn register_webhooks<'a>(
+            &'a self,
+            cluster: &'a Cluster,
+            admin: &'a Client,
+            nac: &'a NacProcess,
+        ) -> BoxFuture<'a, ()> {
+            // `helm upgrade` keeping the policy now in the ConfigMap re-creates deleted webhook configurations.
+            Box::pin(async move {
+                let policy = current_policy(admin).await;
+                upgrade(cluster, nac.webhook, &policy).await;
+            })
+        }
+
+        fn editor_role<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, ()> {
+            // Helm owns the chart's user roles: they are bound, never written.
+            Box::pin(async {})
+        }
+
+        fn set_policy<'a>(&'a self, admin: &'a Client, policy: &'a str) -> BoxFuture<'a, Result<(), kube::Error>> {
+            Box::pin(edit_policy(admin, policy))
+        }
     }
 
     /// Edits the policy in the chart's ConfigMap (only `data.policy.yaml`, like `kubectl edit`).

@@ -1,0 +1,442 @@
+//! The reconcile skeleton every tenant kind runs, written once: finalizer, stale-cache guard, first sight,
+//! admission, idempotent create of the Velero object, ownership check, status mirror, events, conditions and
+//! forward-only phases. A kind brings only its own decisions through [`Tenant`] (how it is admitted, what Velero
+//! object it builds, what status it mirrors, how it is deleted), in one file of its own (`backup.rs`,
+//! `restore.rs`) plus its entries in [`Ctx`](super::context::Ctx) and the controller wiring.
+
+use super::conditions::{find, now_seconds};
+use super::context::{key_of, Ctx, Error, KindState};
+use super::queue::Observed;
+use super::status::{self, TenantStatus, Words};
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, HasStatus, StatusUpdate};
+use crate::api::condition::QUEUED;
+use crate::api::NonAdminPhase;
+use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
+use crate::policy::Policy;
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::Event as Finalizer;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+/// A Velero object nac creates for a tenant object and whose queue it indexes.
+pub trait VeleroObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    type Spec: Send + Sync;
+    /// Velero's kind ("Backup"), for messages and the write counter.
+    const KIND: &'static str;
+    /// What the queue index needs of it.
+    fn observe(&self) -> Observed;
+    /// Drops everything but the queue fields (Velero objects nac did not make are only counted in the queue).
+    fn keep_queue_fields_only(&mut self);
+}
+
+/// The table entries of a tenant kind's types: its Velero object's queue fields and its status's common fields.
+/// `failure` turns the Velero object's status into the failure text events quote.
+#[macro_export]
+macro_rules! tenant_types {
+    (
+        velero: $velero:ty, spec: $spec:ty, velero_status: $vstatus:ident, kind: $kind:literal,
+        unfinished: $unfinished:path, failure: $failure:expr,
+        status: $status:ty, reference: $field:ident, $reference:ty $(,)?
+    ) => {
+        impl $crate::controller::tenant::VeleroObject for $velero {
+            type Spec = $spec;
+            const KIND: &'static str = $kind;
+
+            fn observe(&self) -> $crate::controller::queue::Observed {
+                let status = self.status.as_ref();
+                $crate::controller::queue::Observed::new(
+                    kube::ResourceExt::name_any(self),
+                    self.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    status.and_then(|s| s.phase.as_deref()),
+                    status.and_then(|s| s.queue_position),
+                    $unfinished,
+                )
+            }
+
+            fn keep_queue_fields_only(&mut self) {
+                self.spec = Default::default();
+                if let Some(s) = self.status.as_mut() {
+                    *s = $vstatus {
+                        phase: s.phase.take(),
+                        queue_position: s.queue_position,
+                        ..Default::default()
+                    };
+                }
+            }
+        }
+
+        impl $crate::controller::status::TenantStatus for $status {
+            fn phase(&self) -> Option<$crate::api::NonAdminPhase> {
+                self.phase
+            }
+            fn phase_mut(&mut self) -> &mut Option<$crate::api::NonAdminPhase> {
+                &mut self.phase
+            }
+            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+                &self.conditions
+            }
+            fn conditions_mut(&mut self) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+                &mut self.conditions
+            }
+            fn queue_info_mut(&mut self) -> &mut Option<$crate::api::QueueInfo> {
+                &mut self.queue_info
+            }
+            fn recorded(&self) -> (Option<&str>, Option<&str>) {
+                let r = self.$field.as_ref();
+                (
+                    r.and_then(|r| r.nacuuid.as_deref()),
+                    r.and_then(|r| r.name.as_deref()),
+                )
+            }
+            fn record(&mut self, nacuuid: &str, velero_namespace: &str) {
+                let r = self.$field.get_or_insert_with(<$reference>::default);
+                r.nacuuid = Some(nacuuid.to_string());
+                r.name.get_or_insert_with(|| nacuuid.to_string());
+                r.namespace = Some(velero_namespace.to_string());
+            }
+            fn summary(&self) -> $crate::controller::status::Summary<'_> {
+                let r = self.$field.as_ref();
+                let vs: Option<&$vstatus> = r.and_then(|v| v.status.as_ref());
+                $crate::controller::status::Summary {
+                    phase: self.phase,
+                    conditions: &self.conditions,
+                    velero_phase: vs.and_then(|v| v.phase.as_deref()),
+                    failure: vs.and_then($failure),
+                    velero_name: r.and_then(|v| Some(format!("{}/{}", v.namespace.as_deref()?, v.name.as_deref()?))),
+                    errors: vs.and_then(|v| v.errors).unwrap_or(0),
+                    warnings: vs.and_then(|v| v.warnings).unwrap_or(0),
+                }
+            }
+        }
+    };
+}
+
+/// One tenant kind's own decisions; everything else is the skeleton below.
+pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceResourceScope> {
+    /// Identity scheme (nacuuid label, origin annotations, finalizer), shared with the webhooks and backup sync.
+    const ORIGIN: Origin;
+    /// Controller name in metrics and logs.
+    const CONTROLLER: &'static str;
+    /// Reasons and messages of its conditions and events.
+    const WORDS: Words;
+    type Velero: VeleroObject;
+    /// What the status mirrors of the Velero object.
+    type View: Send + Sync;
+
+    /// The kind's stores, queue index and triggers in the context.
+    fn state(ctx: &Ctx) -> &KindState<Self>;
+
+    /// Decisions before anything else on a live object (e.g. a deletion the spec asks for). `None`: go on.
+    fn early(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
+        async { Ok(None) }
+    }
+
+    /// An object whose Velero object exists already by design (e.g. re-created by backup sync): adopted instead
+    /// of admitted. `None`: admit it as new.
+    fn adopt(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
+        async { Ok(None) }
+    }
+
+    /// The policy and the kind's own rules. `Ok(Err(message))` refuses the object (BackingOff until it changes).
+    fn admit(
+        obj: &Self,
+        policy: &Policy,
+        ctx: &Ctx,
+    ) -> impl Future<Output = Result<Result<<Self::Velero as VeleroObject>::Spec, String>, Error>> + Send;
+
+    /// The Velero object for an admitted object, named by its nacuuid.
+    fn build(
+        obj: &Self,
+        nacuuid: &str,
+        velero_namespace: &str,
+        spec: <Self::Velero as VeleroObject>::Spec,
+    ) -> Self::Velero;
+
+    /// The observations of the Velero object the status mirrors.
+    fn view(ctx: &Ctx, velero: &Self::Velero, nacuuid: &str) -> impl Future<Output = Self::View> + Send;
+
+    /// The queue position in a view.
+    fn position(view: &Self::View) -> i64;
+
+    /// Copies a view into the status (the Velero object reference and the kind's counters).
+    fn mirror(status: &mut Self::Status, view: &Self::View);
+
+    /// The finalizer's cleanup: the kind's delete path.
+    fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+/// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
+pub async fn reconcile<K: Tenant>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let key = key_of(&*obj);
+    let span = tracing::info_span!("reconcile", controller = K::CONTROLLER, object = %key);
+    let state = K::state(&ctx);
+    state.depth.start(&key);
+    let start = Instant::now();
+    let res = async {
+        tracing::debug!("reconcile started");
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        let res = with_finalizer(&api, K::ORIGIN.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
+            match ev {
+                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
+                Finalizer::Cleanup(o) => K::cleanup(&api, o, &ctx).await,
+            }
+        })
+        .await;
+        tracing::debug!(ok = res.is_ok(), "reconcile finished");
+        res
+    }
+    .instrument(span)
+    .await;
+    state.depth.finish();
+    ctx.record(K::CONTROLLER, &key, &res, start.elapsed());
+    res
+}
+
+/// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.
+pub fn error_policy<K: Tenant>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let key = key_of(&*obj);
+    if err.is_waiting() {
+        tracing::debug!(controller = K::CONTROLLER, object = %key, reason = %err, "waiting");
+        return Action::requeue(ctx.opts.deletion_poll);
+    }
+    let delay = ctx.next_backoff(K::CONTROLLER, &key);
+    tracing::warn!(controller = K::CONTROLLER, object = %key, error = %err, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Writes the status `plan` computes (only when it changes) and publishes the Events of the transition.
+pub async fn set_status<K: Tenant>(
+    api: &Api<K>,
+    obj: &K,
+    ctx: &Ctx,
+    plan: impl Fn(Option<&K::Status>) -> K::Status,
+) -> Result<StatusUpdate<K>, Error> {
+    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, plan).await?;
+    if let Some(new) = up.status() {
+        ctx.publish(&up.object, status::notes::<K>(up.old.as_ref(), new));
+    }
+    Ok(up)
+}
+
+/// Refuses the object with `message`: BackingOff until the user changes it.
+pub async fn reject<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx, message: &str) -> Result<Action, Error> {
+    let now = now_seconds();
+    set_status(api, obj, ctx, |s| status::rejected::<K>(s, message, now)).await?;
+    Ok(Action::await_change())
+}
+
+/// Whether the object's Velero object was created: answered here only.
+pub fn was_created<K: Tenant>(obj: &K) -> bool {
+    obj.status_ref()
+        .is_some_and(|s| s.phase() == Some(NonAdminPhase::Created) || find(s.conditions(), QUEUED).is_some())
+}
+
+/// The nacuuid of a tenant object: the one recorded in its status, else the label the webhook stamped (trusted
+/// only when it has the shape nac gives this object's nacuuid).
+pub fn nacuuid<K: Tenant>(obj: &K) -> Option<String> {
+    if let Some(u) = obj.status_ref().and_then(|s| s.recorded().0).filter(|u| !u.is_empty()) {
+        return Some(u.to_string());
+    }
+    let v = obj.labels().get(K::ORIGIN.nacuuid_label)?;
+    let ns = obj.namespace().unwrap_or_default();
+    if is_nacuuid_for(v, &ns, &obj.name_any()) {
+        Some(v.clone())
+    } else {
+        tracing::warn!(object = %obj.name_any(), namespace = %ns, value = %v, "ignoring a nacuuid label nac did not generate for this object");
+        None
+    }
+}
+
+/// Name of the object's Velero object: as recorded in status, else the nacuuid.
+pub fn velero_name<K: Tenant>(obj: &K, nacuuid: &str) -> String {
+    obj.status_ref()
+        .and_then(|s| s.recorded().1)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(nacuuid)
+        .to_string()
+}
+
+/// Refuses a Velero object found under this object's name that was made for another tenant object.
+pub fn check_owner<K: Tenant>(velero: &K::Velero, obj: &K) -> Result<(), Error> {
+    if K::ORIGIN.owns(velero.meta(), &obj.namespace().unwrap_or_default(), &obj.name_any()) {
+        Ok(())
+    } else {
+        Err(Error::Inconsistent(format!(
+            "Velero {} {} belongs to another {}; refusing to use it for {}",
+            <K::Velero as VeleroObject>::KIND,
+            velero.name_any(),
+            K::ORIGIN.kind,
+            key_of(obj)
+        )))
+    }
+}
+
+/// Create/update path of a live object.
+async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
+    let what = format!("Velero {}s", <K::Velero as VeleroObject>::KIND);
+    ctx.ready(&K::state(ctx).synced, &what).await?;
+    // Decisions below read the status: not from a cache that lags behind nac's own last write.
+    let obj = ctx.fresh(api, obj).await?;
+    if let Some(action) = K::early(api, &obj, ctx).await? {
+        return Ok(action);
+    }
+    if obj.status_ref().and_then(|s| s.phase()) == Some(NonAdminPhase::Deleting) {
+        // Phases only move forward; the deletion proceeds once the object is deleted.
+        return Ok(Action::await_change());
+    }
+    if was_created(&*obj) {
+        return mirror_existing(api, &obj, ctx).await;
+    }
+    if let Some(action) = K::adopt(api, &obj, ctx).await? {
+        return Ok(action);
+    }
+    let Some(policy) = ctx.policy.current() else {
+        // No valid policy yet: the spec cannot be validated, so nothing is created.
+        set_status(api, &obj, ctx, status::first_sight::<K::Status>).await?;
+        tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
+        return Ok(Action::requeue(ctx.opts.policy_retry));
+    };
+    let spec = match K::admit(&obj, &policy, ctx).await? {
+        Ok(spec) => spec,
+        Err(message) => return reject(api, &obj, ctx, &message).await,
+    };
+    let res = create_and_mirror(api, obj.clone(), spec, ctx).await;
+    if res.is_err() {
+        // Valid but not created yet (the error is retried): show that much.
+        let now = now_seconds();
+        let _ = set_status(api, &obj, ctx, |s| status::validated::<K>(s, now)).await;
+    }
+    res
+}
+
+async fn create_and_mirror<K: Tenant>(
+    api: &Api<K>,
+    obj: Arc<K>,
+    spec: <K::Velero as VeleroObject>::Spec,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    let (obj, nacuuid) = match nacuuid(&*obj) {
+        Some(u) => (obj, u),
+        None => persist_new_nacuuid(api, &obj, ctx).await?,
+    };
+    let name = velero_name(&*obj, &nacuuid);
+    let state = K::state(ctx);
+    let velero = match state.velero.get(&ctx.velero_ref(&name)) {
+        Some(v) => (*v).clone(),
+        None => {
+            let wanted = K::build(&obj, &nacuuid, &ctx.opts.velero_namespace, spec);
+            let kind = <K::Velero as VeleroObject>::KIND;
+            let v = create_or_get(&ctx.velero_api::<K::Velero>(), &wanted, &ctx.metrics, kind).await?;
+            tracing::info!(object = %key_of(&*obj), velero = %name, "Velero {kind} created");
+            v
+        }
+    };
+    check_owner(&velero, &*obj)?;
+    state.note(&velero);
+    mirror(api, &obj, &velero, &nacuuid, ctx).await
+}
+
+/// The object has no nacuuid (no webhook label): generate one and persist it in status before anything is
+/// created, so a crash cannot lead to a second Velero object. The object is read fresh first: the cache may not
+/// show a nacuuid written moments ago.
+async fn persist_new_nacuuid<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx) -> Result<(Arc<K>, String), Error> {
+    let fresh = api.get(&obj.name_any()).await?;
+    if let Some(u) = nacuuid(&fresh) {
+        return Ok((Arc::new(fresh), u));
+    }
+    let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
+    let now = now_seconds();
+    let vns = ctx.opts.velero_namespace.clone();
+    let up = set_status(api, &fresh, ctx, |s| {
+        let recorded = s.and_then(|s| s.recorded().0).filter(|u| !u.is_empty());
+        status::accepted::<K>(s, recorded.unwrap_or(&generated), &vns, now)
+    })
+    .await?;
+    let nacuuid = nacuuid(&up.object)
+        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(obj))))?;
+    tracing::info!(object = %key_of(obj), %nacuuid, label = K::ORIGIN.nacuuid_label, "no nacuuid label; generated one");
+    Ok((Arc::new(up.object), nacuuid))
+}
+
+/// Status mirror of an existing Velero object (or the report that it vanished: never re-created).
+async fn mirror_existing<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx) -> Result<Action, Error> {
+    let nacuuid =
+        nacuuid(obj).ok_or_else(|| Error::Inconsistent(format!("{} is Created but has no nacuuid", key_of(obj))))?;
+    let name = velero_name(obj, &nacuuid);
+    match ctx.get_velero(&K::state(ctx).velero, &name).await? {
+        Some(v) => {
+            check_owner(&v, obj)?;
+            mirror(api, obj, &v, &nacuuid, ctx).await
+        }
+        None => {
+            let now = now_seconds();
+            let vns = ctx.opts.velero_namespace.clone();
+            let up = set_status(api, obj, ctx, |s| status::missing::<K>(s, &vns, &name, now)).await?;
+            if up.written {
+                let kind = <K::Velero as VeleroObject>::KIND;
+                tracing::warn!(object = %key_of(obj), velero = %name, "Velero {kind} vanished");
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Mirrors `velero` into the status of `obj`: phase Created, Queued, the kind's view.
+pub async fn mirror<K: Tenant>(
+    api: &Api<K>,
+    obj: &K,
+    velero: &K::Velero,
+    nacuuid: &str,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    let view = K::view(ctx, velero, nacuuid).await;
+    let now = now_seconds();
+    set_status(api, obj, ctx, |s| status::created::<K>(s, &view, now)).await?;
+    Ok(Action::await_change())
+}
+
+/// What a deleting object has in Velero.
+pub struct Target<K: Tenant> {
+    pub nacuuid: String,
+    pub name: String,
+    /// The Velero object, when it exists and is this object's own.
+    pub object: Option<K::Velero>,
+}
+
+/// The Velero object of a deleting object; `None` when it never got a nacuuid (nothing was created).
+pub async fn target<K: Tenant>(obj: &K, ctx: &Ctx) -> Result<Option<Target<K>>, Error> {
+    let Some(nacuuid) = nacuuid(obj) else {
+        return Ok(None);
+    };
+    let name = velero_name(obj, &nacuuid);
+    let object = ctx
+        .get_velero(&K::state(ctx).velero, &name)
+        .await?
+        .filter(|v| check_owner(v, obj).is_ok());
+    Ok(Some(Target { nacuuid, name, object }))
+}
+
+/// Deletes the Velero object (once: not again while it is being deleted). Whether it is gone now.
+pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero) -> Result<bool, Error> {
+    if velero.meta().deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    let kind = <K::Velero as VeleroObject>::KIND;
+    Ok(delete_if_present(&ctx.velero_api::<K::Velero>(), name, &ctx.metrics, kind).await?)
+}
