@@ -49,8 +49,8 @@ fn condition<'a>(nab: &'a Value, ty: &str) -> Option<&'a Value> {
 
 /// Waits until the NAB is Created and returns it with its Velero Backup.
 async fn created(api: &Api<NonAdminBackup>, velero: &Api<Backup>, name: &str) -> (Value, Backup) {
-    let nab = eventually(T, &format!("NAB {name} Created"), || async {
-        let n = api.get(name).await.ok()?;
+    let nab = wait_for(api, name, T, &format!("NAB {name} Created"), |o| {
+        let n = o?.clone();
         (n.status.as_ref()?.phase == Some(NonAdminPhase::Created)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;
@@ -137,8 +137,8 @@ async fn backup_lifecycle_is_mirrored() {
         json!({"phase": "InProgress", "startTimestamp": "2026-11-23T00:00:00Z"}),
     )
     .await;
-    eventually(T, "InProgress mirrored", || async {
-        let n = api.get("nightly").await.ok()?;
+    wait_for(&api, "nightly", T, "InProgress mirrored", |o| {
+        let n = o?.clone();
         let vs = n.status?.velero_backup?.status?;
         (vs.phase.as_deref() == Some("InProgress")).then_some(())
     })
@@ -150,8 +150,8 @@ async fn backup_lifecycle_is_mirrored() {
                "progress": {"itemsBackedUp": 56, "totalItems": 56}}),
     )
     .await;
-    let done = eventually(T, "Completed mirrored", || async {
-        let n = api.get("nightly").await.ok()?;
+    let done = wait_for(&api, "nightly", T, "Completed mirrored", |o| {
+        let n = o?.clone();
         let st = n.status.clone()?;
         (st.velero_backup.as_ref()?.status.as_ref()?.phase.as_deref() == Some("Completed")).then_some(n)
     })
@@ -178,8 +178,8 @@ async fn failed_backup_is_mirrored_and_phase_stays_created() {
         json!({"phase": "Failed", "failureReason": "no credentials"}),
     )
     .await;
-    let n = eventually(T, "Failed mirrored", || async {
-        let n = api.get("b").await.ok()?;
+    let n = wait_for(&api, "b", T, "Failed mirrored", |o| {
+        let n = o?.clone();
         let vs = n.status.clone()?.velero_backup?.status?;
         (vs.phase.as_deref() == Some("Failed")).then_some(n)
     })
@@ -257,8 +257,8 @@ async fn delete_backup_request_path() {
     )
     .await
     .unwrap();
-    let n = eventually(T, "Deleting phase", || async {
-        let n = api.get("old").await.ok()?;
+    let n = wait_for(&api, "old", T, "Deleting phase", |o| {
+        let n = o?.clone();
         (n.status.as_ref()?.phase == Some(NonAdminPhase::Deleting)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;
@@ -302,10 +302,7 @@ async fn delete_backup_request_path() {
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => panic!("deleting the DeleteBackupRequest: {e}"),
     }
-    eventually(T, "NAB removed", || async {
-        api.get_opt("old").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&api, "old", T, "NAB removed").await;
 }
 
 #[tokio::test]
@@ -317,14 +314,8 @@ async fn direct_delete_removes_the_velero_backup() {
     let (_, vb) = created(&api, &velero, "gone").await;
     let vb_name = vb.metadata.name.unwrap();
     api.delete("gone", &DeleteParams::default()).await.unwrap();
-    eventually(T, "Velero Backup deleted", || async {
-        velero.get_opt(&vb_name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    eventually(T, "NAB removed", || async {
-        api.get_opt("gone").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&velero, &vb_name, T, "Velero Backup deleted").await;
+    wait_gone(&api, "gone", T, "NAB removed").await;
     assert_no_delete_requests(&admin, &format!("{NAB_ORIGIN_NACUUID_LABEL}={vb_name}")).await;
 }
 
@@ -339,8 +330,8 @@ async fn velero_backup_removed_behind_nacs_back_is_reported() {
         .delete(&vb.metadata.name.unwrap(), &DeleteParams::default())
         .await
         .unwrap();
-    let n = eventually(T, "VeleroBackupNotFound", || async {
-        let n = serde_json::to_value(api.get("b").await.ok()?).unwrap();
+    let n = wait_for(&api, "b", T, "VeleroBackupNotFound", |o| {
+        let n = serde_json::to_value(o?.clone()).unwrap();
         n["status"]["conditions"]
             .as_array()?
             .iter()
@@ -371,8 +362,8 @@ async fn restore_of_a_completed_backup() {
 
     let r = nars.create(&PostParams::default(), &nar("r1", "src")).await.unwrap();
     let id = r.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL].clone();
-    let n = eventually(T, "NAR Created", || async {
-        let n = nars.get("r1").await.ok()?;
+    let n = wait_for(&nars, "r1", T, "NAR Created", |o| {
+        let n = o?.clone();
         (n.status.as_ref()?.phase == Some(NonAdminPhase::Created)).then_some(n)
     })
     .await;
@@ -397,22 +388,16 @@ async fn restore_of_a_completed_backup() {
         )
         .await
         .unwrap();
-    eventually(T, "restore Completed mirrored", || async {
-        let vs = nars.get("r1").await.ok()?.status?.velero_restore?.status?;
+    wait_for(&nars, "r1", T, "restore Completed mirrored", |o| {
+        let vs = o?.clone().status?.velero_restore?.status?;
         (vs.phase.as_deref() == Some("Completed")).then_some(())
     })
     .await;
 
     // Deleting the NAR deletes its Velero Restore.
     nars.delete("r1", &DeleteParams::default()).await.unwrap();
-    eventually(T, "Velero Restore deleted", || async {
-        restores.get_opt(&vr_name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    eventually(T, "NAR removed", || async {
-        nars.get_opt("r1").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&restores, &vr_name, T, "Velero Restore deleted").await;
+    wait_gone(&nars, "r1", T, "NAR removed").await;
 }
 
 #[tokio::test]
@@ -430,8 +415,8 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
     nars.create(&PostParams::default(), &nar("steal", "secret"))
         .await
         .unwrap();
-    let n = eventually(T, "NAR BackingOff", || async {
-        let n = nars.get("steal").await.ok()?;
+    let n = wait_for(&nars, "steal", T, "NAR BackingOff", |o| {
+        let n = o?.clone();
         (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;
@@ -471,8 +456,8 @@ async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
     }))
     .unwrap();
     api.create(&PostParams::default(), &bad).await.unwrap();
-    let n = eventually(T, "BackingOff", || async {
-        let n = api.get("escape").await.ok()?;
+    let n = wait_for(&api, "escape", T, "BackingOff", |o| {
+        let n = o?.clone();
         (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| serde_json::to_value(&n).unwrap())
     })
     .await;

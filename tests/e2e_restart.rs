@@ -29,8 +29,8 @@ async fn watches_recover_after_an_api_server_restart() {
     api.create(&PostParams::default(), &nab("before", "100h"))
         .await
         .unwrap();
-    let vb_name = eventually(Duration::from_secs(20), "first NAB Created", || async {
-        let st = api.get("before").await.ok()?.status?;
+    let vb_name = wait_for(&api, "before", Duration::from_secs(20), "first NAB Created", |o| {
+        let st = o?.clone().status?;
         (st.phase == Some(NonAdminPhase::Created)).then_some(st.velero_backup?.name?)
     })
     .await;
@@ -52,19 +52,21 @@ async fn watches_recover_after_an_api_server_restart() {
         )
         .await
         .unwrap();
-    eventually(
+    wait_for(
+        &api,
+        "before",
         Duration::from_secs(60),
         "Completed mirrored after the restart",
-        || async {
-            let vs = api.get("before").await.ok()?.status?.velero_backup?.status?;
+        |o| {
+            let vs = o?.clone().status?.velero_backup?.status?;
             (vs.phase.as_deref() == Some("Completed")).then_some(())
         },
     )
     .await;
     // New objects are reconciled.
     api.create(&PostParams::default(), &nab("after", "100h")).await.unwrap();
-    eventually(Duration::from_secs(60), "second NAB Created", || async {
-        (api.get("after").await.ok()?.status?.phase == Some(NonAdminPhase::Created)).then_some(())
+    wait_for(&api, "after", Duration::from_secs(60), "second NAB Created", |o| {
+        (o?.clone().status?.phase == Some(NonAdminPhase::Created)).then_some(())
     })
     .await;
     // And the policy watch is live again.

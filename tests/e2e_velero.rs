@@ -141,8 +141,8 @@ async fn restore_brings_back_deleted_objects() {
     nars.create(&PostParams::default(), &nar("back", "before"))
         .await
         .unwrap();
-    let r = eventually(T, "Velero restore finished", || async {
-        let n = nars.get("back").await.ok()?;
+    let r = wait_for(&nars, "back", T, "Velero restore finished", |o| {
+        let n = o?.clone();
         let p = n
             .status
             .as_ref()?
@@ -207,10 +207,7 @@ async fn delete_backup_true_removes_the_data_from_the_bucket() {
     )
     .await
     .unwrap();
-    eventually(T, "NAB removed after Velero deleted the backup", || async {
-        api.get_opt("old").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&api, "old", T, "NAB removed after Velero deleted the backup").await;
     assert!(velero.get_opt(&vb_name).await.unwrap().is_none());
     eventually(T, "backup data gone from the bucket", || async {
         bucket_files(&vb_name).is_empty().then_some(())

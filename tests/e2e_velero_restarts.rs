@@ -66,10 +66,7 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     // data stays in the bucket.
     let namespaces: Api<Namespace> = Api::all(admin.clone());
     namespaces.delete(&ns, &DeleteParams::default()).await.unwrap();
-    eventually(T, "namespace deleted", || async {
-        namespaces.get_opt(&ns).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&namespaces, &ns, T, "namespace deleted").await;
     assert!(velero.get_opt(&vb_name).await.unwrap().is_none());
     assert!(
         bucket_files(&vb_name).contains(&format!("{vb_name}.tar.gz")),
@@ -80,14 +77,18 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     ensure_namespace(&admin, &ns).await;
     grant_editor(&admin, &ns, &format!("user-{ns}")).await;
     velero_up(&env.cluster, "--restart");
-    eventually(T, "Velero re-created the Backup from the bucket", || async {
-        velero.get_opt(&vb_name).await.ok()?.map(|_| ())
-    })
+    wait_for(
+        &velero,
+        &vb_name,
+        T,
+        "Velero re-created the Backup from the bucket",
+        |o| o.cloned().map(|_| ()),
+    )
     .await;
 
     // nac re-creates the NonAdminBackup under its origin name, adopting the synced Velero Backup.
-    let back = eventually(T, "NAB re-created by backup sync", || async {
-        let n = nabs.get_opt("nightly").await.ok()??;
+    let back = wait_for(&nabs, "nightly", T, "NAB re-created by backup sync", |o| {
+        let n = o.cloned()?;
         let st = n.status.as_ref()?;
         (st.velero_backup.as_ref()?.status.as_ref()?.phase.as_deref() == Some("Completed")).then_some(n)
     })
@@ -130,8 +131,8 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     nars.create(&PostParams::default(), &nar("after-disaster", "nightly"))
         .await
         .unwrap();
-    eventually(T, "restore Completed", || async {
-        let n = nars.get("after-disaster").await.ok()?;
+    wait_for(&nars, "after-disaster", T, "restore Completed", |o| {
+        let n = o?.clone();
         let p = n.status?.velero_restore?.status?.phase?;
         assert_ne!(p, "Failed");
         (p == "Completed").then_some(())

@@ -87,8 +87,8 @@ spec:
 
 /// Waits until Velero's phase of the NAB's backup is one of `phases` and returns the NAB.
 pub async fn velero_phase(api: &Api<NonAdminBackup>, name: &str, phases: &[&str]) -> Value {
-    eventually(T, &format!("NAB {name}: Velero phase in {phases:?}"), || async {
-        let n = api.get(name).await.ok()?;
+    wait_for(api, name, T, &format!("NAB {name}: Velero phase in {phases:?}"), |o| {
+        let n = o?.clone();
         let p = n
             .status
             .as_ref()?
