@@ -542,7 +542,13 @@ fn rbac_is_least_privilege() {
             ),
             (
                 set(&["velero.io"]),
-                set(&["datauploads", "podvolumebackups", "datadownloads", "podvolumerestores"]),
+                set(&[
+                    "datauploads",
+                    "podvolumebackups",
+                    "datadownloads",
+                    "podvolumerestores",
+                    "backupstoragelocations"
+                ]),
                 set(&["get", "list", "watch"])
             ),
         ]

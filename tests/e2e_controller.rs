@@ -18,8 +18,15 @@ static NAC: OnceCell<Env> = OnceCell::const_new();
 const T: Duration = Duration::from_secs(20);
 
 async fn env() -> &'static Env {
-    NAC.get_or_init(|| async { Env::start("backup:\n  maxTtl: 2160h\n", NacOptions::default()).await })
+    // Restores here do not wait for their backup unless they ask to (the annotation): the refusals stay immediate.
+    NAC.get_or_init(|| async {
+        Env::start(
+            "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\n",
+            NacOptions::default(),
+        )
         .await
+    })
+    .await
 }
 
 async fn tenant(prefix: &str) -> (String, Client, Client) {
@@ -485,4 +492,122 @@ async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
         .count();
     assert_eq!(ours, 0);
     api.delete("escape", &DeleteParams::default()).await.unwrap();
+}
+
+/// A NonAdminRestore asking to wait up to `wait` for its backup.
+fn waiting_nar(name: &str, backup: &str, wait: &str) -> NonAdminRestore {
+    let mut r = nar(name, backup);
+    r.metadata.annotations = Some([(nac::policy::WAIT_TIMEOUT_ANNOTATION.to_string(), wait.to_string())].into());
+    r
+}
+
+fn queued(n: &NonAdminRestore) -> Option<(String, String, String)> {
+    let c = n.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Queued")?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn a_restore_waits_for_its_backup_and_runs_once_it_completes() {
+    let (ns, user, admin) = tenant("ctl-wait").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+
+    // The restore comes first: its backup does not exist yet.
+    nars.create(&PostParams::default(), &waiting_nar("early", "src", "2m"))
+        .await
+        .unwrap();
+    let message = wait_for(&nars, "early", T, "NAR waiting for a NAB that does not exist", |o| {
+        let n = o?;
+        let (status, reason, message) = queued(n)?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::New) && status == "False" && reason == "WaitingForBackup")
+            .then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains("waiting for NonAdminBackup src: it does not exist") && message.contains("backs off at"),
+        "{message}"
+    );
+
+    // The backup arrives and runs: the restore keeps waiting, now for the backup to finish.
+    nabs.create(&PostParams::default(), &nab("src")).await.unwrap();
+    let (_, vb) = created(&nabs, &velero, "src").await;
+    let vb_name = vb.metadata.name.unwrap();
+    play_velero_backup(&velero, &vb_name, json!({"phase": "InProgress"})).await;
+    wait_for(&nars, "early", T, "NAR waiting for the InProgress backup", |o| {
+        queued(o?)
+            .filter(|q| q.2.contains("its Velero Backup is InProgress"))
+            .map(|_| ())
+    })
+    .await;
+    let none: Vec<_> = restores
+        .list(&ListParams::default().labels(NAR_ORIGIN_NACUUID_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| {
+            r.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns))
+        })
+        .collect();
+    assert!(none.is_empty(), "no Velero Restore while waiting");
+
+    // Completed: woken by the change (no poll), the Velero Restore is created.
+    play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;
+    let n = wait_for(&nars, "early", T, "NAR Created after the backup completed", |o| {
+        let n = o?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::Created)).then(|| n.clone())
+    })
+    .await;
+    let q = queued(&n).unwrap();
+    assert_eq!((q.0.as_str(), q.1.as_str()), ("True", "RestoreScheduled"));
+    let vr = n.status.unwrap().velero_restore.unwrap().name.unwrap();
+    assert_eq!(
+        restores.get(&vr).await.unwrap().spec.backup_name.as_deref(),
+        Some(vb_name.as_str())
+    );
+    // The wait was announced as a Normal event.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(admin, &ns);
+    let seen = eventually(T, "WaitingForBackup event", || async {
+        events
+            .list(&ListParams::default().fields("regarding.name=early"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("WaitingForBackup"))
+    })
+    .await;
+    assert_eq!(seen.type_.as_deref(), Some("Normal"));
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_backs_off_with_the_reason() {
+    let (ns, user, _) = tenant("ctl-wait-out").await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    nars.create(&PostParams::default(), &waiting_nar("late", "never", "4s"))
+        .await
+        .unwrap();
+    let n = wait_for(&nars, "late", T, "NAR BackingOff after its wait", |o| {
+        let n = o?;
+        (n.status.as_ref()?.phase == Some(NonAdminPhase::BackingOff)).then(|| n.clone())
+    })
+    .await;
+    let st = n.status.unwrap();
+    let a = st.conditions.iter().find(|c| c.type_ == "Accepted").unwrap();
+    assert_eq!((a.status.as_str(), a.reason.as_str()), ("False", "BackupWaitTimedOut"));
+    assert!(
+        a.message.contains("waited 4s for NonAdminBackup never"),
+        "{}",
+        a.message
+    );
+    assert!(st.conditions.iter().all(|c| c.type_ != "Queued"), "the wait is over");
+    // The clock runs from creation: it gave up about 4 s after it was created.
+    let created = n.metadata.creation_timestamp.unwrap().0;
+    let waited = a.last_transition_time.0.duration_since(created).as_secs_f64();
+    assert!((3.0..15.0).contains(&waited), "gave up {waited}s after creation");
 }

@@ -331,3 +331,141 @@ spec:
     let msg = ev.message.unwrap_or_default();
     assert!(msg.contains("1 warning(s)") && msg.contains(&vb_name), "{msg}");
 }
+
+/// `kubectl apply -f` of `yaml` as the tenant user of `ns` (the editor role, through impersonation).
+fn kubectl_apply_as_tenant(ns: &str, yaml: &str) {
+    let c = Cluster::load();
+    let file = std::env::temp_dir().join(format!("nac-e2e-{ns}-apply.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/bin/kubectl"))
+        .args(["--kubeconfig", c.get("KUBECONFIG"), "-n", ns])
+        .arg(format!("--as=user-{ns}"))
+        .args(["--as-group=system:authenticated", "apply", "-f"])
+        .arg(&file)
+        .output()
+        .expect("running kubectl");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits until the Velero Restore of a NonAdminRestore finished and returns its phase.
+async fn restore_finished(nars: &Api<NonAdminRestore>, name: &str) -> String {
+    // Behind other tests' backups and restores in Velero's one queue.
+    wait_for(
+        nars,
+        name,
+        Duration::from_secs(300),
+        &format!("NAR {name}: Velero restore finished"),
+        |o| {
+            let p = o?
+                .status
+                .as_ref()?
+                .velero_restore
+                .as_ref()?
+                .status
+                .as_ref()?
+                .phase
+                .clone()?;
+            ["Completed", "PartiallyFailed", "Failed", "FailedValidation"]
+                .contains(&p.as_str())
+                .then_some(p)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn restores_wait_for_a_backup_applied_with_them_or_after_them() {
+    let (ns, user, admin) = tenant("vel-wait").await;
+    workload(&admin, &ns).await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+
+    // A restore of a backup that does not exist yet waits for it, and nothing is asked of Velero.
+    nars.create(&PostParams::default(), &nar("early", "together"))
+        .await
+        .unwrap();
+    let message = waiting(&nars, "early").await;
+    assert!(
+        message.contains("waiting for NonAdminBackup together: it does not exist") && message.contains("10m0s"),
+        "{message}"
+    );
+    assert!(nars
+        .get("early")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .velero_restore
+        .is_none());
+
+    // A backup and a restore of it in one `kubectl apply -f`: the restore waits for the backup, then runs.
+    kubectl_apply_as_tenant(
+        &ns,
+        "apiVersion: oadp.openshift.io/v1alpha1\nkind: NonAdminBackup\nmetadata: {name: together}\n\
+         spec: {backupSpec: {}}\n---\napiVersion: oadp.openshift.io/v1alpha1\nkind: NonAdminRestore\n\
+         metadata: {name: with-it}\nspec: {restoreSpec: {backupName: together}}\n",
+    );
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    completed(&nabs, "together").await;
+    for name in ["early", "with-it"] {
+        assert_eq!(restore_finished(&nars, name).await, "Completed", "{name}");
+        let n = nars.get(name).await.unwrap();
+        let q = nar_condition(&n, "Queued").unwrap();
+        assert_eq!((q.0.as_str(), q.1.as_str()), ("True", "RestoreScheduled"), "{name}");
+    }
+    // Both waits were announced.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(admin, &ns);
+    let waited: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WaitingForBackup"))
+        .filter_map(|e| e.regarding?.name)
+        .collect();
+    assert!(waited.contains(&"early".to_string()), "{waited:?}");
+}
+
+#[tokio::test]
+async fn a_restore_of_a_failed_backup_backs_off_at_once_and_a_wait_times_out() {
+    let (ns, user, _) = tenant("vel-wait-fail").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    // Velero refuses a backup that both includes and excludes a resource.
+    nabs.create(
+        &PostParams::default(),
+        &nab(
+            "broken",
+            json!({"includedResources": ["configmaps"], "excludedResources": ["configmaps"]}),
+        ),
+    )
+    .await
+    .unwrap();
+    velero_phase(&nabs, "broken", &["FailedValidation"]).await;
+    nars.create(&PostParams::default(), &nar("from-broken", "broken"))
+        .await
+        .unwrap();
+    let n = backing_off(&nars, "from-broken").await;
+    let (status, reason, message) = nar_condition(&n, "Accepted").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "BackupNotRestorable"));
+    assert!(message.contains("its Velero Backup is FailedValidation"), "{message}");
+    assert!(accepted_after_creation(&n) < 10.0, "refused at once, not after a wait");
+
+    // Waiting for a backup that never comes ends at the restore's own timeout.
+    nars.create(&PostParams::default(), &waiting_nar("late", "never", "5s"))
+        .await
+        .unwrap();
+    waiting(&nars, "late").await;
+    let n = backing_off(&nars, "late").await;
+    let (_, reason, message) = nar_condition(&n, "Accepted").unwrap();
+    assert_eq!(reason, "BackupWaitTimedOut");
+    assert!(message.contains("waited 5s for NonAdminBackup never"), "{message}");
+    let after = accepted_after_creation(&n);
+    assert!((5.0..20.0).contains(&after), "gave up {after}s after creation");
+}

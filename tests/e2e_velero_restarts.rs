@@ -210,3 +210,47 @@ async fn queue_positions_follow_the_real_queue() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_restart_of_nac_does_not_restart_a_restores_wait() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, _) = new_tenant("vel-wait-restart").await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+    nars.create(&PostParams::default(), &waiting_nar("patient", "later", "40s"))
+        .await
+        .unwrap();
+    waiting(&nars, "patient").await;
+
+    // nac restarts in the middle of the wait: the clock counts from the restore's creation, not from nac's start.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    env.nac.restart().await;
+    let n = backing_off(&nars, "patient").await;
+    let (_, reason, _) = nar_condition(&n, "Accepted").unwrap();
+    assert_eq!(reason, "BackupWaitTimedOut");
+    let after = accepted_after_creation(&n);
+    assert!(
+        (40.0..55.0).contains(&after),
+        "gave up {after}s after creation (40s wait)"
+    );
+
+    // And a backup that does come within the wait ends it: after the restart too.
+    nars.create(&PostParams::default(), &waiting_nar("in-time", "arrives", "5m"))
+        .await
+        .unwrap();
+    waiting(&nars, "in-time").await;
+    env.nac.restart().await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    nabs.create(&PostParams::default(), &nab("arrives", json!({})))
+        .await
+        .unwrap();
+    completed(&nabs, "arrives").await;
+    wait_for(
+        &nars,
+        "in-time",
+        Duration::from_secs(300),
+        "NAR Created after its backup",
+        |o| (o?.status.as_ref()?.phase == Some(nac::api::NonAdminPhase::Created)).then_some(()),
+    )
+    .await;
+}

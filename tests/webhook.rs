@@ -391,3 +391,36 @@ async fn sync_label_is_nacs_alone_and_skips_the_policy_for_nac() {
         .unwrap()
         .contains("cannot be added, changed or removed"));
 }
+
+#[tokio::test]
+async fn a_restores_wait_timeout_annotation_is_checked_against_the_policy() {
+    let s = TestServer::start(Some("restore:\n  maxWaitTimeout: 1h\n")).await;
+    let annotated = |v: &str| {
+        let mut r = fixture("nar-create.json");
+        r["request"]["object"]["metadata"]["annotations"] = json!({ nac::policy::WAIT_TIMEOUT_ANNOTATION: v });
+        r
+    };
+    let (_, out) = s.post_json("/validate/nonadminrestores", &annotated("30m")).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    for (value, says) in [
+        ("2h", "above the maximum wait restore.maxWaitTimeout 1h0m0s"),
+        ("soon", "is not a duration"),
+    ] {
+        let (_, out) = s.post_json("/validate/nonadminrestores", &annotated(value)).await;
+        assert_eq!(resp(&out)["allowed"], false, "{value}: {out}");
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(nac::policy::WAIT_TIMEOUT_ANNOTATION) && msg.contains(says),
+            "{msg}"
+        );
+    }
+    // An update that raises the wait above the maximum is refused too; one that leaves it alone is not.
+    let mut update = annotated("3h");
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = annotated("30m")["request"]["object"].clone();
+    let (_, out) = s.post_json("/validate/nonadminrestores", &update).await;
+    assert_eq!(resp(&out)["allowed"], false, "{out}");
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    let (_, out) = s.post_json("/validate/nonadminrestores", &update).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+}

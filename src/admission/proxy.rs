@@ -241,6 +241,32 @@ pub(super) fn mutate(
     }
 }
 
+/// A NonAdminRestore's wait-timeout annotation outside the policy (checked when set or changed).
+fn wait_timeout_violation(
+    kind: ProxyKind,
+    object: &Value,
+    old: Option<&Value>,
+    policy: &Policy,
+) -> Option<(String, String)> {
+    if kind != ProxyKind::Restore {
+        return None;
+    }
+    let value = |o: &Value| {
+        o["metadata"]["annotations"][policy::WAIT_TIMEOUT_ANNOTATION]
+            .as_str()
+            .map(str::to_string)
+    };
+    let v = value(object)?;
+    if old.is_some_and(|o| value(o).as_deref() == Some(v.as_str())) {
+        return None;
+    }
+    let message = policy.restore.wait_for(Some(&v)).err()?;
+    Some((
+        format!("metadata.annotations[{}]", policy::WAIT_TIMEOUT_ANNOTATION),
+        message,
+    ))
+}
+
 fn add_finalizer(object: &mut Value, finalizer: &str) {
     let meta = &mut object["metadata"];
     if !meta["finalizers"].is_array() {
@@ -309,6 +335,7 @@ pub(super) fn validate(
                     ));
                 }
             }
+            violations.extend(wait_timeout_violation(kind, &p.object, None, &policy));
             deny_all(resp, violations)
         }
         Some((old_obj, old_spec)) => {
@@ -345,6 +372,9 @@ pub(super) fn validate(
                          cannot be added, changed or removed"
                     ),
                 ));
+            }
+            if let Some(policy) = state.policy.current() {
+                violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
             }
             let (old_id, new_id) = (label(old_obj, label_key), label(&p.object, label_key));
             if old_id != new_id && !privileged {

@@ -12,7 +12,7 @@ use super::context::{key_of, Ctx, Error, KindState};
 use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
 use super::status::{self, Words};
-use super::tenant::{self, set_status, Tenant};
+use super::tenant::{self, set_status, Admission, Tenant};
 use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::*;
 use crate::api::{
@@ -104,8 +104,8 @@ impl Tenant for NonAdminBackup {
         Ok(None)
     }
 
-    async fn admit(nab: &Self, policy: &Policy, _ctx: &Ctx) -> Result<Result<BackupSpec, String>, Error> {
-        Ok(velero_backup_spec(nab, policy))
+    async fn admit(nab: &Self, policy: &Policy, _ctx: &Ctx) -> Result<Admission<BackupSpec>, Error> {
+        Ok(Admission::from_spec::<Self>(velero_backup_spec(nab, policy)))
     }
 
     fn build(nab: &Self, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
@@ -307,7 +307,7 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
              nacuuid made for {} exists; backup sync re-creates NonAdminBackups only for backups it found",
             key_of(nab)
         );
-        return tenant::reject(api, nab, ctx, &message).await;
+        return tenant::reject(api, nab, ctx, INVALID_BACKUP_SPEC, &message).await;
     };
     tracing::info!(nab = %key_of(nab), backup = %vb.name_any(), "adopting the synced Velero Backup");
     ctx.nab.note(&vb);

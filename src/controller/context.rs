@@ -12,7 +12,7 @@ use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
-use crate::velero::DeleteBackupRequest;
+use crate::velero::{BackupStorageLocation, DeleteBackupRequest};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
@@ -137,6 +137,77 @@ pub struct KindState<K: Tenant> {
     pub triggers: UnboundedSender<ObjectRef<K>>,
     pub trigger: Trigger<K>,
     pub depth: QueueDepth,
+    /// Objects of this kind waiting for others (see [`Waiters`]).
+    pub waiting: Waiters<K>,
+}
+
+/// Which objects of a kind wait for which others (by [`dependency`](super::tenant::dependency) key), so a change
+/// of one wakes exactly those waiting for it. Filled by admissions that wait; a new term starts empty and every
+/// object is reconciled (and registers again) at its first list.
+pub struct Waiters<K: Tenant> {
+    inner: Mutex<WaitersInner<K>>,
+}
+
+struct WaitersInner<K: Tenant> {
+    by_dependency: HashMap<String, HashSet<ObjectRef<K>>>,
+    of: HashMap<ObjectRef<K>, Vec<String>>,
+}
+
+impl<K: Tenant> Default for Waiters<K> {
+    fn default() -> Self {
+        Waiters {
+            inner: Mutex::new(WaitersInner {
+                by_dependency: HashMap::new(),
+                of: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<K: Tenant> Waiters<K> {
+    /// `r` waits for `on` (replacing what it waited for before).
+    pub fn register(&self, r: ObjectRef<K>, on: Vec<String>) {
+        let mut w = self.inner.lock().expect("waiters lock");
+        Self::drop_ref(&mut w, &r);
+        for d in &on {
+            w.by_dependency.entry(d.clone()).or_default().insert(r.clone());
+        }
+        w.of.insert(r, on);
+    }
+
+    /// `r` waits for nothing any more.
+    pub fn forget(&self, r: &ObjectRef<K>) {
+        Self::drop_ref(&mut self.inner.lock().expect("waiters lock"), r);
+    }
+
+    fn drop_ref(w: &mut WaitersInner<K>, r: &ObjectRef<K>) {
+        for d in w.of.remove(r).unwrap_or_default() {
+            if let Some(set) = w.by_dependency.get_mut(&d) {
+                set.remove(r);
+                if set.is_empty() {
+                    w.by_dependency.remove(&d);
+                }
+            }
+        }
+    }
+
+    /// The objects waiting for `dependency`.
+    pub fn waiting_for(&self, dependency: &str) -> Vec<ObjectRef<K>> {
+        let w = self.inner.lock().expect("waiters lock");
+        w.by_dependency
+            .get(dependency)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many objects wait.
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("waiters lock").of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The write ends of a [`KindState`], for the watch streams that feed it.
@@ -164,6 +235,7 @@ impl<K: Tenant> KindState<K> {
             triggers: tx,
             trigger,
             depth: QueueDepth::new(metrics, K::CONTROLLER),
+            waiting: Waiters::default(),
         };
         let wiring = KindWiring {
             objects: objects_writer,
@@ -183,6 +255,13 @@ impl<K: Tenant> KindState<K> {
     pub fn note(&self, v: &K::Velero) {
         let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
         self.trigger.send(changed);
+    }
+
+    /// Triggers the objects of this kind waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.triggers.unbounded_send(r);
+        }
     }
 
     /// Counts a trigger in the queue-depth gauge when the object still exists.
@@ -237,6 +316,9 @@ pub struct Ctx {
     pub nar: KindState<NonAdminRestore>,
     pub delete_requests_synced: Synced,
     pub delete_requests: Store<DeleteBackupRequest>,
+    /// Velero's storage locations (restores wait for theirs to be Available).
+    pub locations: Store<BackupStorageLocation>,
+    pub locations_synced: Synced,
     pub data_uploads: Arc<Mutex<PhaseCounts>>,
     pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
     pub data_uploads_synced: Synced,
@@ -250,6 +332,7 @@ pub struct Wiring {
     pub nab: KindWiring<NonAdminBackup>,
     pub nar: KindWiring<NonAdminRestore>,
     pub delete_requests: Writer<DeleteBackupRequest>,
+    pub locations: Writer<BackupStorageLocation>,
 }
 
 impl Ctx {
@@ -264,6 +347,7 @@ impl Ctx {
         let (nab, nab_wiring) = KindState::new(&metrics, &opts.velero_namespace);
         let (nar, nar_wiring) = KindState::new(&metrics, &opts.velero_namespace);
         let (delete_requests, dbr_writer) = reflector::store();
+        let (locations, locations_writer) = reflector::store();
         let ctx = Ctx {
             client,
             opts,
@@ -274,6 +358,8 @@ impl Ctx {
             nar,
             delete_requests_synced: Synced::default(),
             delete_requests,
+            locations,
+            locations_synced: Synced::default(),
             data_uploads: Arc::new(Mutex::new(PhaseCounts::new())),
             pod_volume_backups: Arc::new(Mutex::new(PhaseCounts::new())),
             data_uploads_synced: Synced::default(),
@@ -285,8 +371,15 @@ impl Ctx {
             nab: nab_wiring,
             nar: nar_wiring,
             delete_requests: dbr_writer,
+            locations: locations_writer,
         };
         (ctx, wiring)
+    }
+
+    /// Wakes every object of every kind waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        self.nab.wake(dependency);
+        self.nar.wake(dependency);
     }
 
     pub fn velero_api<K>(&self) -> Api<K>

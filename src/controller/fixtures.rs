@@ -24,11 +24,29 @@ use tower_test::mock::{self, Handle};
 const UUID: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
 type ApiHandle = Handle<Request<Body>, Response<Body>>;
 
-/// One API call as the mocked server saw it.
-#[derive(Debug, Clone, PartialEq)]
+/// One API call as the mocked server saw it; calls compare by method and path, the body is there to inspect.
+#[derive(Debug, Clone)]
 struct Call {
     method: Method,
     path: String,
+    body: Value,
+}
+
+impl PartialEq for Call {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.method, &self.path) == (&other.method, &other.path)
+    }
+}
+
+impl Call {
+    /// The reason and status of condition `ty` in the status this call wrote.
+    fn condition(&self, ty: &str) -> Option<(String, String)> {
+        let c = self.body["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == ty)?;
+        Some((c["status"].as_str()?.to_string(), c["reason"].as_str()?.to_string()))
+    }
 }
 
 struct Fixture {
@@ -36,6 +54,8 @@ struct Fixture {
     nabs: reflector::store::Writer<NonAdminBackup>,
     backups: reflector::store::Writer<Backup>,
     restores: reflector::store::Writer<Restore>,
+    /// What GETs of these paths answer (others: 404), for objects the API server has.
+    reads: std::collections::HashMap<String, Value>,
 }
 
 fn fixture(policy: &str) -> (Fixture, ApiHandle) {
@@ -60,6 +80,7 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         &ctx.delete_requests_synced,
         &ctx.data_uploads_synced,
         &ctx.pod_volume_backups_synced,
+        &ctx.locations_synced,
     ] {
         synced.mark();
     }
@@ -70,6 +91,7 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             nabs: wiring.nab.objects,
             backups: wiring.nab.velero,
             restores: wiring.nar.velero,
+            reads: Default::default(),
         },
         handle,
     )
@@ -92,7 +114,12 @@ fn nab(backup_spec: Value) -> NonAdminBackup {
 /// Serves requests like an API server until none comes for `quiet`, recording each call: creates and status
 /// replaces are echoed back with a uid and the next resourceVersion; a patch (JSON or merge) applies to `object`,
 /// the tenant object under reconcile; reads answer 404.
-async fn serve(mut handle: ApiHandle, quiet: Duration, mut object: Value) -> Vec<Call> {
+async fn serve(
+    mut handle: ApiHandle,
+    quiet: Duration,
+    mut object: Value,
+    reads: std::collections::HashMap<String, Value>,
+) -> Vec<Call> {
     let mut calls = Vec::new();
     let mut version = 100;
     while let Ok(Some((req, send))) = tokio::time::timeout(quiet, handle.next_request()).await {
@@ -101,6 +128,7 @@ async fn serve(mut handle: ApiHandle, quiet: Duration, mut object: Value) -> Vec
         calls.push(Call {
             method: parts.method.clone(),
             path: parts.uri.path().to_string(),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         });
         version += 1;
         let (status, out) = match parts.method {
@@ -130,6 +158,7 @@ async fn serve(mut handle: ApiHandle, quiet: Duration, mut object: Value) -> Vec
                 };
                 (code, obj)
             }
+            Method::GET if reads.contains_key(parts.uri.path()) => (StatusCode::OK, reads[parts.uri.path()].clone()),
             _ => (
                 StatusCode::NOT_FOUND,
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
@@ -150,6 +179,7 @@ fn call(method: Method, path: &str) -> Call {
     Call {
         method,
         path: path.to_string(),
+        body: Value::Null,
     }
 }
 
@@ -234,7 +264,12 @@ fn created_nab(spec_extra: Value) -> NonAdminBackup {
 
 /// Runs one reconcile of `obj` against the mocked API server; returns the API writes and reads in order, and
 /// the number of Events (published in the background, so their place in the order is not fixed).
-async fn drive<K, Fut>(handle: ApiHandle, obj: K, reconcile: impl FnOnce(Arc<K>) -> Fut) -> (Vec<Call>, usize)
+async fn drive<K, Fut>(
+    handle: ApiHandle,
+    obj: K,
+    reads: std::collections::HashMap<String, Value>,
+    reconcile: impl FnOnce(Arc<K>) -> Fut,
+) -> (Vec<Call>, usize)
 where
     K: serde::Serialize,
     Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, super::Error>>,
@@ -243,6 +278,7 @@ where
         handle,
         Duration::from_millis(300),
         serde_json::to_value(&obj).unwrap(),
+        reads,
     ));
     let res = reconcile(Arc::new(obj)).await;
     assert!(res.is_ok(), "{res:?}");
@@ -250,11 +286,17 @@ where
 }
 
 async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
-    drive(handle, obj, |o| super::tenant::reconcile(o, f.ctx.clone())).await
+    drive(handle, obj, f.reads.clone(), |o| {
+        super::tenant::reconcile(o, f.ctx.clone())
+    })
+    .await
 }
 
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
-    drive(handle, obj, |o| super::tenant::reconcile(o, f.ctx.clone())).await
+    drive(handle, obj, f.reads.clone(), |o| {
+        super::tenant::reconcile(o, f.ctx.clone())
+    })
+    .await
 }
 
 fn split(calls: Vec<Call>) -> (Vec<Call>, usize) {
@@ -329,6 +371,9 @@ fn nar(backup: &str) -> NonAdminRestore {
 /// The NonAdminBackup "nightly", Created, and its Velero Backup in `phase`, in the watch stores.
 fn completed_source(f: &mut Fixture, phase: &str) {
     stored_backup(f, Some(phase));
+    let vb = f.ctx.nab.velero.state().pop().expect("the stored Velero Backup");
+    f.reads
+        .insert(VELERO_BACKUP.to_string(), serde_json::to_value(&*vb).unwrap());
     f.nabs.apply_watcher_event(&Event::Apply(created_nab(json!({}))));
 }
 
@@ -349,28 +394,51 @@ async fn a_restore_of_a_completed_backup_is_three_writes() {
 
 #[tokio::test]
 async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
-    for (source, phase) in [("nightly", Some("InProgress")), ("missing", None)] {
-        let (mut f, handle) = fixture("{}");
-        if let Some(p) = phase {
-            completed_source(&mut f, p);
+    for wait in ["{}", "restore: {waitTimeout: 0}"] {
+        for (source, phase) in [("nightly", Some("InProgress")), ("missing", None)] {
+            let (mut f, handle) = fixture(wait);
+            if let Some(p) = phase {
+                completed_source(&mut f, p);
+            }
+            let (calls, events) = run_nar(&f, handle, nar(source)).await;
+            let mut expected = vec![call(Method::PUT, NAR_STATUS)];
+            if source == "missing" {
+                // Not in the cache: one read to be sure.
+                expected.insert(
+                    0,
+                    call(
+                        Method::GET,
+                        "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/missing",
+                    ),
+                );
+            } else if wait != "{}" {
+                // Refusing at once: the cache may lag behind a backup that completed a moment ago, so one read of
+                // the Velero Backup first. A wait needs none: the watch wakes it when the cache catches up.
+                expected.insert(0, call(Method::GET, VELERO_BACKUP));
+            }
+            assert_eq!(calls, expected, "{source}");
+            let status = calls.last().unwrap();
+            if wait == "{}" {
+                // It waits (10m by default): no Velero Restore, Queued=False WaitingForBackup, one Event.
+                assert_eq!(
+                    status.condition("Queued"),
+                    Some(("False".into(), "WaitingForBackup".into())),
+                    "{source}"
+                );
+                assert_eq!(status.body["status"]["phase"], "New");
+                assert_eq!(events, 2, "{source}: accepted + waiting");
+                assert_eq!(f.ctx.nar.waiting.len(), 1);
+            } else {
+                // No wait: refused at once, as OADP does.
+                assert_eq!(
+                    status.condition("Accepted"),
+                    Some(("False".into(), "InvalidRestoreSpec".into())),
+                    "{source}"
+                );
+                assert_eq!(events, 1, "{source}");
+                assert!(f.ctx.nar.waiting.is_empty());
+            }
         }
-        let (calls, events) = run_nar(&f, handle, nar(source)).await;
-        let mut expected = vec![call(Method::PUT, NAR_STATUS)];
-        if source == "missing" {
-            // Not in the cache: one read to be sure before refusing.
-            expected.insert(
-                0,
-                call(
-                    Method::GET,
-                    "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/missing",
-                ),
-            );
-        } else {
-            // The cache may lag behind a backup that completed a moment ago: one read of the Velero Backup.
-            expected.insert(0, call(Method::GET, VELERO_BACKUP));
-        }
-        assert_eq!(calls, expected, "{source}");
-        assert_eq!(events, 1, "{source}");
     }
 }
 

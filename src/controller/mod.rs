@@ -238,6 +238,23 @@ async fn term(
     .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
 
+    // Storage locations: restores wait for theirs to be Available.
+    let wake_ctx = ctx.clone();
+    let locations = watches::location_stream(
+        Api::namespaced(client.clone(), &vns),
+        wiring.locations,
+        ctx.locations_synced.clone(),
+        move |name| {
+            wake_ctx.wake(&tenant::dependency(
+                "BackupStorageLocation",
+                &wake_ctx.opts.velero_namespace,
+                name,
+            ))
+        },
+    )
+    .take_until(stop.clone().cancelled_owned())
+    .for_each(|_| async {});
+
     let sync_ctx = ctx.clone();
     let backup_sync = async move {
         tokio::select! {
@@ -246,7 +263,7 @@ async fn term(
         }
     };
 
-    tokio::join!(nab_controller, nar_controller, du, pvb, backup_sync);
+    tokio::join!(nab_controller, nar_controller, du, pvb, locations, backup_sync);
     tracing::info!("controllers stopped");
     Ok(())
 }
@@ -267,7 +284,14 @@ where
     let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
     let objects = watches::tenant_stream(Api::<K>::all(client.clone()), wiring.objects).map(move |r| {
         if let Ok(o) = &r {
-            K::state(&c1).enqueued(&ObjectRef::from_obj(o));
+            let me = ObjectRef::from_obj(o);
+            K::state(&c1).enqueued(&me);
+            // Whatever waits for this object hears of its change.
+            c1.wake(&tenant::dependency(
+                K::ORIGIN.kind,
+                me.namespace.as_deref().unwrap_or_default(),
+                &me.name,
+            ));
         }
         r
     });
@@ -283,6 +307,12 @@ where
             let r = K::ORIGIN.owner::<K>(v.meta())?;
             orphan(&v, &r);
             K::state(&c2).enqueued(&r);
+            // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.
+            c2.wake(&tenant::dependency(
+                K::ORIGIN.kind,
+                r.namespace.as_deref().unwrap_or_default(),
+                &r.name,
+            ));
             Some(r)
         })
         .reconcile_on(

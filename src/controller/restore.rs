@@ -3,20 +3,24 @@
 //! Velero Restore restores into the own namespace only; its status and queue position are mirrored; deleting the
 //! NonAdminRestore deletes the Velero Restore.
 //!
-//! A restore naming a backup that is not Completed (yet) is refused (`BackingOff`, `InvalidRestoreSpec`), as
-//! OADP's controller does: it is not retried on its own. Since `BackingOff` may still become `Created`, touching
-//! the NonAdminRestore (any update) re-checks it.
+//! A restore whose backup is not ready yet (not created, queued, in progress, its storage location not Available)
+//! waits for it, as Velero waits for additional items: phase New, `Queued=False` `WaitingForBackup` naming what
+//! it waits for and until when, woken by changes of the NonAdminBackup, its Velero Backup or the location (no
+//! polling), up to the policy's `restore.waitTimeout` (10m by default; the `nac.oadp.openshift.io/wait-timeout`
+//! annotation overrides it within `restore.maxWaitTimeout`), counted from the NonAdminRestore's creation so a
+//! restart of nac does not restart the clock. A source that can never be restored (failed, deleted, refused) or
+//! a wait that timed out is `BackingOff` with the reason; a wait timeout of 0 refuses at once, as OADP does.
 
-use super::conditions::now_seconds;
+use super::conditions::{now_seconds, set_condition};
 use super::context::{key_of, Ctx, Error, KindState};
 use super::objects::{add_restore_exclusions, to_map};
-use super::status::{self, Words};
-use super::tenant::{self, set_status, Tenant};
+use super::status::{self, Words, BACKUP_PARTIALLY_FAILED, WAITING_FOR_BACKUP};
+use super::tenant::{self, set_status, Admission, Tenant, Waiting};
 use crate::api::condition::*;
-use crate::api::{NonAdminBackup, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
+use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::naming::{Origin, NAB, NAR};
-use crate::policy::{evaluate_restore, Policy};
-use crate::velero::{restore_phase_unfinished, Backup, Restore, RestoreSpec, RestoreStatus};
+use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
+use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore, RestoreSpec, RestoreStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -37,6 +41,8 @@ pub struct RestoreView {
     pub namespace: String,
     pub status: Option<RestoreStatus>,
     pub queue_position: i64,
+    /// The warning about a PartiallyFailed source backup, if it is one.
+    pub source_warning: Option<String>,
 }
 
 crate::tenant_types! {
@@ -71,18 +77,58 @@ impl Tenant for NonAdminRestore {
         &ctx.nar
     }
 
-    /// The policy and tenant rules, then the backup reference.
-    async fn admit(nar: &Self, policy: &Policy, ctx: &Ctx) -> Result<Result<RestoreSpec, String>, Error> {
+    /// The policy and tenant rules, then the source: ready, worth waiting for (within the wait timeout), or not
+    /// restorable.
+    async fn admit(nar: &Self, policy: &Policy, ctx: &Ctx) -> Result<Admission<RestoreSpec>, Error> {
         // The rules first (they also require backupName), with a stand-in for the Velero backup name.
         if let Err(message) = velero_restore_spec(nar, "", policy) {
-            return Ok(Err(message));
+            return Ok(Admission::from_spec::<Self>(Err(message)));
         }
-        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        let velero_backup = match backup_to_restore(nar, ctx).await? {
-            Ok(name) => name,
-            Err(message) => return Ok(Err(message)),
+        let annotation = nar.annotations().get(WAIT_TIMEOUT_ANNOTATION).map(String::as_str);
+        let wait = match policy.restore.wait_for(annotation) {
+            Ok(d) => d,
+            Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
         };
-        Ok(velero_restore_spec(nar, &velero_backup, policy))
+        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+        ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+            .await?;
+        let source = observe_source(nar, ctx, wait.is_zero()).await?;
+        Ok(match judge(&source, &policy.restore) {
+            Source::Ready(velero_backup) => {
+                Admission::from_spec::<Self>(velero_restore_spec(nar, &velero_backup, policy))
+            }
+            Source::Unusable(why) => Admission::Refuse {
+                reason: BACKUP_NOT_RESTORABLE,
+                message: invalid(&why),
+            },
+            Source::NotYet { refusal, .. } if wait.is_zero() => Admission::from_spec::<Self>(Err(invalid(&refusal))),
+            Source::NotYet { state, .. } => {
+                let created = nar.creation_timestamp().map(|t| t.0).unwrap_or_else(Timestamp::now);
+                let until = created.checked_add(wait.as_std()).unwrap_or(Timestamp::MAX);
+                let nab = &source.nab_name;
+                if Timestamp::now() >= until {
+                    Admission::Refuse {
+                        reason: BACKUP_WAIT_TIMED_OUT,
+                        message: format!(
+                            "NonAdminRestore waited {wait} for NonAdminBackup {nab} and gave up: {state}. Create a new \
+                             NonAdminRestore once the backup is Completed (the wait is the policy's restore.waitTimeout \
+                             or the {WAIT_TIMEOUT_ANNOTATION} annotation)"
+                        ),
+                    }
+                } else {
+                    Admission::Wait(Waiting {
+                        reason: WAITING_FOR_BACKUP,
+                        message: format!(
+                            "waiting for NonAdminBackup {nab}: {state}; the restore starts once the backup is \
+                             Completed, or backs off at {} ({wait} after the NonAdminRestore was created)",
+                            until.strftime("%Y-%m-%dT%H:%M:%SZ")
+                        ),
+                        until,
+                        on: source.dependencies(),
+                    })
+                }
+            }
+        })
     }
 
     fn build(nar: &Self, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
@@ -91,12 +137,18 @@ impl Tenant for NonAdminRestore {
 
     async fn view(ctx: &Ctx, vr: &Restore, nacuuid: &str) -> RestoreView {
         let name = vr.name_any();
+        let source = vr
+            .spec
+            .backup_name
+            .as_deref()
+            .and_then(|b| ctx.nab.velero.get(&ctx.velero_ref(b)));
         RestoreView {
             nacuuid: nacuuid.to_string(),
             queue_position: ctx.nar.position(&name),
             name,
             namespace: ctx.opts.velero_namespace.clone(),
             status: vr.status.clone(),
+            source_warning: source.and_then(|b| partially_failed_warning(&b)),
         }
     }
 
@@ -111,6 +163,16 @@ impl Tenant for NonAdminRestore {
             namespace: Some(vr.namespace.clone()),
             status: vr.status.clone(),
         });
+        if let Some(w) = &vr.source_warning {
+            set_condition(
+                &mut s.conditions,
+                BACKUP_PARTIALLY_FAILED,
+                true,
+                BACKUP_PARTIALLY_FAILED,
+                w,
+                now_seconds(),
+            );
+        }
     }
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
@@ -162,65 +224,194 @@ pub fn restore_finalizer_stalled_message(namespace: &str, name: &str, finalizers
     )
 }
 
-/// The name of the Velero Backup to restore: the one of the NonAdminBackup `spec.restoreSpec.backupName` in the
-/// restore's namespace, which must exist and be Completed. `Ok(Err(message))` explains a refusal.
-async fn backup_to_restore(nar: &NonAdminRestore, ctx: &Ctx) -> Result<Result<String, String>, Error> {
-    let ns = nar.namespace().unwrap_or_default();
+/// Accepted=False reason of a restore whose backup can never be restored (failed, deleted, refused).
+pub const BACKUP_NOT_RESTORABLE: &str = "BackupNotRestorable";
+/// Accepted=False reason of a restore that waited for its backup until its wait timeout.
+pub const BACKUP_WAIT_TIMED_OUT: &str = "BackupWaitTimedOut";
+
+fn invalid(why: &str) -> String {
+    format!("NonAdminRestore spec.restoreSpec.backupName is invalid: {why}")
+}
+
+/// What a restore's source looks like now: the NonAdminBackup `spec.restoreSpec.backupName` of the restore's
+/// own namespace, its Velero Backup, and that backup's storage location.
+pub struct SourceView {
+    pub namespace: String,
+    pub nab_name: String,
+    pub nab: Option<NonAdminBackup>,
+    pub velero_namespace: String,
+    /// The Velero Backup's name (once the NonAdminBackup has one) and the object, if it exists.
+    pub backup_name: Option<String>,
+    pub backup: Option<Backup>,
+    /// The storage location the backup is in, and its phase (`None`: no such location).
+    pub location: Option<(String, Option<String>)>,
+}
+
+impl SourceView {
+    /// What a wait for this source wakes on.
+    fn dependencies(&self) -> Vec<String> {
+        let mut on = vec![tenant::dependency(NAB.kind, &self.namespace, &self.nab_name)];
+        if let Some((name, _)) = &self.location {
+            on.push(tenant::dependency(
+                "BackupStorageLocation",
+                &self.velero_namespace,
+                name,
+            ));
+        }
+        on
+    }
+}
+
+/// Where a restore's source stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Restorable: the Velero Backup's name.
+    Ready(String),
+    /// Not yet; `refusal` is the message when not waiting, `state` what is awaited.
+    NotYet { refusal: String, state: String },
+    /// It will never be restorable, and why.
+    Unusable(String),
+}
+
+/// Gathers the source from the stores (the API when the store may lag behind: a missing object, or an unfinished
+/// backup when the restore would be refused at once; a waiting restore is woken when the store catches up).
+async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: bool) -> Result<SourceView, Error> {
+    let namespace = nar.namespace().unwrap_or_default();
     let nab_name = nar.spec.restore_spec.backup_name.clone().unwrap_or_default();
-    let invalid = |why: String| {
-        Ok(Err(format!(
-            "NonAdminRestore spec.restoreSpec.backupName is invalid: {why}"
-        )))
-    };
-    let nab = match ctx.nab.objects.get(&ObjectRef::new(&nab_name).within(&ns)) {
+    let nab = match ctx.nab.objects.get(&ObjectRef::new(&nab_name).within(&namespace)) {
         Some(n) => Some((*n).clone()),
         None => {
-            Api::<NonAdminBackup>::namespaced(ctx.client.clone(), &ns)
+            Api::<NonAdminBackup>::namespaced(ctx.client.clone(), &namespace)
                 .get_opt(&nab_name)
                 .await?
         }
     };
-    let Some(nab) = nab else {
-        return invalid(format!("NonAdminBackup {nab_name} does not exist in namespace {ns}"));
+    let backup_name = nab
+        .as_ref()
+        .filter(|n| tenant::was_created(*n))
+        .and_then(|n| tenant::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
+    let mut backup = None;
+    if let Some(name) = &backup_name {
+        backup = ctx.nab.velero.get(&ctx.velero_ref(name)).map(|b| (*b).clone());
+        let unfinished = backup.as_ref().map(|b| backup_phase_unfinished(phase(b)));
+        if unfinished.is_none() || (refuse_unfinished && unfinished == Some(true)) {
+            backup = ctx.velero_api::<Backup>().get_opt(name).await?;
+        }
+    }
+    let location = backup
+        .as_ref()
+        .and_then(|b| b.spec.storage_location.clone())
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let phase = ctx
+                .locations
+                .get(&ctx.velero_ref(&l))
+                .map(|bsl| bsl.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default());
+            (l, phase)
+        });
+    Ok(SourceView {
+        namespace,
+        nab_name,
+        nab,
+        velero_namespace: ctx.opts.velero_namespace.clone(),
+        backup_name,
+        backup,
+        location,
+    })
+}
+
+fn phase(b: &Backup) -> Option<&str> {
+    b.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+/// Decides about a restore's source. Pure: the reconciler's observations in, the verdict out.
+pub fn judge(src: &SourceView, rules: &RestoreRules) -> Source {
+    let (ns, n) = (&src.namespace, &src.nab_name);
+    let not_ready = |state: String| Source::NotYet {
+        refusal: format!(
+            "NonAdminBackup {n} is not ready to be restored: {state}; only a Completed backup can be restored"
+        ),
+        state,
+    };
+    let Some(nab) = &src.nab else {
+        return Source::NotYet {
+            refusal: format!("NonAdminBackup {n} does not exist in namespace {ns}"),
+            state: format!("it does not exist in namespace {ns} yet"),
+        };
     };
     if nab.metadata.deletion_timestamp.is_some() || nab.spec.delete_backup {
-        return invalid(format!("NonAdminBackup {nab_name} is being deleted"));
+        return Source::Unusable(format!("NonAdminBackup {n} is being deleted"));
     }
-    let not_ready = |state: &str| {
-        invalid(format!(
-            "NonAdminBackup {nab_name} is not ready to be restored: {state}; only a Completed backup can be restored"
-        ))
-    };
-    let Some(nacuuid) = tenant::nacuuid(&nab).filter(|_| tenant::was_created(&nab)) else {
-        return not_ready("its Velero Backup has not been created");
-    };
-    let vb_name = tenant::velero_name(&nab, &nacuuid);
-    let completed = |b: &Backup| b.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Completed");
-    let mut vb = ctx.nab.velero.get(&ctx.velero_ref(&vb_name)).map(|b| (*b).clone());
-    if !vb.as_ref().is_some_and(completed) {
-        // The store may lag behind a backup that completed a moment ago.
-        vb = ctx.velero_api::<Backup>().get_opt(&vb_name).await?;
-    }
-    let Some(vb) = vb else {
-        return invalid(format!(
-            "the Velero Backup {}/{vb_name} of NonAdminBackup {nab_name} does not exist",
-            ctx.opts.velero_namespace
-        ));
-    };
-    if !NAB.owns(&vb.metadata, &ns, &nab_name) {
-        return invalid(format!(
-            "Velero Backup {vb_name} does not belong to NonAdminBackup {nab_name}"
-        ));
-    }
-    if !completed(&vb) {
-        let phase = vb
+    let Some(backup_name) = &src.backup_name else {
+        let refused = nab
             .status
             .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "New".into());
-        return not_ready(&format!("its Velero Backup is {phase}"));
+            .filter(|s| s.phase == Some(NonAdminPhase::BackingOff));
+        if let Some(s) = refused {
+            let why = super::conditions::find(&s.conditions, ACCEPTED)
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            return Source::Unusable(format!("NonAdminBackup {n} was refused: {why}"));
+        }
+        return not_ready("its Velero Backup has not been created".into());
+    };
+    let Some(b) = &src.backup else {
+        return Source::Unusable(format!(
+            "the Velero Backup {}/{backup_name} of NonAdminBackup {n} does not exist",
+            src.velero_namespace
+        ));
+    };
+    if !NAB.owns(&b.metadata, ns, n) {
+        return Source::Unusable(format!(
+            "Velero Backup {backup_name} does not belong to NonAdminBackup {n}"
+        ));
     }
-    Ok(Ok(vb_name))
+    match phase(b) {
+        Some("Completed") => {}
+        Some("PartiallyFailed") if rules.allow_partially_failed => {}
+        Some("PartiallyFailed") => {
+            return Source::Unusable(format!(
+                "NonAdminBackup {n} cannot be restored: its Velero Backup finished PartiallyFailed and the policy \
+                 (restore.allowPartiallyFailed: false) allows only Completed backups"
+            ))
+        }
+        Some(p @ ("Failed" | "FailedValidation" | "Deleting")) => {
+            let status = b.status.as_ref();
+            let detail = status
+                .and_then(|s| s.failure_reason.clone())
+                .or_else(|| status.and_then(|s| s.validation_errors.as_ref()).map(|e| e.join("; ")))
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            return Source::Unusable(format!(
+                "NonAdminBackup {n} cannot be restored: its Velero Backup is {p}{detail}; create a new \
+                 NonAdminBackup and restore that one"
+            ));
+        }
+        other => return not_ready(format!("its Velero Backup is {}", other.unwrap_or("New"))),
+    }
+    match &src.location {
+        Some((l, None)) => not_ready(format!("its storage location {l} does not exist")),
+        Some((l, Some(p))) if p != "Available" => not_ready(format!(
+            "its storage location {l} is {}",
+            if p.is_empty() { "not validated yet" } else { p }
+        )),
+        _ => Source::Ready(backup_name.clone()),
+    }
+}
+
+/// The BackupPartiallyFailed condition message for a restore from `b`, when `b` finished PartiallyFailed.
+fn partially_failed_warning(b: &Backup) -> Option<String> {
+    let s = b.status.as_ref()?;
+    (s.phase.as_deref() == Some("PartiallyFailed")).then(|| {
+        format!(
+            "restoring from Velero Backup {} that finished PartiallyFailed ({} error(s), {} warning(s)): some of \
+             its items may be missing (velero backup logs {} lists them)",
+            b.name_any(),
+            s.errors.unwrap_or(0),
+            s.warnings.unwrap_or(0),
+            b.name_any()
+        )
+    })
 }
 
 /// The Velero RestoreSpec for a NonAdminRestore restoring Velero backup `velero_backup_name`: policy applied, own
@@ -328,5 +519,175 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("namespaceMapping"), "{e}");
+    }
+
+    fn source(nab: Option<NonAdminBackup>, backup: Option<(&str, &str)>, location: Option<Option<&str>>) -> SourceView {
+        let backup_name = nab
+            .as_ref()
+            .filter(|n| tenant::was_created(*n))
+            .map(|_| "vb".to_string());
+        let backup = backup.map(|(phase, owner_ns)| {
+            let mut b = Backup::new("vb", Default::default());
+            b.metadata = NAB.stamp("vb", "velero", "vb", owner_ns, "nightly", &[]);
+            b.status = Some(crate::velero::BackupStatus {
+                phase: Some(phase.into()),
+                failure_reason: (phase == "Failed").then(|| "bucket gone".into()),
+                ..Default::default()
+            });
+            b
+        });
+        SourceView {
+            namespace: "team-a".into(),
+            nab_name: "nightly".into(),
+            nab,
+            velero_namespace: "velero".into(),
+            backup_name,
+            backup,
+            location: location.map(|p| ("default".to_string(), p.map(str::to_string))),
+        }
+    }
+
+    fn nab_in(phase: NonAdminPhase) -> NonAdminBackup {
+        let mut n = NonAdminBackup::new("nightly", Default::default());
+        n.metadata.namespace = Some("team-a".into());
+        n.status = Some(crate::api::NonAdminBackupStatus {
+            phase: Some(phase),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[test]
+    fn a_source_that_is_not_ready_yet_is_waited_for() {
+        let rules = RestoreRules::default();
+        let missing = judge(&source(None, None, None), &rules);
+        assert!(
+            matches!(&missing, Source::NotYet { refusal, .. } if refusal == "NonAdminBackup nightly does not exist in namespace team-a"),
+            "{missing:?}"
+        );
+        let new = judge(&source(Some(nab_in(NonAdminPhase::New)), None, None), &rules);
+        assert!(
+            matches!(&new, Source::NotYet { state, .. } if state.contains("has not been created")),
+            "{new:?}"
+        );
+        for phase in [
+            "New",
+            "Queued",
+            "InProgress",
+            "WaitingForPluginOperations",
+            "Finalizing",
+        ] {
+            let s = judge(
+                &source(Some(nab_in(NonAdminPhase::Created)), Some((phase, "team-a")), None),
+                &rules,
+            );
+            assert!(
+                matches!(&s, Source::NotYet { state, .. } if state.ends_with(phase)),
+                "{phase}: {s:?}"
+            );
+        }
+        let unavailable = source(
+            Some(nab_in(NonAdminPhase::Created)),
+            Some(("Completed", "team-a")),
+            Some(Some("Unavailable")),
+        );
+        assert!(
+            matches!(judge(&unavailable, &rules), Source::NotYet { state, .. } if state == "its storage location default is Unavailable")
+        );
+        let gone = source(
+            Some(nab_in(NonAdminPhase::Created)),
+            Some(("Completed", "team-a")),
+            Some(None),
+        );
+        assert!(matches!(judge(&gone, &rules), Source::NotYet { state, .. } if state.contains("does not exist")));
+        assert_eq!(
+            gone.dependencies(),
+            vec![
+                "NonAdminBackup:team-a/nightly".to_string(),
+                "BackupStorageLocation:velero/default".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_ready_source_is_restored() {
+        let rules = RestoreRules::default();
+        let ok = source(
+            Some(nab_in(NonAdminPhase::Created)),
+            Some(("Completed", "team-a")),
+            Some(Some("Available")),
+        );
+        assert_eq!(judge(&ok, &rules), Source::Ready("vb".into()));
+        let pf = source(
+            Some(nab_in(NonAdminPhase::Created)),
+            Some(("PartiallyFailed", "team-a")),
+            None,
+        );
+        assert_eq!(judge(&pf, &rules), Source::Ready("vb".into()));
+        let strict = RestoreRules {
+            allow_partially_failed: false,
+            ..Default::default()
+        };
+        assert!(matches!(judge(&pf, &strict), Source::Unusable(m) if m.contains("restore.allowPartiallyFailed")));
+    }
+
+    #[test]
+    fn a_source_that_can_never_be_restored_is_refused_at_once() {
+        let rules = RestoreRules::default();
+        let failed = judge(
+            &source(Some(nab_in(NonAdminPhase::Created)), Some(("Failed", "team-a")), None),
+            &rules,
+        );
+        assert!(
+            matches!(&failed, Source::Unusable(m) if m.contains("is Failed (bucket gone)")),
+            "{failed:?}"
+        );
+        let invalid = judge(
+            &source(
+                Some(nab_in(NonAdminPhase::Created)),
+                Some(("FailedValidation", "team-a")),
+                None,
+            ),
+            &rules,
+        );
+        assert!(matches!(invalid, Source::Unusable(_)));
+        let theirs = judge(
+            &source(
+                Some(nab_in(NonAdminPhase::Created)),
+                Some(("Completed", "team-b")),
+                None,
+            ),
+            &rules,
+        );
+        assert!(
+            matches!(&theirs, Source::Unusable(m) if m.contains("does not belong")),
+            "{theirs:?}"
+        );
+        let vanished = judge(&source(Some(nab_in(NonAdminPhase::Created)), None, None), &rules);
+        assert!(
+            matches!(&vanished, Source::Unusable(m) if m.contains("does not exist")),
+            "{vanished:?}"
+        );
+        let mut refused = nab_in(NonAdminPhase::BackingOff);
+        let mut conditions = Vec::new();
+        crate::controller::conditions::set_condition(
+            &mut conditions,
+            ACCEPTED,
+            false,
+            INVALID_BACKUP_SPEC,
+            "ttl is restricted",
+            now_seconds(),
+        );
+        refused.status.as_mut().unwrap().conditions = conditions;
+        let s = judge(&source(Some(refused), None, None), &rules);
+        assert!(
+            matches!(&s, Source::Unusable(m) if m.contains("was refused: ttl is restricted")),
+            "{s:?}"
+        );
+        let mut deleting = nab_in(NonAdminPhase::Created);
+        deleting.spec.delete_backup = true;
+        assert!(
+            matches!(judge(&source(Some(deleting), None, None), &rules), Source::Unusable(m) if m.contains("being deleted"))
+        );
     }
 }

@@ -64,18 +64,33 @@ fn set_accepted<K: Tenant>(s: &mut K::Status, now: Timestamp) {
     );
 }
 
+/// Queued=False reason of an object waiting for what it depends on (a restore for its backup).
+pub const WAITING_FOR_BACKUP: &str = "WaitingForBackup";
+/// A condition warning about a Created restore: its backup finished PartiallyFailed (an Event says so once).
+pub const BACKUP_PARTIALLY_FAILED: &str = "BackupPartiallyFailed";
+
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
 pub fn rejected<K: Tenant>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
+    refused::<K>(old, K::WORDS.invalid_reason, message, now)
+}
+
+/// Refused with `reason` (a spec problem, a source that cannot be used, a wait that timed out): BackingOff until
+/// the user changes the object. A wait that led here is over: its Queued condition goes.
+pub fn refused<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
     advance_phase(s.phase_mut(), NonAdminPhase::BackingOff);
-    set_condition(
-        s.conditions_mut(),
-        ACCEPTED,
-        false,
-        K::WORDS.invalid_reason,
-        message,
-        now,
-    );
+    set_condition(s.conditions_mut(), ACCEPTED, false, reason, message, now);
+    s.conditions_mut()
+        .retain(|c| !(c.type_ == QUEUED && c.reason == WAITING_FOR_BACKUP));
+    s
+}
+
+/// Valid, and waiting for what it depends on: phase New, Accepted, Queued=False with what it waits for and until
+/// when; no queue position (it is in no queue yet).
+pub fn waiting<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
+    let mut s = validated::<K>(old, now);
+    set_condition(s.conditions_mut(), QUEUED, false, reason, message, now);
+    *s.queue_info_mut() = None;
     s
 }
 
@@ -218,7 +233,13 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
         out.push(note(false, reason, format!("{} accepted", kind.to_lowercase())));
     }
     if let Some(("False", reason, message)) = cond(new, QUEUED) {
-        if !matches!(cond(old, QUEUED), Some(("False", ..))) {
+        if cond(old, QUEUED).map(|c| (c.0, c.1)) != Some(("False", reason)) {
+            // Waiting is expected, not a problem; anything else keeping it out of the queue is.
+            out.push(note(reason != WAITING_FOR_BACKUP, reason, message));
+        }
+    }
+    if let Some(("True", reason, message)) = cond(new, BACKUP_PARTIALLY_FAILED) {
+        if !matches!(cond(old, BACKUP_PARTIALLY_FAILED), Some(("True", ..))) {
             out.push(note(true, reason, message));
         }
     }
@@ -560,6 +581,7 @@ mod tests {
                 ..Default::default()
             }),
             queue_position: 1,
+            source_warning: None,
         }
     }
 
@@ -604,5 +626,53 @@ mod tests {
             reasons(&notes::<NonAdminRestore>(Some(&del), &del2)),
             vec!["DeletionDelayed"]
         );
+    }
+
+    #[test]
+    fn a_waiting_restore_is_new_accepted_and_not_queued_with_a_normal_event() {
+        let w = waiting::<NonAdminRestore>(None, WAITING_FOR_BACKUP, "waiting for NonAdminBackup b: x", t(0));
+        assert_eq!(w.phase, Some(New));
+        assert_eq!(find(&w.conditions, ACCEPTED).unwrap().reason, RESTORE_ACCEPTED);
+        let q = find(&w.conditions, QUEUED).unwrap();
+        assert_eq!((q.status.as_str(), q.reason.as_str()), ("False", WAITING_FOR_BACKUP));
+        assert!(w.queue_info.is_none());
+        let n = notes::<NonAdminRestore>(None, &w);
+        assert!(n.iter().any(|n| n.reason == WAITING_FOR_BACKUP && !n.warning), "{n:?}");
+        // Progress of the awaited backup changes the message, not the event.
+        let w2 = waiting::<NonAdminRestore>(Some(&w), WAITING_FOR_BACKUP, "waiting for NonAdminBackup b: y", t(5));
+        assert!(notes::<NonAdminRestore>(Some(&w), &w2).is_empty());
+        let mut r = NonAdminRestore::new("r", Default::default());
+        r.status = Some(w2.clone());
+        assert!(!crate::controller::tenant::was_created(&r), "a wait is not a creation");
+
+        // The wait ends either way: created (Queued true) or refused (the wait's condition goes).
+        let c = created::<NonAdminRestore>(Some(&w2), &rview(None), t(9));
+        assert_eq!(find(&c.conditions, QUEUED).unwrap().reason, RESTORE_SCHEDULED);
+        let gave_up = refused::<NonAdminRestore>(Some(&w2), "BackupWaitTimedOut", "gave up", t(9));
+        assert_eq!(gave_up.phase, Some(BackingOff));
+        assert!(find(&gave_up.conditions, QUEUED).is_none());
+        assert_eq!(
+            find(&gave_up.conditions, ACCEPTED).unwrap().reason,
+            "BackupWaitTimedOut"
+        );
+    }
+
+    #[test]
+    fn a_partially_failed_source_is_a_warning_once() {
+        let mut v = rview(Some("InProgress"));
+        v.source_warning = Some("restoring from Velero Backup b that finished PartiallyFailed".into());
+        let c = created::<NonAdminRestore>(None, &v, t(0));
+        let w = find(&c.conditions, BACKUP_PARTIALLY_FAILED).unwrap();
+        assert_eq!(
+            (w.status.as_str(), w.reason.as_str()),
+            ("True", BACKUP_PARTIALLY_FAILED)
+        );
+        let n = notes::<NonAdminRestore>(None, &c);
+        assert!(
+            n.iter().any(|n| n.reason == BACKUP_PARTIALLY_FAILED && n.warning),
+            "{n:?}"
+        );
+        let again = created::<NonAdminRestore>(Some(&c), &v, t(5));
+        assert_eq!(again, c);
     }
 }

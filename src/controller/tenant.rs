@@ -153,12 +153,12 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
         async { Ok(None) }
     }
 
-    /// The policy and the kind's own rules. `Ok(Err(message))` refuses the object (BackingOff until it changes).
+    /// The policy and the kind's own rules, and whether what it depends on is ready.
     fn admit(
         obj: &Self,
         policy: &Policy,
         ctx: &Ctx,
-    ) -> impl Future<Output = Result<Result<<Self::Velero as VeleroObject>::Spec, String>, Error>> + Send;
+    ) -> impl Future<Output = Result<Admission<<Self::Velero as VeleroObject>::Spec>, Error>> + Send;
 
     /// The Velero object for an admitted object, named by its nacuuid.
     fn build(
@@ -179,6 +179,46 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
 
     /// The finalizer's cleanup: the kind's delete path.
     fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+/// What admission decided about a tenant object.
+pub enum Admission<S> {
+    /// Create the Velero object with this spec.
+    Admit(S),
+    /// BackingOff with this condition reason and message, until the object changes.
+    Refuse { reason: &'static str, message: String },
+    /// Not yet: what it depends on is not ready.
+    Wait(Waiting),
+}
+
+impl<S> Admission<S> {
+    /// Admits `Ok`, refuses `Err` with the kind's invalid-spec reason.
+    pub fn from_spec<K: Tenant>(spec: Result<S, String>) -> Self {
+        match spec {
+            Ok(s) => Admission::Admit(s),
+            Err(message) => Admission::Refuse {
+                reason: K::WORDS.invalid_reason,
+                message,
+            },
+        }
+    }
+}
+
+/// A wait for something a tenant object depends on. No timer per object beyond one wake-up at `until`: changes of
+/// the objects named in `on` ([`dependency`] keys) wake it.
+pub struct Waiting {
+    /// Queued=False reason.
+    pub reason: &'static str,
+    /// What it waits for, and until when.
+    pub message: String,
+    /// When the wait gives up (the next admission refuses it).
+    pub until: k8s_openapi::jiff::Timestamp,
+    pub on: Vec<String>,
+}
+
+/// The key of an object others may wait for: a tenant object (`NonAdminBackup`) or a Velero one.
+pub fn dependency(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}:{namespace}/{name}")
 }
 
 /// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
@@ -234,17 +274,22 @@ pub async fn set_status<K: Tenant>(
     Ok(up)
 }
 
-/// Refuses the object with `message`: BackingOff until the user changes it.
-pub async fn reject<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx, message: &str) -> Result<Action, Error> {
+/// Refuses the object with `reason` and `message`: BackingOff until the user changes it.
+pub async fn reject<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx, reason: &str, message: &str) -> Result<Action, Error> {
     let now = now_seconds();
-    set_status(api, obj, ctx, |s| status::rejected::<K>(s, message, now)).await?;
+    set_status(api, obj, ctx, |s| status::refused::<K>(s, reason, message, now)).await?;
     Ok(Action::await_change())
 }
 
-/// Whether the object's Velero object was created: answered here only.
+/// Whether the object's Velero object was created: answered here only. Created, or (being deleted now) it was
+/// queued or went missing after creation; a Queued condition of a wait does not count.
 pub fn was_created<K: Tenant>(obj: &K) -> bool {
-    obj.status_ref()
-        .is_some_and(|s| s.phase() == Some(NonAdminPhase::Created) || find(s.conditions(), QUEUED).is_some())
+    let w = K::WORDS;
+    obj.status_ref().is_some_and(|s| {
+        s.phase() == Some(NonAdminPhase::Created)
+            || find(s.conditions(), QUEUED)
+                .is_some_and(|c| c.reason == w.scheduled_reason || c.reason == w.not_found_reason)
+    })
 }
 
 /// The nacuuid of a tenant object: the one recorded in its status, else the label the webhook stamped (trusted
@@ -312,9 +357,24 @@ async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action
         tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
+    let me = kube::runtime::reflector::ObjectRef::from_obj(&*obj);
     let spec = match K::admit(&obj, &policy, ctx).await? {
-        Ok(spec) => spec,
-        Err(message) => return reject(api, &obj, ctx, &message).await,
+        Admission::Admit(spec) => {
+            K::state(ctx).waiting.forget(&me);
+            spec
+        }
+        Admission::Refuse { reason, message } => {
+            K::state(ctx).waiting.forget(&me);
+            return reject(api, &obj, ctx, reason, &message).await;
+        }
+        Admission::Wait(w) => {
+            let now = now_seconds();
+            set_status(api, &obj, ctx, |s| status::waiting::<K>(s, w.reason, &w.message, now)).await?;
+            K::state(ctx).waiting.register(me, w.on);
+            // One wake-up at the deadline; the dependencies' changes wake it before.
+            let left = w.until.duration_since(now).unsigned_abs();
+            return Ok(Action::requeue(left.max(std::time::Duration::from_secs(1))));
+        }
     };
     let res = create_and_mirror(api, obj.clone(), spec, ctx).await;
     if res.is_err() {

@@ -10,7 +10,7 @@ use super::tenant::{Tenant, VeleroObject};
 use crate::api::NonAdminBackup;
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
-use crate::velero::{DataUpload, PodVolumeBackup};
+use crate::velero::{BackupStorageLocation, DataUpload, PodVolumeBackup};
 use futures::{Future, Stream, StreamExt, TryStreamExt};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
@@ -324,6 +324,40 @@ pub fn delete_request_stream(
     log_errors(s, "velero deletebackuprequests")
 }
 
+/// Velero's BackupStorageLocations, reflected into `writer`; `changed` hears each location's name on every change
+/// (restores wait for their backup's location to be Available). `synced` is marked after the first list, or when
+/// the kind does not exist.
+pub fn location_stream(
+    api: Api<BackupStorageLocation>,
+    writer: Writer<BackupStorageLocation>,
+    synced: Synced,
+    changed: impl Fn(&str) + Send + 'static,
+) -> impl Stream<Item = ()> + Send {
+    let s = watcher(api)
+        .default_backoff()
+        .inspect_err({
+            let synced = synced.clone();
+            move |e| mark_if_missing(&synced, e)
+        })
+        .modify(|o: &mut BackupStorageLocation| o.metadata.managed_fields = None)
+        .reflect(writer)
+        .map_ok(move |ev| match &ev {
+            Event::InitDone => synced.mark(),
+            Event::Apply(o) | Event::Delete(o) => changed(&o.name_any()),
+            _ => {}
+        });
+    log_errors(s, "velero backupstoragelocations").map(|_| ())
+}
+
+/// A watch whose kind does not exist has nothing to wait for: its store counts as synced (empty).
+fn mark_if_missing(synced: &Synced, e: &watcher::Error) {
+    if let watcher::Error::InitialListFailed(kube::Error::Api(s)) = e {
+        if s.code == 404 {
+            synced.mark();
+        }
+    }
+}
+
 /// Per-volume objects of backups (DataUploads, PodVolumeBackups): counted by backup and phase; a change of a count
 /// triggers the NonAdminBackup of that backup. Only feeds `counts`, so the stream yields nothing. `synced` is
 /// marked after the first list, or when the kind does not exist (no such objects to count).
@@ -339,13 +373,7 @@ pub fn volume_count_stream<V: VolumeProgress>(
         .default_backoff()
         .inspect_err({
             let synced = synced.clone();
-            move |e| {
-                if let watcher::Error::InitialListFailed(kube::Error::Api(s)) = e {
-                    if s.code == 404 {
-                        synced.mark();
-                    }
-                }
-            }
+            move |e| mark_if_missing(&synced, e)
         })
         .map_ok(move |ev| {
             let changed = counts.lock().expect("counts lock").apply(&ev);

@@ -27,6 +27,11 @@ impl GoDuration {
         GoDuration(s as u128 * S)
     }
 
+    /// As a std Duration (saturating: a Go duration fits in i64 nanoseconds, a std one in far more).
+    pub fn as_std(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(u64::try_from(self.0).unwrap_or(u64::MAX))
+    }
+
     pub fn is_zero(&self) -> bool {
         self.0 == 0
     }

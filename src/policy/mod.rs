@@ -35,6 +35,59 @@ pub struct Policy {
     pub backup: BackupBounds,
     /// Which backups found in object storage get their NonAdminBackup back.
     pub backup_sync: BackupSync,
+    /// How restores wait for their source and which sources they may use.
+    pub restore: RestoreRules,
+}
+
+/// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
+/// `restore.maxWaitTimeout`.
+pub const WAIT_TIMEOUT_ANNOTATION: &str = "nac.oadp.openshift.io/wait-timeout";
+
+/// A restore whose backup is not ready yet waits for it (Velero's wait-for-additional-items pattern): up to a
+/// default timeout that each restore may override within a maximum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreRules {
+    /// How long a restore waits for its backup by default; zero: refused at once, as before waiting existed.
+    pub wait_timeout: GoDuration,
+    /// The longest wait a restore may ask for with [`WAIT_TIMEOUT_ANNOTATION`].
+    pub max_wait_timeout: GoDuration,
+    /// Whether a restore may use a backup Velero finished `PartiallyFailed` (with a warning condition).
+    pub allow_partially_failed: bool,
+}
+
+/// The default wait (Velero's own default for additional items).
+pub const DEFAULT_RESTORE_WAIT: GoDuration = GoDuration(10 * 60 * 1_000_000_000);
+/// The default longest wait a restore may ask for.
+pub const DEFAULT_MAX_RESTORE_WAIT: GoDuration = GoDuration(24 * 3600 * 1_000_000_000);
+
+impl Default for RestoreRules {
+    fn default() -> Self {
+        RestoreRules {
+            wait_timeout: DEFAULT_RESTORE_WAIT,
+            max_wait_timeout: DEFAULT_MAX_RESTORE_WAIT,
+            allow_partially_failed: true,
+        }
+    }
+}
+
+impl RestoreRules {
+    /// The wait of a restore with this value of [`WAIT_TIMEOUT_ANNOTATION`] (absent: the default). `Err` names
+    /// the problem; the webhook refuses with it and the reconciler backs off with it.
+    pub fn wait_for(&self, annotation: Option<&str>) -> Result<GoDuration, String> {
+        let Some(v) = annotation else {
+            return Ok(self.wait_timeout);
+        };
+        let field = format!("metadata.annotations[{WAIT_TIMEOUT_ANNOTATION}]");
+        let d =
+            GoDuration::parse(v.trim()).map_err(|e| format!("NonAdminRestore {field} {v:?} is not a duration: {e}"))?;
+        if d > self.max_wait_timeout {
+            return Err(format!(
+                "NonAdminRestore {field} {d} is above the maximum wait restore.maxWaitTimeout {}",
+                self.max_wait_timeout
+            ));
+        }
+        Ok(d)
+    }
 }
 
 /// Backup sync: Velero re-creates Backup objects from object storage (after a disaster, or on a new cluster);
@@ -80,6 +133,20 @@ struct RawPolicy {
     backup: Option<RawBackupBounds>,
     #[serde(default)]
     backup_sync: Option<RawBackupSync>,
+    #[serde(default)]
+    restore: Option<RawRestoreRules>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRestoreRules {
+    /// Go duration strings; a plain `0` (YAML integer) too.
+    #[serde(default)]
+    wait_timeout: Option<Value>,
+    #[serde(default)]
+    max_wait_timeout: Option<Value>,
+    #[serde(default)]
+    allow_partially_failed: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -212,11 +279,13 @@ impl Policy {
             ));
         }
         let backup_sync = parse_sync(raw.backup_sync.unwrap_or_default(), &mut problems);
+        let restore = parse_restore(raw.restore.unwrap_or_default(), &mut problems);
         let policy = Policy {
             enforce_backup_spec,
             enforce_restore_spec,
             backup,
             backup_sync,
+            restore,
         };
         if let Some(ttl) = policy.enforced_ttl() {
             if let Some(max) = policy.backup.max_ttl {
@@ -279,6 +348,22 @@ impl Policy {
                 self.backup_sync.admin_locations.join(", ")
             ));
         }
+        if self.restore != RestoreRules::default() {
+            let wait = if self.restore.wait_timeout.is_zero() {
+                "restores of unfinished backups are refused at once".to_string()
+            } else {
+                format!("restores wait up to {} for their backup", self.restore.wait_timeout)
+            };
+            let pf = if self.restore.allow_partially_failed {
+                "allowed"
+            } else {
+                "refused"
+            };
+            lines.push(format!(
+                "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}",
+                self.restore.max_wait_timeout
+            ));
+        }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());
         }
@@ -286,19 +371,54 @@ impl Policy {
     }
 }
 
+/// A duration field that may also be a plain `0`; problems are recorded under `field`.
+fn duration_value(field: &str, v: Option<Value>, problems: &mut Vec<PolicyProblem>) -> Option<GoDuration> {
+    match v? {
+        Value::Number(n) if n.as_u64() == Some(0) => Some(GoDuration(0)),
+        Value::String(p) => match GoDuration::parse(&p) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                problems.push(problem(field, e.to_string()));
+                None
+            }
+        },
+        other => {
+            problems.push(problem(
+                field,
+                format!("{other} is not a duration (expected Go duration syntax such as 30m, or 0)"),
+            ));
+            None
+        }
+    }
+}
+
+fn parse_restore(raw: RawRestoreRules, problems: &mut Vec<PolicyProblem>) -> RestoreRules {
+    let mut r = RestoreRules::default();
+    if let Some(d) = duration_value("restore.waitTimeout", raw.wait_timeout, problems) {
+        r.wait_timeout = d;
+    }
+    if let Some(d) = duration_value("restore.maxWaitTimeout", raw.max_wait_timeout, problems) {
+        r.max_wait_timeout = d;
+    }
+    if let Some(b) = raw.allow_partially_failed {
+        r.allow_partially_failed = b;
+    }
+    if r.wait_timeout > r.max_wait_timeout {
+        problems.push(problem(
+            "restore.waitTimeout",
+            format!(
+                "{} is above restore.maxWaitTimeout {}",
+                r.wait_timeout, r.max_wait_timeout
+            ),
+        ));
+    }
+    r
+}
+
 fn parse_sync(raw: RawBackupSync, problems: &mut Vec<PolicyProblem>) -> BackupSync {
     let mut sync = BackupSync::default();
-    match raw.period {
-        None => {}
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => sync.period = GoDuration(0),
-        Some(Value::String(p)) => match GoDuration::parse(&p) {
-            Ok(d) => sync.period = d,
-            Err(e) => problems.push(problem("backupSync.period", e.to_string())),
-        },
-        Some(other) => problems.push(problem(
-            "backupSync.period",
-            format!("{other} is not a duration (expected Go duration syntax such as 30m, or 0 to disable)"),
-        )),
+    if let Some(d) = duration_value("backupSync.period", raw.period, problems) {
+        sync.period = d;
     }
     for (i, loc) in raw.admin_locations.unwrap_or_default().into_iter().enumerate() {
         if !crate::naming::is_object_name(&loc) {

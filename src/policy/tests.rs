@@ -337,3 +337,43 @@ fn backup_sync_mistakes_name_the_field() {
     let e = Policy::parse("backupSync:\n  locations: [default]\n").unwrap_err();
     assert!(e.to_string().contains("unknown field `locations`"), "{e}");
 }
+
+#[test]
+fn restores_wait_ten_minutes_by_default_within_a_day() {
+    let p = Policy::parse("").unwrap();
+    assert_eq!(p.restore, RestoreRules::default());
+    assert_eq!(p.restore.wait_for(None).unwrap().to_string(), "10m0s");
+    assert_eq!(p.restore.wait_for(Some("2h")).unwrap().to_string(), "2h0m0s");
+    assert!(p.restore.allow_partially_failed);
+}
+
+#[test]
+fn restore_waits_are_configurable_and_bounded() {
+    let p =
+        Policy::parse("restore:\n  waitTimeout: 0\n  maxWaitTimeout: 30m\n  allowPartiallyFailed: false\n").unwrap();
+    assert!(p.restore.wait_timeout.is_zero());
+    assert!(!p.restore.allow_partially_failed);
+    assert_eq!(p.restore.wait_for(Some("0s")).unwrap().to_string(), "0s");
+    let e = p.restore.wait_for(Some("1h")).unwrap_err();
+    assert!(
+        e.contains(WAIT_TIMEOUT_ANNOTATION) && e.contains("restore.maxWaitTimeout 30m0s"),
+        "{e}"
+    );
+    let e = p.restore.wait_for(Some("soon")).unwrap_err();
+    assert!(e.contains("\"soon\" is not a duration"), "{e}");
+    assert!(
+        p.summary().iter().any(|l| l.contains("refused at once")),
+        "{:?}",
+        p.summary()
+    );
+}
+
+#[test]
+fn a_default_wait_above_the_maximum_is_refused() {
+    let e = Policy::parse("restore:\n  waitTimeout: 2h\n  maxWaitTimeout: 1h\n").unwrap_err();
+    assert_eq!(e.0[0].field, "restore.waitTimeout", "{e}");
+    let e = Policy::parse("restore:\n  waitTimeout: true\n").unwrap_err();
+    assert_eq!(e.0[0].field, "restore.waitTimeout", "{e}");
+    let e = Policy::parse("restore:\n  waitTimeut: 1m\n").unwrap_err();
+    assert!(e.to_string().contains("waitTimeut"), "{e}");
+}

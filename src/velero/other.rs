@@ -1,4 +1,5 @@
-//! Smaller Velero kinds nac touches: DeleteBackupRequest, DataUpload, PodVolumeBackup, DataDownload, PodVolumeRestore.
+//! Smaller Velero kinds nac touches: DeleteBackupRequest, DataUpload, PodVolumeBackup, DataDownload, PodVolumeRestore,
+//! BackupStorageLocation (only its phase: whether a restore can read from it).
 
 use super::Extra;
 use kube::CustomResource;
@@ -56,3 +57,4 @@ phase_only_kind!(DataUploadSpec, "DataUpload", "v2alpha1");
 phase_only_kind!(DataDownloadSpec, "DataDownload", "v2alpha1");
 phase_only_kind!(PodVolumeBackupSpec, "PodVolumeBackup", "v1");
 phase_only_kind!(PodVolumeRestoreSpec, "PodVolumeRestore", "v1");
+phase_only_kind!(BackupStorageLocationSpec, "BackupStorageLocation", "v1");

@@ -132,8 +132,10 @@ pub fn free_port() -> u16 {
 pub struct NacProcess {
     pub webhook: SocketAddr,
     pub metrics: SocketAddr,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// The wrapper shell and our end of its stdin (dropping it stops nac).
+    child: std::sync::Mutex<(Child, Option<ChildStdin>)>,
+    /// How nac was started, to start it again ([`NacProcess::restart`]).
+    cmd: std::sync::Mutex<Command>,
     pub log: PathBuf,
     /// Chart mode: nac's kubeconfig (a ServiceAccount token of the test cluster, valid 2 h), next to nac's log;
     /// removed on drop (a binary's shared `static` Env is never dropped: like the log, it then stays).
@@ -197,11 +199,26 @@ impl NacProcess {
         NacProcess {
             webhook,
             metrics,
-            child,
-            stdin,
+            child: std::sync::Mutex::new((child, stdin)),
+            cmd: std::sync::Mutex::new(cmd),
             log,
             kubeconfig,
         }
+    }
+
+    /// Stops nac (SIGTERM) and starts it again with the same settings and addresses (its log goes on in the same
+    /// file); returns once the new process is ready.
+    pub async fn restart(&self) {
+        self.stop();
+        {
+            let mut cmd = self.cmd.lock().unwrap();
+            let logf = std::fs::OpenOptions::new().append(true).open(&self.log).unwrap();
+            cmd.stdout(logf.try_clone().unwrap()).stderr(logf).stdin(Stdio::piped());
+            let mut child = cmd.spawn().expect("starting nac again");
+            let stdin = child.stdin.take();
+            *self.child.lock().unwrap() = (child, stdin);
+        }
+        self.wait_ready().await;
     }
 
     pub fn log_tail(&self) -> String {
@@ -228,7 +245,7 @@ impl NacProcess {
 
     /// The pid of nac itself (the wrapper shell's child).
     pub fn nac_pid(&self) -> Option<u32> {
-        let pid = self.child.id();
+        let pid = self.child.lock().unwrap().0.id();
         let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
         kids.split_whitespace().next()?.parse().ok()
     }
@@ -248,17 +265,19 @@ impl NacProcess {
     }
 
     /// Stops nac (SIGTERM through the wrapper) and waits for it.
-    pub fn stop(&mut self) {
-        self.stdin.take();
+    pub fn stop(&self) {
+        let mut guard = self.child.lock().unwrap();
+        let (child, stdin) = &mut *guard;
+        stdin.take();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -188,3 +188,51 @@ pub fn seconds(ts: &Value) -> i64 {
         .unwrap_or_else(|| panic!("not a timestamp: {ts}"))
         .as_second()
 }
+
+/// A NonAdminRestore of `backup` asking to wait up to `wait` for it.
+pub fn waiting_nar(name: &str, backup: &str, wait: &str) -> NonAdminRestore {
+    let mut r = nar(name, backup);
+    r.metadata.annotations = Some([(nac::policy::WAIT_TIMEOUT_ANNOTATION.to_string(), wait.to_string())].into());
+    r
+}
+
+/// The (status, reason, message) of a NonAdminRestore's condition `ty`.
+pub fn nar_condition(n: &NonAdminRestore, ty: &str) -> Option<(String, String, String)> {
+    let c = n.status.as_ref()?.conditions.iter().find(|c| c.type_ == ty)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits until the NonAdminRestore waits for its backup (phase New, Queued=False WaitingForBackup); returns the
+/// condition message.
+pub async fn waiting(api: &Api<NonAdminRestore>, name: &str) -> String {
+    wait_for(api, name, T, &format!("NAR {name} waiting for its backup"), |o| {
+        let n = o?;
+        let (status, reason, message) = nar_condition(n, "Queued")?;
+        let new = n.status.as_ref()?.phase == Some(nac::api::NonAdminPhase::New);
+        (new && status == "False" && reason == "WaitingForBackup").then_some(message)
+    })
+    .await
+}
+
+/// Waits until the NonAdminRestore is BackingOff; returns it.
+pub async fn backing_off(api: &Api<NonAdminRestore>, name: &str) -> NonAdminRestore {
+    wait_for(api, name, T, &format!("NAR {name} BackingOff"), |o| {
+        let n = o?;
+        (n.status.as_ref()?.phase == Some(nac::api::NonAdminPhase::BackingOff)).then(|| n.clone())
+    })
+    .await
+}
+
+/// Seconds from a NonAdminRestore's creation to its Accepted condition's last transition.
+pub fn accepted_after_creation(n: &NonAdminRestore) -> f64 {
+    let created = n.metadata.creation_timestamp.as_ref().unwrap().0;
+    let c = n
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Accepted")
+        .unwrap();
+    c.last_transition_time.0.duration_since(created).as_secs_f64()
+}
