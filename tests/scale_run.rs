@@ -1,8 +1,12 @@
-//! Reconciler scale run (a measurement, not a timed test): 1,000 NonAdminBackups over 100 namespaces against the
-//! local control plane. Prints time to all Velero Backups, create→Created latency percentiles, API writes per
-//! NAB and nac's peak memory, for BENCHMARKS.md.
+//! Reconciler scale run (a measurement; the counts that are promises are asserted): 10,000 NonAdminBackups over
+//! 1,000 namespaces against the local control plane (fake Velero: the run completes the backups itself, oldest
+//! first, as Velero works through its queue). Prints time to all Velero Backups, create→Created latency
+//! percentiles, API writes per NAB, the status writes of queue advances and of draining the whole queue, and
+//! nac's peak memory, for BENCHMARKS.md. Asserts the happy path (one Velero Backup, one Event per NAB), the bound
+//! on writes per queue advance, and that a restart of nac over the settled NABs writes no status.
 //!
-//! `make scale` (or: cargo test --release --features e2e,scale --test scale_run -- --nocapture)
+//! `make scale` (or: cargo test --release --features e2e,scale --test scale_run -- --nocapture); smaller runs
+//! with SCALE_NAMESPACES / SCALE_PER_NAMESPACE.
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
 mod common;
@@ -34,9 +38,35 @@ fn api_writes(metrics: &str) -> f64 {
         .sum()
 }
 
+/// nac's API writes of one kind so far (`nac_api_writes_total{kind="..."}`).
+fn writes_of(metrics: &str, kind: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("nac_api_writes_total") && l.contains(&format!("kind=\"{kind}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+const STATUS: &str = "NonAdminBackup/status";
+
+/// Waits until nac's status writes stop changing for `quiet`; returns their count.
+async fn settled_status_writes(nac: &NacProcess, quiet: Duration) -> f64 {
+    let mut last = writes_of(&nac.metrics_text().await, STATUS);
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = writes_of(&nac.metrics_text().await, STATUS);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= quiet {
+            return now;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_run() {
-    let namespaces = env_usize("SCALE_NAMESPACES", 100);
+    let namespaces = env_usize("SCALE_NAMESPACES", 1000);
     let per_ns = env_usize("SCALE_PER_NAMESPACE", 10);
     let concurrency = env_usize("SCALE_CONCURRENCY", 16);
     let total = namespaces * per_ns;
@@ -142,4 +172,92 @@ async fn scale_run() {
     for l in metrics.lines().filter(|l| l.starts_with("nac_api_writes_total")) {
         println!("  {l}");
     }
+    // The happy path: one Velero Backup and one Event per NAB, and one status write straight to Created (the
+    // status writes beyond one per NAB are queue refreshes, counted below).
+    assert_eq!(writes_of(&metrics, "Backup"), total as f64, "one Velero Backup per NAB");
+    assert_eq!(writes_of(&metrics, "Event"), total as f64, "one Event per NAB");
+    let status_after_create = writes_of(&metrics, STATUS);
+    assert!(status_after_create >= total as f64);
+    println!(
+        "| happy-path writes per NAB (Backup + status to Created + Event) | 3 |\n| queue refreshes while creating | {} |",
+        status_after_create - total as f64
+    );
+
+    // Drain the queue as Velero does, oldest first. First a sample of single advances, each let settle.
+    let mut queue: Vec<Backup> = velero
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|b| {
+            b.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("openshift.io/oadp-nab-origin-namespace"))
+                .is_some_and(|ns| ns.starts_with(&format!("{run}-")))
+        })
+        .collect();
+    queue.sort_by_key(|b| {
+        (
+            b.metadata.creation_timestamp.clone().map(|t| t.0),
+            b.metadata.name.clone(),
+        )
+    });
+    let complete = |name: String| {
+        let velero = velero.clone();
+        async move {
+            velero
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"status": {"phase": "Completed"}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let quiet = Duration::from_millis(2500);
+    let mut before = settled_status_writes(&env.nac, quiet).await;
+    let sample = 20.min(total);
+    let mut per_advance = Vec::new();
+    for b in &queue[..sample] {
+        complete(b.metadata.name.clone().unwrap()).await;
+        let after = settled_status_writes(&env.nac, quiet).await;
+        per_advance.push(after - before);
+        before = after;
+    }
+    // Then the rest, one after the other without waiting (nac coalesces what arrives within a second).
+    let drain_start = Instant::now();
+    for b in &queue[sample..] {
+        complete(b.metadata.name.clone().unwrap()).await;
+    }
+    let drained = settled_status_writes(&env.nac, Duration::from_secs(5)).await - before;
+    let drain_took = drain_start.elapsed();
+    let worst = per_advance.iter().cloned().fold(0.0, f64::max);
+    let exact = (total * (total - 1) / 2 + total) as f64;
+    let all_drain = per_advance.iter().sum::<f64>() + drained;
+    println!(
+        "| status writes per queue advance (first {sample}, each settled) | {:.1} mean, {worst} max |",
+        per_advance.iter().sum::<f64>() / sample as f64
+    );
+    println!(
+        "| status writes to drain the queue of {total} | {all_drain} ({:.2}% of {exact} with exact positions); drain took {:.0} s |",
+        all_drain / exact * 100.0,
+        drain_took.as_secs_f64()
+    );
+    // Each advance: the completed NAB (position 0 and phase) plus at most 10 + one per grid point.
+    assert!(worst <= 1.0 + 90.0, "a queue advance cost {worst} status writes");
+    assert!(all_drain <= exact / 10.0, "draining cost {all_drain} status writes");
+
+    // A restart over settled NABs writes no status: the new process reads, compares and finds nothing to change.
+    env.nac.restart().await;
+    let on_restart = settled_status_writes(&env.nac, Duration::from_secs(10)).await;
+    let m = env.nac.metrics_text().await;
+    println!(
+        "| status writes after restarting nac over {total} settled NABs | {on_restart} |\n| nac peak RSS after the restart | {:.1} MiB |",
+        env.nac.peak_rss_kib().unwrap_or(0) as f64 / 1024.0
+    );
+    assert_eq!(on_restart, 0.0, "a restart rewrote statuses");
+    assert_eq!(writes_of(&m, "Backup"), 0.0, "a restart created Velero Backups");
 }

@@ -11,6 +11,7 @@ use super::conditions::now_seconds;
 use super::context::{key_of, Ctx, Error, KindState};
 use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
+use super::queue::reported;
 use super::status::{self, Words};
 use super::tenant::{self, set_status, Admission, Tenant};
 use super::write::{create_or_get, delete_if_present};
@@ -120,7 +121,11 @@ impl Tenant for NonAdminBackup {
             name: name.clone(),
             namespace: ctx.opts.velero_namespace.clone(),
             spec: Some(vb.spec.clone()),
-            status: vb.status.clone(),
+            // Velero's own queuePosition changes for every queued backup at each advance: mirrored as reported.
+            status: vb.status.clone().map(|mut s| {
+                s.queue_position = s.queue_position.map(reported);
+                s
+            }),
             queue_position: ctx.nab.position(&name),
             data_uploads: ctx.data_uploads.lock().expect("counts lock").tally(&name),
             pod_volume_backups: ctx.pod_volume_backups.lock().expect("counts lock").tally(&name),

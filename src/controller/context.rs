@@ -245,9 +245,13 @@ impl<K: Tenant> KindState<K> {
         (state, wiring)
     }
 
-    /// The estimated queue position of Velero object `name` (0 when unknown).
+    /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
     pub fn position(&self, name: &str) -> i64 {
-        self.queue.lock().expect("queue lock").position(name).unwrap_or(0)
+        self.queue
+            .lock()
+            .expect("queue lock")
+            .reported_position(name)
+            .unwrap_or(0)
     }
 
     /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers

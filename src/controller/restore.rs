@@ -14,6 +14,7 @@
 use super::conditions::{now_seconds, set_condition};
 use super::context::{key_of, Ctx, Error, KindState};
 use super::objects::{add_restore_exclusions, to_map};
+use super::queue::reported;
 use super::status::{self, Words, BACKUP_PARTIALLY_FAILED, WAITING_FOR_BACKUP};
 use super::tenant::{self, set_status, Admission, Tenant, Waiting};
 use crate::api::condition::*;
@@ -147,7 +148,10 @@ impl Tenant for NonAdminRestore {
             queue_position: ctx.nar.position(&name),
             name,
             namespace: ctx.opts.velero_namespace.clone(),
-            status: vr.status.clone(),
+            status: vr.status.clone().map(|mut s| {
+                s.queue_position = s.queue_position.map(reported);
+                s
+            }),
             source_warning: source.and_then(|b| partially_failed_warning(&b)),
         }
     }
