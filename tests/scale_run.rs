@@ -40,11 +40,18 @@ fn api_writes(metrics: &str) -> f64 {
 
 /// nac's API writes of one kind so far (`nac_api_writes_total{kind="..."}`).
 fn writes_of(metrics: &str, kind: &str) -> f64 {
-    metrics
+    counter(metrics, "nac_api_writes_total", &format!("kind=\"{kind}\""))
+}
+
+/// The sum of a counter's series whose labels contain `label` (0 when there is none).
+fn counter(metrics: &str, name: &str, label: &str) -> f64 {
+    let sum: f64 = metrics
         .lines()
-        .filter(|l| l.starts_with("nac_api_writes_total") && l.contains(&format!("kind=\"{kind}\"")))
+        .filter(|l| l.starts_with(name) && l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .sum();
+    // An empty float sum is -0.
+    sum + 0.0
 }
 
 const STATUS: &str = "NonAdminBackup/status";
@@ -252,7 +259,13 @@ async fn scale_run() {
 
     // A restart over settled NABs writes no status: the new process reads, compares and finds nothing to change.
     env.nac.restart().await;
-    let on_restart = settled_status_writes(&env.nac, Duration::from_secs(10)).await;
+    eventually(Duration::from_secs(300), "every NAB reconciled after the restart", || async {
+        let m = env.nac.metrics_text().await;
+        let done = counter(&m, "nac_reconciles_total", "controller=\"nonadminbackup\"");
+        (done >= total as f64).then_some(())
+    })
+    .await;
+    let on_restart = settled_status_writes(&env.nac, Duration::from_secs(5)).await;
     let m = env.nac.metrics_text().await;
     println!(
         "| status writes after restarting nac over {total} settled NABs | {on_restart} |\n| nac peak RSS after the restart | {:.1} MiB |",
