@@ -433,9 +433,13 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
         (Some("False"), Some("InvalidRestoreSpec"))
     );
     let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
-    let sel = NAR_ORIGIN_NACUUID_LABEL.to_string();
-    let mine: Vec<_> = restores
-        .list(&ListParams::default().labels(&sel))
+    assert!(velero_restores_of(&restores, &ns).await.is_empty());
+}
+
+/// The Velero Restores nac made for NonAdminRestores of `ns`.
+async fn velero_restores_of(restores: &Api<Restore>, ns: &str) -> Vec<Restore> {
+    restores
+        .list(&ListParams::default().labels(NAR_ORIGIN_NACUUID_LABEL))
         .await
         .unwrap()
         .items
@@ -444,10 +448,9 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
             r.metadata
                 .annotations
                 .as_ref()
-                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns))
+                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace").map(String::as_str) == Some(ns))
         })
-        .collect();
-    assert!(mine.is_empty());
+        .collect()
 }
 
 #[tokio::test]
@@ -541,20 +544,10 @@ async fn a_restore_waits_for_its_backup_and_runs_once_it_completes() {
             .map(|_| ())
     })
     .await;
-    let none: Vec<_> = restores
-        .list(&ListParams::default().labels(NAR_ORIGIN_NACUUID_LABEL))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|r| {
-            r.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace") == Some(&ns))
-        })
-        .collect();
-    assert!(none.is_empty(), "no Velero Restore while waiting");
+    assert!(
+        velero_restores_of(&restores, &ns).await.is_empty(),
+        "no Velero Restore while waiting"
+    );
 
     // Completed: woken by the change (no poll), the Velero Restore is created.
     play_velero_backup(&velero, &vb_name, json!({"phase": "Completed"})).await;

@@ -141,22 +141,8 @@ async fn restore_brings_back_deleted_objects() {
     nars.create(&PostParams::default(), &nar("back", "before"))
         .await
         .unwrap();
-    let r = wait_for(&nars, "back", T, "Velero restore finished", |o| {
-        let n = o?.clone();
-        let p = n
-            .status
-            .as_ref()?
-            .velero_restore
-            .as_ref()?
-            .status
-            .as_ref()?
-            .phase
-            .clone()?;
-        ["Completed", "PartiallyFailed", "Failed", "FailedValidation"]
-            .contains(&p.as_str())
-            .then(|| serde_json::to_value(&n).unwrap())
-    })
-    .await;
+    restore_finished(&nars, "back").await;
+    let r = serde_json::to_value(nars.get("back").await.unwrap()).unwrap();
     let st = &r["status"];
     let vs = &st["veleroRestore"]["status"];
     assert_eq!(vs["phase"], "Completed", "restore: {st:#}");

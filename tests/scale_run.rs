@@ -259,11 +259,15 @@ async fn scale_run() {
 
     // A restart over settled NABs writes no status: the new process reads, compares and finds nothing to change.
     env.nac.restart().await;
-    eventually(Duration::from_secs(300), "every NAB reconciled after the restart", || async {
-        let m = env.nac.metrics_text().await;
-        let done = counter(&m, "nac_reconciles_total", "controller=\"nonadminbackup\"");
-        (done >= total as f64).then_some(())
-    })
+    eventually(
+        Duration::from_secs(300),
+        "every NAB reconciled after the restart",
+        || async {
+            let m = env.nac.metrics_text().await;
+            let done = counter(&m, "nac_reconciles_total", "controller=\"nonadminbackup\"");
+            (done >= total as f64).then_some(())
+        },
+    )
     .await;
     let on_restart = settled_status_writes(&env.nac, Duration::from_secs(5)).await;
     let m = env.nac.metrics_text().await;
