@@ -249,6 +249,10 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
         Err(kube::Error::Api(e)) if e.code == 404 => {
             tracing::debug!(namespace = %origin.namespace, backup = %name, "backup sync: origin namespace missing")
         }
+        // Being deleted: like a missing one, its re-creation brings the NonAdminBackup back.
+        Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("is being terminated") => {
+            tracing::debug!(namespace = %origin.namespace, backup = %name, "backup sync: origin namespace terminating")
+        }
         Err(e) => tracing::warn!(backup = %name, error = %e, "backup sync: creating the NonAdminBackup failed"),
     }
     Outcome::Done
