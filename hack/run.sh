@@ -132,6 +132,21 @@ $where
    $K patch nab first --type=merge -p '{"spec":{"deleteBackup":true}}'
    $K get nab first -w                           # Deleting, then gone with the data
 
+ 6. A backup and a restore of it in one apply (GitOps style): the restore waits for its backup instead of failing:
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminBackup
+   metadata: {name: second}
+   spec: {backupSpec: {}}
+   ---
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminRestore
+   metadata: {name: second-restore, annotations: {nac.oadp.openshift.io/wait-timeout: 5m}}
+   spec: {restoreSpec: {backupName: second}}
+   EOF
+   $K get nar second-restore -o jsonpath='{.status.conditions[?(@.type=="Queued")].message}'  # waiting, and until when
+   $K get nar second-restore -w                  # Created, then Completed, once the backup is
+
  Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================
 
