@@ -452,7 +452,14 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
     undo.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         "2026-11-23T00:00:01Z".parse().unwrap(),
     ));
+    // It was waiting for its backup before it was deleted: that wait ends with it.
+    let me = kube::runtime::reflector::ObjectRef::from_obj(&undo);
+    f.ctx
+        .nar
+        .waiting
+        .register(me, vec!["NonAdminBackup:team-a/nightly".into()]);
     let (calls, events) = run_nar(&f, handle, undo).await;
+    assert!(f.ctx.nar.waiting.is_empty());
     assert_eq!(
         calls,
         vec![

@@ -234,7 +234,13 @@ pub async fn reconcile<K: Tenant>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, 
         let res = with_finalizer(&api, K::ORIGIN.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
             match ev {
                 Finalizer::Apply(o) => apply(&api, o, &ctx).await,
-                Finalizer::Cleanup(o) => K::cleanup(&api, o, &ctx).await,
+                Finalizer::Cleanup(o) => {
+                    // Whatever it waited for, it waits no more.
+                    K::state(&ctx)
+                        .waiting
+                        .forget(&kube::runtime::reflector::ObjectRef::from_obj(&*o));
+                    K::cleanup(&api, o, &ctx).await
+                }
             }
         })
         .await;
