@@ -56,6 +56,15 @@ fn counter(metrics: &str, name: &str, label: &str) -> f64 {
 
 const STATUS: &str = "NonAdminBackup/status";
 
+/// Whether a Velero Backup was made for a NonAdminBackup of this run's namespaces (`<run>-<i>`).
+fn of_run(b: &Backup, run: &str) -> bool {
+    b.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("openshift.io/oadp-nab-origin-namespace"))
+        .is_some_and(|ns| ns.starts_with(&format!("{run}-")))
+}
+
 /// Waits until nac's status writes stop changing for `quiet`; returns their count.
 async fn settled_status_writes(nac: &NacProcess, quiet: Duration) -> f64 {
     let mut last = writes_of(&nac.metrics_text().await, STATUS);
@@ -135,13 +144,7 @@ async fn scale_run() {
             .ok()?
             .items
             .iter()
-            .filter(|b| {
-                b.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("openshift.io/oadp-nab-origin-namespace"))
-                    .is_some_and(|ns| ns.starts_with(&format!("{run}-")))
-            })
+            .filter(|b| of_run(b, &run))
             .count();
         (n >= total).then(|| start.elapsed())
     })
@@ -197,13 +200,7 @@ async fn scale_run() {
         .unwrap()
         .items
         .into_iter()
-        .filter(|b| {
-            b.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("openshift.io/oadp-nab-origin-namespace"))
-                .is_some_and(|ns| ns.starts_with(&format!("{run}-")))
-        })
+        .filter(|b| of_run(b, &run))
         .collect();
     queue.sort_by_key(|b| {
         (
