@@ -16,6 +16,11 @@ pub const NAB_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nab-origin-name"
 pub const NAB_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nab-origin-namespace";
 pub const NAR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nar-origin-name";
 pub const NAR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nar-origin-namespace";
+/// Label on a NonAdminBackupStorageLocation and on everything made for it in Velero's namespace (Secret copy,
+/// Velero BSL, approval request).
+pub const NABSL_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nabsl-origin-nacuuid";
+pub const NABSL_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-name";
+pub const NABSL_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-namespace";
 pub const OADP_LABEL: &str = "openshift.io/oadp";
 pub const OADP_LABEL_VALUE: &str = "True";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -26,6 +31,7 @@ pub const VELERO_BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
 /// Finalizers nac puts on its proxy objects (same strings as OADP's controller).
 pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
 pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
+pub const NABSL_FINALIZER: &str = "nonadminbackupstoragelocation.oadp.openshift.io/finalizer";
 /// Label on a NonAdminBackup that nac re-created from a backup found in object storage (backup sync), holding the
 /// backup's nacuuid. Only nac may set it: it makes the reconciler adopt the existing Velero Backup.
 pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
@@ -56,6 +62,14 @@ pub const NAR: Origin = Origin {
     name_annotation: NAR_ORIGIN_NAME_ANNOTATION,
     namespace_annotation: NAR_ORIGIN_NAMESPACE_ANNOTATION,
     finalizer: NAR_FINALIZER,
+};
+
+pub const NABSL: Origin = Origin {
+    kind: "NonAdminBackupStorageLocation",
+    nacuuid_label: NABSL_ORIGIN_NACUUID_LABEL,
+    name_annotation: NABSL_ORIGIN_NAME_ANNOTATION,
+    namespace_annotation: NABSL_ORIGIN_NAMESPACE_ANNOTATION,
+    finalizer: NABSL_FINALIZER,
 };
 
 impl Origin {

@@ -2,10 +2,12 @@
 
 mod common;
 mod nab;
+mod nabsl;
 mod nar;
 
 pub use common::*;
 pub use nab::*;
+pub use nabsl::*;
 pub use nar::*;
 
 use kube::CustomResourceExt;
@@ -15,7 +17,12 @@ pub const VERSION: &str = "v1alpha1";
 
 /// All CRDs nac installs, in install order.
 pub fn crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
-    vec![NonAdminBackup::crd(), NonAdminRestore::crd()]
+    vec![
+        NonAdminBackup::crd(),
+        NonAdminRestore::crd(),
+        NonAdminBackupStorageLocation::crd(),
+        NonAdminBackupStorageLocationRequest::crd(),
+    ]
 }
 
 /// The CRDs as a multi-document YAML stream, as `nac crds` prints them.

@@ -1,10 +1,12 @@
 //! The admin policy: parse, validate, evaluate. Pure: no Kubernetes client in here, so the webhook and the
 //! reconciler apply exactly the same rules and both are tested without a cluster.
 
+mod bsl;
 pub mod duration;
 mod eval;
 pub mod live;
 
+pub use bsl::{evaluate_bsl, tenant_prefix, NonAdminBsl};
 pub use eval::*;
 
 use crate::velero::{BackupSpec, RestoreSpec};
@@ -37,6 +39,8 @@ pub struct Policy {
     pub backup_sync: BackupSync,
     /// How restores wait for their source and which sources they may use.
     pub restore: RestoreRules,
+    /// Tenants' own storage locations.
+    pub non_admin_bsl: NonAdminBsl,
 }
 
 /// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
@@ -135,6 +139,8 @@ struct RawPolicy {
     backup_sync: Option<RawBackupSync>,
     #[serde(default)]
     restore: Option<RawRestoreRules>,
+    #[serde(default, rename = "nonAdminBSL")]
+    non_admin_bsl: Option<bsl::RawNonAdminBsl>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -280,7 +286,9 @@ impl Policy {
         }
         let backup_sync = parse_sync(raw.backup_sync.unwrap_or_default(), &mut problems);
         let restore = parse_restore(raw.restore.unwrap_or_default(), &mut problems);
+        let non_admin_bsl = bsl::parse_bsl(raw.non_admin_bsl.unwrap_or_default(), &mut problems);
         let policy = Policy {
+            non_admin_bsl,
             enforce_backup_spec,
             enforce_restore_spec,
             backup,
@@ -363,6 +371,21 @@ impl Policy {
                 "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}",
                 self.restore.max_wait_timeout
             ));
+        }
+        let bsl = &self.non_admin_bsl;
+        if bsl.enabled {
+            let approval = if bsl.require_approval {
+                "each approved by the cluster admin"
+            } else {
+                "approved on creation unless the cluster admin rejects them"
+            };
+            lines.push(format!("tenants may bring their own storage locations, {approval}"));
+            for (k, v) in &bsl.enforce_bsl_spec {
+                lines.push(format!(
+                    "enforces spec.backupStorageLocationSpec.{k} = {}",
+                    display_value(v)
+                ));
+            }
         }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());

@@ -1,10 +1,12 @@
 //! Smaller Velero kinds nac touches: DeleteBackupRequest, DataUpload, PodVolumeBackup, DataDownload, PodVolumeRestore,
-//! BackupStorageLocation (only its phase: whether a restore can read from it).
+//! BackupStorageLocation (tenants' own locations are built from NonAdminBackupStorageLocations; restores read
+//! its phase).
 
 use super::Extra;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Asks Velero to delete a backup and its data in object storage.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -57,4 +59,78 @@ phase_only_kind!(DataUploadSpec, "DataUpload", "v2alpha1");
 phase_only_kind!(DataDownloadSpec, "DataDownload", "v2alpha1");
 phase_only_kind!(PodVolumeBackupSpec, "PodVolumeBackup", "v1");
 phase_only_kind!(PodVolumeRestoreSpec, "PodVolumeRestore", "v1");
-phase_only_kind!(BackupStorageLocationSpec, "BackupStorageLocation", "v1");
+
+/// Velero BackupStorageLocationSpec: where backups are stored and with which credential.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "velero.io",
+    version = "v1",
+    kind = "BackupStorageLocation",
+    namespaced,
+    status = "BackupStorageLocationStatus"
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct BackupStorageLocationSpec {
+    /// The object store plugin, e.g. `aws`.
+    pub provider: String,
+    pub object_storage: ObjectStorageLocation,
+    /// Provider-specific settings (region, s3Url, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<BTreeMap<String, String>>,
+    /// The key of a Secret in Velero's namespace holding the credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<SecretKeyRef>,
+    #[serde(default, skip_serializing_if = "super::is_false")]
+    pub default: bool,
+    /// ReadWrite or ReadOnly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_sync_period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_frequency: Option<String>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStorageLocation {
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
+}
+
+/// `corev1.SecretKeySelector` as a BSL names its credential.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// Velero BackupStorageLocationStatus.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct BackupStorageLocationStatus {
+    /// Available or Unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_synced_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_validation_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
