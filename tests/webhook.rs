@@ -424,3 +424,108 @@ async fn a_restores_wait_timeout_annotation_is_checked_against_the_policy() {
     let (_, out) = s.post_json("/validate/nonadminrestores", &update).await;
     assert_eq!(resp(&out)["allowed"], true, "{out}");
 }
+
+/// A NonAdminBackupStorageLocation review made from the NAB fixture (same request shape, other kind).
+fn nabsl_review(spec: Value) -> Value {
+    let mut review = fixture("nab-create.json");
+    let r = &mut review["request"];
+    for k in ["kind", "requestKind"] {
+        r[k]["kind"] = json!("NonAdminBackupStorageLocation");
+    }
+    for k in ["resource", "requestResource"] {
+        r[k]["resource"] = json!("nonadminbackupstoragelocations");
+    }
+    r["name"] = json!("own-bucket");
+    r["object"] = json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1",
+        "kind": "NonAdminBackupStorageLocation",
+        "metadata": {"name": "own-bucket", "namespace": "team-a"},
+        "spec": {"backupStorageLocationSpec": spec}
+    });
+    review
+}
+
+#[tokio::test]
+async fn storage_locations_are_refused_at_apply_time_with_the_rule() {
+    let good =
+        json!({"provider": "aws", "objectStorage": {"bucket": "team-a"}, "credential": {"name": "s3", "key": "cloud"}});
+    // Not enabled: refused, saying so.
+    let s = TestServer::start(Some("{}")).await;
+    let (_, out) = s
+        .post_json("/validate/nonadminbackupstoragelocations", &nabsl_review(good.clone()))
+        .await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(
+        resp(&out)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nonAdminBSL.enabled is false"),
+        "{out}"
+    );
+
+    let s = TestServer::start(Some(
+        "nonAdminBSL:\n  enabled: true\n  enforceBSLSpec: {provider: aws, config: {region: eu-west-1}}\n",
+    ))
+    .await;
+    // Enabled: identity label and finalizer stamped, the enforced config filled with a warning, then valid.
+    let review = nabsl_review(good.clone());
+    let (_, out) = s.post_json("/mutate/nonadminbackupstoragelocations", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    let id = obj["metadata"]["labels"][nac::naming::NABSL_ORIGIN_NACUUID_LABEL]
+        .as_str()
+        .unwrap();
+    assert!(is_nacuuid_for(id, "team-a", "own-bucket"), "{id}");
+    assert_eq!(obj["metadata"]["finalizers"], json!([nac::naming::NABSL_FINALIZER]));
+    assert_eq!(
+        obj["spec"]["backupStorageLocationSpec"]["config"],
+        json!({"region": "eu-west-1"})
+    );
+    assert!(resp(&out)["warnings"].to_string().contains("config set to"), "{out}");
+    let mut validated = review.clone();
+    validated["request"]["object"] = obj.clone();
+    let (_, out) = s
+        .post_json("/validate/nonadminbackupstoragelocations", &validated)
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+
+    // Each refusal names the rule.
+    for (spec, want) in [
+        (
+            json!({"provider": "aws", "objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "k"}, "default": true}),
+            "NonAdminBackupStorageLocation cannot be used as a default BSL",
+        ),
+        (
+            json!({"provider": "aws", "objectStorage": {"bucket": "b"}}),
+            "NonAdminBackupStorageLocation spec.bslSpec.credential is not set",
+        ),
+        (
+            json!({"provider": "aws", "objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "k", "namespace": "team-b"}}),
+            "credential names a Secret of this namespace",
+        ),
+        (
+            json!({"provider": "gcp", "objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "k"}}),
+            "the administrator has restricted spec.backupStorageLocationSpec.provider field to: aws",
+        ),
+    ] {
+        let (_, out) = s
+            .post_json("/validate/nonadminbackupstoragelocations", &nabsl_review(spec))
+            .await;
+        assert_eq!(resp(&out)["allowed"], false);
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{msg}");
+    }
+
+    // A spec edit after creation is refused with a message (OADP freezes it silently).
+    let mut update = validated.clone();
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = obj.clone();
+    update["request"]["object"]["spec"]["backupStorageLocationSpec"]["objectStorage"]["bucket"] = json!("elsewhere");
+    let (_, out) = s.post_json("/validate/nonadminbackupstoragelocations", &update).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("cannot be changed after creation") && msg.contains("objectStorage.bucket"),
+        "{msg}"
+    );
+}

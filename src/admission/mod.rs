@@ -45,11 +45,13 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
+    pub const ALL: [Endpoint; 7] = [
         Endpoint::Mutate(ProxyKind::Backup),
         Endpoint::Validate(ProxyKind::Backup),
         Endpoint::Mutate(ProxyKind::Restore),
         Endpoint::Validate(ProxyKind::Restore),
+        Endpoint::Mutate(ProxyKind::StorageLocation),
+        Endpoint::Validate(ProxyKind::StorageLocation),
         Endpoint::ValidatePolicy,
     ];
 
@@ -59,6 +61,8 @@ impl Endpoint {
             Endpoint::Validate(ProxyKind::Backup) => "/validate/nonadminbackups",
             Endpoint::Mutate(ProxyKind::Restore) => "/mutate/nonadminrestores",
             Endpoint::Validate(ProxyKind::Restore) => "/validate/nonadminrestores",
+            Endpoint::Mutate(ProxyKind::StorageLocation) => "/mutate/nonadminbackupstoragelocations",
+            Endpoint::Validate(ProxyKind::StorageLocation) => "/validate/nonadminbackupstoragelocations",
             Endpoint::ValidatePolicy => "/validate/policies",
         }
     }

@@ -1,4 +1,4 @@
-//! Mutation and validation of NonAdminBackup and NonAdminRestore objects.
+//! Mutation and validation of NonAdminBackup, NonAdminRestore and NonAdminBackupStorageLocation objects.
 //!
 //! Mutating: applies the policy (enforced fields, own namespace, TTL defaults) on CREATE and stamps a fresh
 //! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back.
@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 pub enum ProxyKind {
     Backup,
     Restore,
+    StorageLocation,
 }
 
 impl ProxyKind {
@@ -24,12 +25,14 @@ impl ProxyKind {
         match self {
             ProxyKind::Backup => naming::NAB.kind,
             ProxyKind::Restore => naming::NAR.kind,
+            ProxyKind::StorageLocation => naming::NABSL.kind,
         }
     }
     fn spec_key(&self) -> &'static str {
         match self {
             ProxyKind::Backup => "backupSpec",
             ProxyKind::Restore => "restoreSpec",
+            ProxyKind::StorageLocation => "backupStorageLocationSpec",
         }
     }
     /// The kind's identity scheme (nacuuid label, origin annotations, finalizer), shared with the reconciler.
@@ -37,6 +40,7 @@ impl ProxyKind {
         match self {
             ProxyKind::Backup => &naming::NAB,
             ProxyKind::Restore => &naming::NAR,
+            ProxyKind::StorageLocation => &naming::NABSL,
         }
     }
     fn finalizer(&self) -> &'static str {
@@ -49,6 +53,7 @@ impl ProxyKind {
         match self {
             ProxyKind::Backup => policy::evaluate_backup(spec, policy, namespace),
             ProxyKind::Restore => policy::evaluate_restore(spec, policy),
+            ProxyKind::StorageLocation => policy::evaluate_bsl(spec, policy),
         }
     }
 }
@@ -301,7 +306,7 @@ pub(super) fn validate(
     let sync_field = format!("metadata.labels[{NAB_SYNCED_FROM_NACUUID_LABEL}]");
     let sync_label = |o: &Value| match kind {
         ProxyKind::Backup => label(o, NAB_SYNCED_FROM_NACUUID_LABEL).map(str::to_string),
-        ProxyKind::Restore => None,
+        ProxyKind::Restore | ProxyKind::StorageLocation => None,
     };
     match &p.old {
         None if synced_by_nac(state, kind, req, &p.object) => resp,

@@ -50,6 +50,12 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeou
         "nonadminrestores",
     ));
     out.push_str("  reinvocationPolicy: Never\n");
+    out.push_str(&proxy_hook(
+        "mnabsl.nac.oadp.openshift.io",
+        "/mutate/nonadminbackupstoragelocations",
+        "nonadminbackupstoragelocations",
+    ));
+    out.push_str("  reinvocationPolicy: Never\n");
     out.push_str("---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n");
     out.push_str("metadata:\n  name: nac-validating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
     out.push_str(&proxy_hook(
@@ -61,6 +67,11 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeou
         "vnar.nac.oadp.openshift.io",
         "/validate/nonadminrestores",
         "nonadminrestores",
+    ));
+    out.push_str(&proxy_hook(
+        "vnabsl.nac.oadp.openshift.io",
+        "/validate/nonadminbackupstoragelocations",
+        "nonadminbackupstoragelocations",
     ));
     out.push_str(&format!(
         r#"- name: vpolicy.nac.oadp.openshift.io
@@ -97,10 +108,10 @@ mod tests {
         let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "nac-policy", 5);
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
-        assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 2);
-        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 4);
         assert_eq!(
-            docs[1]["webhooks"][2]["clientConfig"]["url"],
+            docs[1]["webhooks"][3]["clientConfig"]["url"],
             "https://127.0.0.1:9443/validate/policies"
         );
         assert_eq!(docs[0]["webhooks"][0]["failurePolicy"], "Fail");
