@@ -10,10 +10,12 @@ use super::watches::Synced;
 use super::write::{HasStatus, RecentWrites};
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
+use crate::api::{NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
 use crate::velero::{BackupStorageLocation, DeleteBackupRequest};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::{Api, Client, Resource};
@@ -323,6 +325,12 @@ pub struct Ctx {
     /// Velero's storage locations (restores wait for theirs to be Available).
     pub locations: Store<BackupStorageLocation>,
     pub locations_synced: Synced,
+    /// Tenants' storage locations, their approval requests and the Secret copies made for them.
+    pub storage_locations: Store<NonAdminBackupStorageLocation>,
+    pub location_requests: Store<NonAdminBackupStorageLocationRequest>,
+    pub location_requests_synced: Synced,
+    pub secret_copies: Store<Secret>,
+    pub secret_copies_synced: Synced,
     pub data_uploads: Arc<Mutex<PhaseCounts>>,
     pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
     pub data_uploads_synced: Synced,
@@ -337,6 +345,9 @@ pub struct Wiring {
     pub nar: KindWiring<NonAdminRestore>,
     pub delete_requests: Writer<DeleteBackupRequest>,
     pub locations: Writer<BackupStorageLocation>,
+    pub storage_locations: Writer<NonAdminBackupStorageLocation>,
+    pub location_requests: Writer<NonAdminBackupStorageLocationRequest>,
+    pub secret_copies: Writer<Secret>,
 }
 
 impl Ctx {
@@ -352,7 +363,15 @@ impl Ctx {
         let (nar, nar_wiring) = KindState::new(&metrics, &opts.velero_namespace);
         let (delete_requests, dbr_writer) = reflector::store();
         let (locations, locations_writer) = reflector::store();
+        let (storage_locations, storage_locations_writer) = reflector::store();
+        let (location_requests, location_requests_writer) = reflector::store();
+        let (secret_copies, secret_copies_writer) = reflector::store();
         let ctx = Ctx {
+            storage_locations,
+            location_requests,
+            location_requests_synced: Synced::default(),
+            secret_copies,
+            secret_copies_synced: Synced::default(),
             client,
             opts,
             policy,
@@ -376,6 +395,9 @@ impl Ctx {
             nar: nar_wiring,
             delete_requests: dbr_writer,
             locations: locations_writer,
+            storage_locations: storage_locations_writer,
+            location_requests: location_requests_writer,
+            secret_copies: secret_copies_writer,
         };
         (ctx, wiring)
     }

@@ -18,7 +18,8 @@ pub mod context;
 pub mod counts;
 #[cfg(test)]
 mod fixtures;
-pub mod objects;
+pub mod location;
+mod objects;
 pub mod queue;
 pub mod restore;
 pub mod status;
@@ -29,15 +30,16 @@ pub mod write;
 
 pub use context::Error;
 
-use crate::api::NonAdminBackup;
+use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::naming::NAB;
+use crate::naming::{NAB, NABSL};
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
 use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup};
 use context::Ctx;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -238,7 +240,53 @@ async fn term(
     .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
 
-    // Storage locations: restores wait for theirs to be Available.
+    // Tenants' own storage locations: triggered by their Velero BSLs, approval requests, Secret copies and the
+    // tenants' Secrets.
+    let (location_tx, location_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminBackupStorageLocation>>();
+    let secret_ctx = ctx.clone();
+    let secret_tx = location_tx.clone();
+    let tenant_secrets = watches::secret_changes(Api::all(client.clone()), move |ns, name| {
+        for r in location::using_secret(&secret_ctx.storage_locations, ns, name) {
+            let _ = secret_tx.unbounded_send(r);
+        }
+    })
+    .take_until(stop.clone().cancelled_owned())
+    .for_each(|_| async {});
+    let nabsl_objects = watches::store_stream(
+        Api::<NonAdminBackupStorageLocation>::all(client.clone()),
+        kube::runtime::watcher::Config::default(),
+        wiring.storage_locations,
+        Default::default(),
+        "nonadminbackupstoragelocations",
+    );
+    let requests = watches::store_stream(
+        Api::<NonAdminBackupStorageLocationRequest>::namespaced(client.clone(), &vns),
+        kube::runtime::watcher::Config::default(),
+        wiring.location_requests,
+        ctx.location_requests_synced.clone(),
+        "nonadminbackupstoragelocationrequests",
+    );
+    let copies = watches::store_stream(
+        Api::<Secret>::namespaced(client.clone(), &vns),
+        kube::runtime::watcher::Config::default().labels(NABSL.nacuuid_label),
+        wiring.secret_copies,
+        ctx.secret_copies_synced.clone(),
+        "secret copies",
+    );
+    let nabsl_controller = Controller::for_stream(nabsl_objects, ctx.storage_locations.clone())
+        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
+        .watches_stream(requests, |r| NABSL.owner(&r.metadata))
+        .watches_stream(copies, |s| NABSL.owner(&s.metadata))
+        .reconcile_on(location_rx)
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(location::reconcile, location::error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = location::CONTROLLER, "controller");
+            }
+        });
+
+    // Velero's storage locations: restores wait for theirs to be Available; a tenant's location mirrors its own.
     let wake_ctx = ctx.clone();
     let locations = watches::location_stream(
         Api::namespaced(client.clone(), &vns),
@@ -249,7 +297,14 @@ async fn term(
                 "BackupStorageLocation",
                 &wake_ctx.opts.velero_namespace,
                 name,
-            ))
+            ));
+            let owner = wake_ctx
+                .locations
+                .get(&wake_ctx.velero_ref(name))
+                .and_then(|b| NABSL.owner(&b.metadata));
+            if let Some(r) = owner {
+                let _ = location_tx.unbounded_send(r);
+            }
         },
     )
     .take_until(stop.clone().cancelled_owned())
@@ -263,7 +318,16 @@ async fn term(
         }
     };
 
-    tokio::join!(nab_controller, nar_controller, du, pvb, locations, backup_sync);
+    tokio::join!(
+        nab_controller,
+        nar_controller,
+        nabsl_controller,
+        du,
+        pvb,
+        locations,
+        tenant_secrets,
+        backup_sync
+    );
     tracing::info!("controllers stopped");
     Ok(())
 }

@@ -256,13 +256,17 @@ pub async fn reconcile<K: Tenant>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, 
 
 /// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.
 pub fn error_policy<K: Tenant>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = key_of(&*obj);
+    retry_after(&ctx, K::CONTROLLER, &key_of(&*obj), err)
+}
+
+/// The retry of a failed reconcile of `key` by `controller` (every nac controller paces retries the same way).
+pub fn retry_after(ctx: &Ctx, controller: &str, key: &str, err: &Error) -> Action {
     if err.is_waiting() {
-        tracing::debug!(controller = K::CONTROLLER, object = %key, reason = %err, "waiting");
+        tracing::debug!(controller, object = %key, reason = %err, "waiting");
         return Action::requeue(ctx.opts.deletion_poll);
     }
-    let delay = ctx.next_backoff(K::CONTROLLER, &key);
-    tracing::warn!(controller = K::CONTROLLER, object = %key, error = %err, retry_in = ?delay, "reconcile failed");
+    let delay = ctx.next_backoff(controller, key);
+    tracing::warn!(controller, object = %key, error = %err, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 

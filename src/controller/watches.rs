@@ -385,6 +385,55 @@ pub fn volume_count_stream<V: VolumeProgress>(
     log_errors(s, what).map(|_| ())
 }
 
+/// A kind in Velero's namespace nac keeps a store of (approval requests, label-selected Secret copies), reflected
+/// into `writer`; `synced` is marked after the first list.
+pub fn store_stream<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: Writer<K>,
+    synced: Synced,
+    what: &'static str,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let s = kube::runtime::watcher(api, config)
+        .default_backoff()
+        .inspect_err({
+            let synced = synced.clone();
+            move |e| mark_if_missing(&synced, e)
+        })
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .inspect_ok(move |ev| {
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
+            }
+        })
+        .touched_objects();
+    log_errors(s, what)
+}
+
+/// Secrets' metadata, cluster-wide, without a store: nac reads a tenant's Secret only when a storage location
+/// names it, but hears of every change so a rotated credential reaches its copy within seconds. `changed` hears
+/// `(namespace, name)` of each Secret added or changed.
+pub fn secret_changes(
+    api: Api<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>>,
+    changed: impl Fn(&str, &str) + Send + 'static,
+) -> impl Stream<Item = ()> + Send {
+    let s = kube::runtime::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .map_ok(move |ev| {
+            if let Event::Apply(m) | Event::InitApply(m) = &ev {
+                changed(
+                    m.metadata.namespace.as_deref().unwrap_or_default(),
+                    m.metadata.name.as_deref().unwrap_or_default(),
+                );
+            }
+        });
+    log_errors(s, "secrets (metadata)").map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,927 @@
+//! NonAdminBackupStorageLocation: a tenant's own object storage. Not a queued Velero object like backups and
+//! restores, so it has its own short sequence (reusing the skeleton's finalizer, stale-cache guard, status writes
+//! and events): validate → approval request → admin's decision → Secret copy → Velero BSL → mirror.
+//!
+//! What nac makes for a location, all in Velero's namespace and named by its nacuuid: the approval request, a
+//! copy of the tenant's Secret (type and data), and the Velero BackupStorageLocation built from the spec the
+//! admin approved (the request's `requestedSpec`), with the credential forced to the copy, the prefix forced
+//! under the tenant's namespace and `default: false`.
+
+use super::conditions::{advance_phase, find, now_seconds, set_condition};
+use super::context::{key_of, Ctx, Error};
+use super::status::Note;
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, HasStatus, StatusUpdate};
+use crate::api::{
+    ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
+    NonAdminBackupStorageLocationRequestSpec, NonAdminBackupStorageLocationRequestStatus,
+    NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
+};
+use crate::naming::{generate_nacuuid, is_nacuuid_for, NABSL};
+use crate::policy::{evaluate_bsl, tenant_prefix, Policy};
+use crate::velero::{BackupStorageLocation, BackupStorageLocationSpec, BackupStorageLocationStatus, SecretKeyRef};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+
+pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
+
+/// Condition types, reasons and messages: OADP's, so its tooling and users' scripts keep matching them.
+pub mod words {
+    pub const ACCEPTED: &str = "Accepted";
+    pub const SPEC_VALIDATION: &str = "BslSpecValidation";
+    pub const VALIDATION_OK: &str = "NonAdminBackupStorageLocation spec validation successful";
+
+    pub const APPROVED: &str = "ClusterAdminApproved";
+    pub const SPEC_APPROVED: &str = "BslSpecApproved";
+    pub const APPROVED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Approve";
+    pub const APPROVAL_PENDING: &str = "BslSpecApprovalPending";
+    pub const PENDING_MSG: &str = "NonAdminBackupStorageLocationRequest approval pending";
+    pub const SPEC_REJECTED: &str = "BslSpecRejected";
+    pub const REJECTED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Reject";
+    pub const UPDATE_REJECTED: &str = "BslSpecUpdateRejected";
+    pub const INVALID_REQUEST_MSG: &str =
+        "NonAdminBackupStorageLocationRequest does not contain valid NAC UUID and can not be approved";
+
+    pub const SECRET_SYNCED: &str = "SecretSynced";
+    pub const SECRET_CREATED: &str = "SecretCreated";
+    pub const SECRET_CREATED_MSG: &str = "Secret successfully created in the OADP namespace";
+    pub const SECRET_UPDATED: &str = "SecretUpdated";
+    pub const SECRET_UPDATED_MSG: &str = "Secret successfully updated in the OADP namespace";
+    pub const SECRET_FAILED: &str = "SecretSyncFailed";
+    pub const SECRET_FAILED_MSG: &str = "Failed to sync secret to OADP namespace";
+
+    pub const BSL_SYNCED: &str = "BackupStorageLocationSynced";
+    pub const BSL_CREATED: &str = "BackupStorageLocationCreated";
+    pub const BSL_CREATED_MSG: &str = "BackupStorageLocation successfully created in the OADP namespace";
+    pub const BSL_UPDATED: &str = "BackupStorageLocationUpdated";
+    pub const BSL_UPDATED_MSG: &str = "BackupStorageLocation successfully updated in the OADP namespace";
+    pub const BSL_FAILED: &str = "BackupStorageLocationSyncError";
+    pub const BSL_FAILED_MSG: &str = "BackupStorageLocation failure during sync";
+
+    pub const DELETING: &str = "Deleting";
+    pub const DELETION_PENDING: &str = "DeletionPending";
+    pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
+}
+use words::*;
+
+impl HasStatus for NonAdminBackupStorageLocation {
+    type Status = NonAdminBackupStorageLocationStatus;
+    const STATUS_KIND: &'static str = "NonAdminBackupStorageLocation/status";
+    fn status_ref(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<Self::Status> {
+        &mut self.status
+    }
+}
+
+impl HasStatus for NonAdminBackupStorageLocationRequest {
+    type Status = NonAdminBackupStorageLocationRequestStatus;
+    const STATUS_KIND: &'static str = "NonAdminBackupStorageLocationRequest/status";
+    fn status_ref(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<Self::Status> {
+        &mut self.status
+    }
+}
+
+/// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synced {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Where a location stands, for the status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    /// The spec breaks the policy (before the request was made).
+    Invalid(String),
+    /// Valid; its nacuuid is recorded and its request is being made.
+    Requesting,
+    /// The request is not (or no longer) approved.
+    NotApproved(RequestPhase),
+    /// The request found under the nacuuid belongs to another location.
+    ForeignRequest,
+    /// Approved, but the tenant's Secret could not be copied.
+    SecretFailed(String),
+    /// Approved, but the Velero BSL could not be made.
+    LocationFailed(String),
+    /// Approved, Secret copied, Velero BSL in place.
+    Ready {
+        secret: Synced,
+        location: Synced,
+        velero: Option<BackupStorageLocationStatus>,
+    },
+}
+
+/// The status of a location at `stage`. Phases only move forward: a location once Created stays Created when
+/// the admin revokes it; its conditions say why it cannot be used.
+pub fn plan(
+    old: Option<&NonAdminBackupStorageLocationStatus>,
+    stage: &Stage,
+    nacuuid: Option<&str>,
+    velero_namespace: &str,
+    now: Timestamp,
+) -> NonAdminBackupStorageLocationStatus {
+    let mut s = old.cloned().unwrap_or_default();
+    let c = &mut s.conditions;
+    if let Some(u) = nacuuid {
+        let r = s.velero_backup_storage_location.get_or_insert_with(Default::default);
+        r.nacuuid = Some(u.to_string());
+        r.name = Some(u.to_string());
+        r.namespace = Some(velero_namespace.to_string());
+    }
+    let accepted = |c: &mut Vec<Condition>| set_condition(c, ACCEPTED, true, SPEC_VALIDATION, VALIDATION_OK, now);
+    let forget_copies = |c: &mut Vec<Condition>| c.retain(|x| x.type_ != SECRET_SYNCED && x.type_ != BSL_SYNCED);
+    let next = match stage {
+        Stage::Invalid(msg) => {
+            set_condition(c, ACCEPTED, false, SPEC_VALIDATION, msg, now);
+            NonAdminPhase::BackingOff
+        }
+        Stage::Requesting => {
+            accepted(c);
+            NonAdminPhase::New
+        }
+        Stage::NotApproved(phase) => {
+            accepted(c);
+            forget_copies(c);
+            let (reason, msg) = match phase {
+                RequestPhase::Rejected => (SPEC_REJECTED, REJECTED_MSG),
+                _ => (APPROVAL_PENDING, PENDING_MSG),
+            };
+            set_condition(c, APPROVED, false, reason, msg, now);
+            if let Some(r) = s.velero_backup_storage_location.as_mut() {
+                r.status = None;
+            }
+            if *phase == RequestPhase::Rejected {
+                NonAdminPhase::BackingOff
+            } else {
+                NonAdminPhase::New
+            }
+        }
+        Stage::ForeignRequest => {
+            forget_copies(c);
+            set_condition(c, APPROVED, false, UPDATE_REJECTED, INVALID_REQUEST_MSG, now);
+            NonAdminPhase::BackingOff
+        }
+        Stage::SecretFailed(detail) => {
+            accepted(c);
+            set_condition(c, APPROVED, true, SPEC_APPROVED, APPROVED_MSG, now);
+            set_condition(
+                c,
+                SECRET_SYNCED,
+                false,
+                SECRET_FAILED,
+                &format!("{SECRET_FAILED_MSG}: {detail}"),
+                now,
+            );
+            NonAdminPhase::New
+        }
+        Stage::LocationFailed(detail) => {
+            accepted(c);
+            set_condition(c, APPROVED, true, SPEC_APPROVED, APPROVED_MSG, now);
+            set_condition(
+                c,
+                BSL_SYNCED,
+                false,
+                BSL_FAILED,
+                &format!("{BSL_FAILED_MSG}: {detail}"),
+                now,
+            );
+            NonAdminPhase::New
+        }
+        Stage::Ready {
+            secret,
+            location,
+            velero,
+        } => {
+            accepted(c);
+            set_condition(c, APPROVED, true, SPEC_APPROVED, APPROVED_MSG, now);
+            sync_condition(
+                c,
+                SECRET_SYNCED,
+                *secret,
+                (SECRET_CREATED, SECRET_CREATED_MSG),
+                (SECRET_UPDATED, SECRET_UPDATED_MSG),
+                now,
+            );
+            sync_condition(
+                c,
+                BSL_SYNCED,
+                *location,
+                (BSL_CREATED, BSL_CREATED_MSG),
+                (BSL_UPDATED, BSL_UPDATED_MSG),
+                now,
+            );
+            if let Some(r) = s.velero_backup_storage_location.as_mut() {
+                r.status = velero.clone();
+            }
+            NonAdminPhase::Created
+        }
+    };
+    advance_phase(&mut s.phase, next);
+    s
+}
+
+/// A copy's condition: Created or Updated when that happened now; unchanged keeps what it said (a True one), or
+/// says Created when the condition was missing or False (the copy exists and matches).
+fn sync_condition(
+    c: &mut Vec<Condition>,
+    type_: &str,
+    what: Synced,
+    created: (&str, &str),
+    updated: (&str, &str),
+    now: Timestamp,
+) {
+    let (reason, msg) = match what {
+        Synced::Created => created,
+        Synced::Updated => updated,
+        Synced::Unchanged => match find(c, type_) {
+            Some(x) if x.status == "True" => return,
+            _ => created,
+        },
+    };
+    set_condition(c, type_, true, reason, msg, now);
+}
+
+/// The Velero BSL for an approved spec.
+pub fn build_location(
+    nabsl: &NonAdminBackupStorageLocation,
+    nacuuid: &str,
+    velero_namespace: &str,
+    approved: &BackupStorageLocationSpec,
+) -> BackupStorageLocation {
+    let ns = nabsl.namespace().unwrap_or_default();
+    let mut spec = approved.clone();
+    let key = spec.credential.as_ref().map(|c| c.key.clone()).unwrap_or_default();
+    spec.credential = Some(SecretKeyRef {
+        name: nacuuid.to_string(),
+        key,
+        optional: None,
+    });
+    spec.object_storage.prefix = Some(tenant_prefix(&ns, spec.object_storage.prefix.as_deref()));
+    spec.default = false;
+    BackupStorageLocation {
+        metadata: NABSL.stamp(nacuuid, velero_namespace, nacuuid, &ns, &nabsl.name_any(), &[]),
+        spec,
+        status: None,
+    }
+}
+
+/// The copy of the tenant's Secret: its type and data only (not its labels or annotations).
+pub fn build_secret_copy(
+    nabsl: &NonAdminBackupStorageLocation,
+    nacuuid: &str,
+    velero_namespace: &str,
+    source: &Secret,
+) -> Secret {
+    Secret {
+        metadata: NABSL.stamp(
+            nacuuid,
+            velero_namespace,
+            nacuuid,
+            &nabsl.namespace().unwrap_or_default(),
+            &nabsl.name_any(),
+            &[],
+        ),
+        type_: source.type_.clone(),
+        data: source.data.clone(),
+        ..Secret::default()
+    }
+}
+
+/// The nacuuid of a location: recorded in its status, else the webhook's label (trusted only in nac's shape).
+fn nacuuid_of(obj: &NonAdminBackupStorageLocation) -> Option<String> {
+    if let Some(u) = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.velero_backup_storage_location.as_ref())
+        .and_then(|r| r.nacuuid.clone())
+        .filter(|u| !u.is_empty())
+    {
+        return Some(u);
+    }
+    let v = obj.labels().get(NABSL.nacuuid_label)?;
+    is_nacuuid_for(v, &obj.namespace().unwrap_or_default(), &obj.name_any()).then(|| v.clone())
+}
+
+/// The reconcile entry point: span, metrics, finalizer.
+pub async fn reconcile(obj: Arc<NonAdminBackupStorageLocation>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let key = key_of(&*obj);
+    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
+    let start = Instant::now();
+    let res = async {
+        let api: Api<NonAdminBackupStorageLocation> =
+            Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        with_finalizer(&api, NABSL.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
+            match ev {
+                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
+                Finalizer::Cleanup(o) => cleanup(&api, o, &ctx).await,
+            }
+        })
+        .await
+    }
+    .instrument(span)
+    .await;
+    ctx.record(CONTROLLER, &key, &res, start.elapsed());
+    res
+}
+
+pub fn error_policy(obj: Arc<NonAdminBackupStorageLocation>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
+}
+
+async fn set(
+    api: &Api<NonAdminBackupStorageLocation>,
+    obj: &NonAdminBackupStorageLocation,
+    ctx: &Ctx,
+    stage: &Stage,
+    nacuuid: Option<&str>,
+) -> Result<StatusUpdate<NonAdminBackupStorageLocation>, Error> {
+    let now = now_seconds();
+    let vns = ctx.opts.velero_namespace.clone();
+    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| {
+        plan(s, stage, nacuuid, &vns, now)
+    })
+    .await?;
+    if let Some(new) = up.status() {
+        ctx.publish(&up.object, notes(up.old.as_ref(), new));
+    }
+    Ok(up)
+}
+
+/// Events for the transitions users act on: approval decided, the location ready or failing.
+pub fn notes(
+    old: Option<&NonAdminBackupStorageLocationStatus>,
+    new: &NonAdminBackupStorageLocationStatus,
+) -> Vec<Note> {
+    let mut out = Vec::new();
+    for type_ in [ACCEPTED, APPROVED, SECRET_SYNCED, BSL_SYNCED] {
+        let before = old.and_then(|o| find(&o.conditions, type_));
+        let Some(now) = find(&new.conditions, type_) else {
+            continue;
+        };
+        if before.is_some_and(|b| b.status == now.status && b.reason == now.reason) {
+            continue;
+        }
+        out.push(Note {
+            warning: now.status != "True",
+            reason: now.reason.clone(),
+            message: now.message.clone(),
+        });
+    }
+    let phase = |s: Option<&NonAdminBackupStorageLocationStatus>| {
+        s.and_then(|s| s.velero_backup_storage_location.as_ref())
+            .and_then(|r| r.status.as_ref())
+            .and_then(|v| v.phase.clone())
+    };
+    let (was, is) = (phase(old), phase(Some(new)));
+    if was != is {
+        if let Some(p) = is {
+            out.push(Note {
+                warning: p != "Available",
+                reason: format!("BackupStorageLocation{p}"),
+                message: format!("Velero reports the backup storage location {p}"),
+            });
+        }
+    }
+    out
+}
+
+async fn apply(
+    api: &Api<NonAdminBackupStorageLocation>,
+    obj: Arc<NonAdminBackupStorageLocation>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        .await?;
+    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
+        .await?;
+    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await?;
+    let obj = ctx.fresh(api, obj).await?;
+    if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
+        return Ok(Action::await_change());
+    }
+    let Some(policy) = ctx.policy.current() else {
+        tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
+        return Ok(Action::requeue(ctx.opts.policy_retry));
+    };
+    let nacuuid = match nacuuid_of(&obj) {
+        Some(u) => u,
+        None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
+    };
+    let vns = ctx.opts.velero_namespace.clone();
+    let request = match ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+        Some(r) => (*r).clone(),
+        None => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
+            Ok(r) => r,
+            Err(action) => return Ok(action),
+        },
+    };
+    let ns = obj.namespace().unwrap_or_default();
+    let requested = request
+        .status
+        .as_ref()
+        .and_then(|s| s.non_admin_backup_storage_location.as_ref())
+        .filter(|l| l.nacuuid.as_deref() == Some(nacuuid.as_str()));
+    let (Some(requested), true) = (requested, NABSL.owns(&request.metadata, &ns, &obj.name_any())) else {
+        tracing::warn!(object = %key_of(&*obj), request = %nacuuid, "approval request belongs to another location");
+        teardown(ctx, &obj, &nacuuid).await?;
+        set(api, &obj, ctx, &Stage::ForeignRequest, Some(&nacuuid)).await?;
+        return Ok(Action::await_change());
+    };
+    let phase = ApprovalDecision::phase(request.spec.approval_decision);
+    if request.status.as_ref().and_then(|s| s.phase) != Some(phase) {
+        // The request's phase follows the admin's decision.
+        let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
+        update_status(&requests, &request, &ctx.recent, &ctx.metrics, |old| {
+            let mut s = old.cloned().unwrap_or_default();
+            s.phase = Some(phase);
+            s
+        })
+        .await?;
+    }
+    if phase != RequestPhase::Approved {
+        teardown(ctx, &obj, &nacuuid).await?;
+        set(api, &obj, ctx, &Stage::NotApproved(phase), Some(&nacuuid)).await?;
+        return Ok(Action::await_change());
+    }
+    let approved = requested.requested_spec.clone();
+    let secret = match sync_secret(ctx, &obj, &nacuuid, &approved).await? {
+        Ok(s) => s,
+        Err(detail) => {
+            set(api, &obj, ctx, &Stage::SecretFailed(detail), Some(&nacuuid)).await?;
+            // The tenant's Secret appearing or changing triggers a reconcile (a watch on Secret metadata).
+            return Ok(Action::await_change());
+        }
+    };
+    let wanted = build_location(&obj, &nacuuid, &vns, &approved);
+    let (location, velero) = match sync_location(ctx, &obj, &nacuuid, wanted).await {
+        Ok(x) => x,
+        Err(Error::Kube(e)) if is_refusal(&e) => {
+            set(api, &obj, ctx, &Stage::LocationFailed(e.to_string()), Some(&nacuuid)).await?;
+            return Ok(Action::await_change());
+        }
+        Err(e) => return Err(e),
+    };
+    let stage = Stage::Ready {
+        secret,
+        location,
+        velero: velero.status,
+    };
+    set(api, &obj, ctx, &stage, Some(&nacuuid)).await?;
+    Ok(Action::await_change())
+}
+
+/// An API answer that retrying will not change (the object is invalid): reported, not retried.
+fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422 || s.code == 400)
+}
+
+/// Validates a location that has no request yet and makes its request (approved at once when the policy does
+/// not ask for approval). `Err(action)`: not valid, the status says why.
+async fn request_for(
+    api: &Api<NonAdminBackupStorageLocation>,
+    obj: &NonAdminBackupStorageLocation,
+    ctx: &Ctx,
+    policy: &Policy,
+    nacuuid: &str,
+) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
+    let spec = super::objects::to_map(&obj.spec.backup_storage_location_spec);
+    let outcome = evaluate_bsl(&spec, policy);
+    let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
+        serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())
+    } else {
+        Err(outcome.message())
+    };
+    let requested = match requested {
+        Ok(r) => r,
+        Err(msg) => {
+            set(api, obj, ctx, &Stage::Invalid(msg), None).await?;
+            return Ok(Err(Action::await_change()));
+        }
+    };
+    // The nacuuid is recorded before anything is made under it, so a crash cannot make a second set.
+    let recorded = set(api, obj, ctx, &Stage::Requesting, Some(nacuuid)).await?;
+    let ns = obj.namespace().unwrap_or_default();
+    let vns = &ctx.opts.velero_namespace;
+    let decision = if policy.non_admin_bsl.require_approval {
+        ApprovalDecision::Pending
+    } else {
+        ApprovalDecision::Approve
+    };
+    let wanted = NonAdminBackupStorageLocationRequest {
+        metadata: NABSL.stamp(nacuuid, vns, nacuuid, &ns, &obj.name_any(), &[]),
+        spec: NonAdminBackupStorageLocationRequestSpec {
+            approval_decision: Some(decision),
+        },
+        status: None,
+    };
+    let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
+    let made = create_or_get(&requests, &wanted, &ctx.metrics, "NonAdminBackupStorageLocationRequest").await?;
+    if !NABSL.owns(&made.metadata, &ns, &obj.name_any()) {
+        return Ok(Ok(made));
+    }
+    let status = NonAdminBackupStorageLocationRequestStatus {
+        phase: Some(ApprovalDecision::phase(made.spec.approval_decision)),
+        non_admin_backup_storage_location: Some(RequestedLocation {
+            nacuuid: Some(nacuuid.to_string()),
+            name: Some(obj.name_any()),
+            namespace: Some(ns.clone()),
+            requested_spec: requested,
+        }),
+    };
+    let up = update_status(&requests, &made, &ctx.recent, &ctx.metrics, |old| match old {
+        // Whatever was requested first stays what the admin decides on.
+        Some(s) if s.non_admin_backup_storage_location.is_some() => s.clone(),
+        _ => status.clone(),
+    })
+    .await?;
+    tracing::info!(object = %key_of(&recorded.object), request = %nacuuid, ?decision, "approval request made");
+    Ok(Ok(up.object))
+}
+
+/// Copies the tenant's Secret to Velero's namespace. `Ok(Err(detail))`: the tenant's Secret cannot be used.
+async fn sync_secret(
+    ctx: &Ctx,
+    obj: &NonAdminBackupStorageLocation,
+    nacuuid: &str,
+    approved: &BackupStorageLocationSpec,
+) -> Result<Result<Synced, String>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let Some(cred) = approved
+        .credential
+        .as_ref()
+        .filter(|c| !c.name.is_empty() && !c.key.is_empty())
+    else {
+        return Ok(Err(
+            "NonAdminBackupStorageLocation spec.bslSpec.credential is not set".into()
+        ));
+    };
+    let tenant: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let source = match tenant.get_opt(&cred.name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Ok(Err(format!(
+                "BSL credentials secret not found: Secret {:?} not found in namespace {ns}",
+                cred.name
+            )))
+        }
+        Err(e) => return Ok(Err(format!("failed to get BSL credentials secret: {e}"))),
+    };
+    let has_key = source.data.as_ref().is_some_and(|d| d.contains_key(&cred.key))
+        || source.string_data.as_ref().is_some_and(|d| d.contains_key(&cred.key));
+    if !has_key {
+        return Ok(Err(format!("Secret {:?} has no key {:?}", cred.name, cred.key)));
+    }
+    let vns = &ctx.opts.velero_namespace;
+    let wanted = build_secret_copy(obj, nacuuid, vns, &source);
+    let copies: Api<Secret> = ctx.velero_api();
+    let existing = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
+    match existing {
+        None => {
+            create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await?;
+            tracing::info!(object = %key_of(obj), secret = %nacuuid, "Secret copied to Velero's namespace");
+            Ok(Ok(Synced::Created))
+        }
+        Some(have) => {
+            if !NABSL.owns(&have.metadata, &ns, &obj.name_any()) {
+                return Err(Error::Inconsistent(format!(
+                    "Secret {vns}/{nacuuid} belongs to another NonAdminBackupStorageLocation; refusing to use it"
+                )));
+            }
+            if have.type_ == wanted.type_ && have.data == wanted.data {
+                return Ok(Ok(Synced::Unchanged));
+            }
+            let mut next = have.clone();
+            next.type_ = wanted.type_;
+            next.data = wanted.data;
+            ctx.metrics.write("Secret");
+            copies.replace(nacuuid, &PostParams::default(), &next).await?;
+            tracing::info!(object = %key_of(obj), secret = %nacuuid, "Secret copy updated");
+            Ok(Ok(Synced::Updated))
+        }
+    }
+}
+
+/// Creates the Velero BSL, or puts its spec back to the approved one.
+async fn sync_location(
+    ctx: &Ctx,
+    obj: &NonAdminBackupStorageLocation,
+    nacuuid: &str,
+    wanted: BackupStorageLocation,
+) -> Result<(Synced, BackupStorageLocation), Error> {
+    let api: Api<BackupStorageLocation> = ctx.velero_api();
+    let ns = obj.namespace().unwrap_or_default();
+    let existing = ctx.locations.get(&ctx.velero_ref(nacuuid)).map(|b| (*b).clone());
+    match existing {
+        None => {
+            let made = create_or_get(&api, &wanted, &ctx.metrics, "BackupStorageLocation").await?;
+            tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation created");
+            Ok((Synced::Created, made))
+        }
+        Some(have) => {
+            if !NABSL.owns(&have.metadata, &ns, &obj.name_any()) {
+                return Err(Error::Inconsistent(format!(
+                    "Velero BackupStorageLocation {nacuuid} belongs to another NonAdminBackupStorageLocation; \
+                     refusing to use it"
+                )));
+            }
+            if have.spec == wanted.spec {
+                return Ok((Synced::Unchanged, have));
+            }
+            let mut next = have.clone();
+            next.spec = wanted.spec;
+            ctx.metrics.write("BackupStorageLocation");
+            let put = api.replace(nacuuid, &PostParams::default(), &next).await?;
+            tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation put back to the approved spec");
+            Ok((Synced::Updated, put))
+        }
+    }
+}
+
+/// Removes the Velero BSL and the Secret copy (revoked, rejected or deleted); the request stays unless deleting.
+async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    if let Some(b) = ctx.locations.get(&ctx.velero_ref(nacuuid)) {
+        if NABSL.owns(&b.metadata, &ns, &name) {
+            delete_if_present(
+                &ctx.velero_api::<BackupStorageLocation>(),
+                nacuuid,
+                &ctx.metrics,
+                "BackupStorageLocation",
+            )
+            .await?;
+            tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation removed");
+        }
+    }
+    if let Some(s) = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)) {
+        if NABSL.owns(&s.metadata, &ns, &name) {
+            delete_if_present(&ctx.velero_api::<Secret>(), nacuuid, &ctx.metrics, "Secret").await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletion: the request, the Secret copy and the Velero BSL go. Backups made on the location are left alone
+/// (their data stays in the tenant's bucket); their NonAdminBackups report the location gone.
+async fn cleanup(
+    api: &Api<NonAdminBackupStorageLocation>,
+    obj: Arc<NonAdminBackupStorageLocation>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        .await?;
+    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
+        .await?;
+    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await?;
+    let Some(nacuuid) = nacuuid_of(&obj) else {
+        return Ok(Action::await_change());
+    };
+    let now = now_seconds();
+    update_status(api, &obj, &ctx.recent, &ctx.metrics, |s| {
+        let mut s = s.cloned().unwrap_or_default();
+        advance_phase(&mut s.phase, NonAdminPhase::Deleting);
+        set_condition(&mut s.conditions, DELETING, true, DELETION_PENDING, DELETION_MSG, now);
+        s
+    })
+    .await?;
+    teardown(ctx, &obj, &nacuuid).await?;
+    if let Some(r) = ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+        if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
+            let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
+            delete_if_present(
+                &requests,
+                &nacuuid,
+                &ctx.metrics,
+                "NonAdminBackupStorageLocationRequest",
+            )
+            .await?;
+        }
+    }
+    tracing::info!(object = %key_of(&*obj), "storage location removed");
+    Ok(Action::await_change())
+}
+
+/// The locations whose credential is Secret `namespace`/`name`.
+pub fn using_secret(
+    store: &kube::runtime::reflector::Store<NonAdminBackupStorageLocation>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<NonAdminBackupStorageLocation>> {
+    store
+        .state()
+        .iter()
+        .filter(|l| {
+            l.namespace().as_deref() == Some(namespace)
+                && l.spec
+                    .backup_storage_location_spec
+                    .credential
+                    .as_ref()
+                    .is_some_and(|c| c.name == name)
+        })
+        .map(|l| ObjectRef::from_obj(&**l))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NonAdminBackupStorageLocationSpec;
+    use crate::velero::ObjectStorageLocation;
+    use std::collections::BTreeMap;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + s).unwrap()
+    }
+
+    fn nabsl() -> NonAdminBackupStorageLocation {
+        let mut n = NonAdminBackupStorageLocation::new(
+            "own",
+            NonAdminBackupStorageLocationSpec {
+                backup_storage_location_spec: spec(),
+            },
+        );
+        n.metadata.namespace = Some("team-a".into());
+        n
+    }
+
+    fn spec() -> BackupStorageLocationSpec {
+        BackupStorageLocationSpec {
+            provider: "aws".into(),
+            object_storage: ObjectStorageLocation {
+                bucket: "tenant".into(),
+                prefix: Some("nightly".into()),
+                ca_cert: None,
+            },
+            config: Some(BTreeMap::from([("region".into(), "minio".into())])),
+            credential: Some(SecretKeyRef {
+                name: "s3".into(),
+                key: "cloud".into(),
+                optional: None,
+            }),
+            default: true,
+            ..Default::default()
+        }
+    }
+
+    fn cond<'a>(s: &'a NonAdminBackupStorageLocationStatus, t: &str) -> (&'a str, &'a str) {
+        let c = find(&s.conditions, t).unwrap_or_else(|| panic!("no {t}: {s:?}"));
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn the_velero_location_is_the_approved_spec_with_nacs_credential_prefix_and_identity() {
+        let b = build_location(&nabsl(), "team-a-own-uuid", "openshift-adp", &spec());
+        assert_eq!(b.metadata.name.as_deref(), Some("team-a-own-uuid"));
+        assert_eq!(b.metadata.namespace.as_deref(), Some("openshift-adp"));
+        let c = b.spec.credential.unwrap();
+        assert_eq!((c.name.as_str(), c.key.as_str()), ("team-a-own-uuid", "cloud"));
+        assert_eq!(b.spec.object_storage.prefix.as_deref(), Some("team-a/nightly"));
+        assert!(!b.spec.default);
+        assert_eq!(b.spec.config, spec().config);
+        assert!(NABSL.owns(&b.metadata, "team-a", "own"));
+        assert_eq!(NABSL.nacuuid(&b.metadata), Some("team-a-own-uuid"));
+        let labels = b.metadata.labels.unwrap();
+        assert_eq!(labels["openshift.io/oadp"], "True");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "oadp-nac-controller");
+    }
+
+    #[test]
+    fn the_secret_copy_has_type_and_data_but_not_the_tenants_metadata() {
+        let mut src = Secret::default();
+        src.metadata.labels = Some(BTreeMap::from([("mine".into(), "x".into())]));
+        src.type_ = Some("Opaque".into());
+        src.data = Some(BTreeMap::from([(
+            "cloud".into(),
+            k8s_openapi::ByteString(b"[default]\n".to_vec()),
+        )]));
+        let copy = build_secret_copy(&nabsl(), "u", "openshift-adp", &src);
+        assert_eq!(copy.type_, src.type_);
+        assert_eq!(copy.data, src.data);
+        assert!(!copy.metadata.labels.as_ref().unwrap().contains_key("mine"));
+        assert!(NABSL.owns(&copy.metadata, "team-a", "own"));
+    }
+
+    #[test]
+    fn a_pending_location_waits_in_new_and_an_approved_one_is_created_with_oadps_conditions() {
+        let s = plan(None, &Stage::Requesting, Some("u"), "openshift-adp", t(0));
+        assert_eq!(s.phase, Some(NonAdminPhase::New));
+        let s = plan(
+            Some(&s),
+            &Stage::NotApproved(RequestPhase::Pending),
+            Some("u"),
+            "openshift-adp",
+            t(1),
+        );
+        assert_eq!(s.phase, Some(NonAdminPhase::New));
+        assert_eq!(cond(&s, APPROVED), ("False", APPROVAL_PENDING));
+        assert_eq!(cond(&s, ACCEPTED), ("True", SPEC_VALIDATION));
+        let ready = Stage::Ready {
+            secret: Synced::Created,
+            location: Synced::Created,
+            velero: Some(BackupStorageLocationStatus {
+                phase: Some("Available".into()),
+                ..Default::default()
+            }),
+        };
+        let s = plan(Some(&s), &ready, Some("u"), "openshift-adp", t(2));
+        assert_eq!(s.phase, Some(NonAdminPhase::Created));
+        let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [ACCEPTED, APPROVED, SECRET_SYNCED, BSL_SYNCED]);
+        assert_eq!(cond(&s, SECRET_SYNCED), ("True", SECRET_CREATED));
+        assert_eq!(cond(&s, BSL_SYNCED), ("True", BSL_CREATED));
+        let r = s.velero_backup_storage_location.as_ref().unwrap();
+        assert_eq!(r.name.as_deref(), Some("u"));
+        assert_eq!(r.status.as_ref().unwrap().phase.as_deref(), Some("Available"));
+        // Unchanged copies keep their conditions: recomputing is a no-op (no status write).
+        let again = Stage::Ready {
+            secret: Synced::Unchanged,
+            location: Synced::Unchanged,
+            velero: r.status.clone(),
+        };
+        assert_eq!(plan(Some(&s), &again, Some("u"), "openshift-adp", t(3)), s);
+        // A rotated credential says Updated.
+        let rotated = Stage::Ready {
+            secret: Synced::Updated,
+            location: Synced::Unchanged,
+            velero: r.status.clone(),
+        };
+        let s2 = plan(Some(&s), &rotated, Some("u"), "openshift-adp", t(4));
+        assert_eq!(cond(&s2, SECRET_SYNCED), ("True", SECRET_UPDATED));
+    }
+
+    #[test]
+    fn velero_validation_never_moves_the_phase_back_and_revoking_keeps_created_with_the_reason() {
+        let ready = |phase: &str| Stage::Ready {
+            secret: Synced::Unchanged,
+            location: Synced::Unchanged,
+            velero: Some(BackupStorageLocationStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+        };
+        let s = plan(None, &ready("Available"), Some("u"), "v", t(0));
+        let s = plan(Some(&s), &ready("Unavailable"), Some("u"), "v", t(1));
+        assert_eq!(s.phase, Some(NonAdminPhase::Created));
+        let revoked = plan(
+            Some(&s),
+            &Stage::NotApproved(RequestPhase::Rejected),
+            Some("u"),
+            "v",
+            t(2),
+        );
+        assert_eq!(revoked.phase, Some(NonAdminPhase::Created));
+        assert_eq!(cond(&revoked, APPROVED), ("False", SPEC_REJECTED));
+        assert!(find(&revoked.conditions, SECRET_SYNCED).is_none());
+        assert!(find(&revoked.conditions, BSL_SYNCED).is_none());
+        assert!(revoked.velero_backup_storage_location.unwrap().status.is_none());
+        // Rejected before it was ever created: BackingOff.
+        let s = plan(None, &Stage::NotApproved(RequestPhase::Rejected), Some("u"), "v", t(0));
+        assert_eq!(s.phase, Some(NonAdminPhase::BackingOff));
+        let s = plan(None, &Stage::Invalid("bad".into()), None, "v", t(0));
+        assert_eq!(s.phase, Some(NonAdminPhase::BackingOff));
+        assert_eq!(cond(&s, ACCEPTED), ("False", SPEC_VALIDATION));
+        assert!(s.velero_backup_storage_location.is_none());
+    }
+
+    #[test]
+    fn events_tell_the_decision_and_velero_phase_changes_once() {
+        let pending = plan(None, &Stage::NotApproved(RequestPhase::Pending), Some("u"), "v", t(0));
+        let n = notes(None, &pending);
+        assert!(n.iter().any(|n| n.reason == APPROVAL_PENDING && n.warning));
+        let ready = Stage::Ready {
+            secret: Synced::Created,
+            location: Synced::Created,
+            velero: Some(BackupStorageLocationStatus {
+                phase: Some("Unavailable".into()),
+                ..Default::default()
+            }),
+        };
+        let s = plan(Some(&pending), &ready, Some("u"), "v", t(1));
+        let n = notes(Some(&pending), &s);
+        let reasons: Vec<&str> = n.iter().map(|n| n.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                SPEC_APPROVED,
+                SECRET_CREATED,
+                BSL_CREATED,
+                "BackupStorageLocationUnavailable"
+            ]
+        );
+        assert!(notes(Some(&s), &s).is_empty());
+    }
+}
