@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use nac::api::{NonAdminBackup, NonAdminRestore};
-use nac::velero::{Backup, DeleteBackupRequest};
+use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminRestore};
+use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -454,4 +454,267 @@ async fn a_restore_of_a_failed_backup_backs_off_at_once_and_a_wait_times_out() {
     assert!(message.contains("waited 5s for NonAdminBackup never"), "{message}");
     let after = accepted_after_creation(&n);
     assert!((5.0..20.0).contains(&after), "gave up {after}s after creation");
+}
+
+fn condition(n: &Value, ty: &str) -> (String, String) {
+    n["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == ty))
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+async fn nabsl_where(
+    api: &Api<NonAdminBackupStorageLocation>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(api, name, T, what, |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        check(&v).then_some(v)
+    })
+    .await
+}
+
+async fn tenant_secret(admin: &Client, ns: &str, name: &str, secret_key: Option<&str>) {
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "type": "Opaque",
+        "stringData": {"cloud": s3_credentials(secret_key)}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+async fn decide(admin: &Client, request: &str, decision: &str) {
+    Api::<NonAdminBackupStorageLocationRequest>::namespaced(admin.clone(), VELERO_NAMESPACE)
+        .patch(
+            request,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"approvalDecision": decision}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_deleted() {
+    let (ns, user, admin) = tenant("vel-bsl").await;
+    let (other_ns, other_user, _) = tenant("vel-bsl-other").await;
+    workload(&admin, &ns).await;
+    let bucket = format!("tenant-{ns}");
+    create_bucket(&bucket);
+    tenant_secret(&admin, &ns, "s3", None).await;
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    nabsls
+        .create(&PostParams::default(), &nabsl("own", &bucket, "nightly", "s3"))
+        .await
+        .unwrap();
+
+    // Approval required: it waits, and the admin's request names it.
+    let n = nabsl_where(&nabsls, "own", "approval pending", |n| {
+        condition(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
+    })
+    .await;
+    assert_eq!(n["status"]["phase"], "New");
+    assert_eq!(condition(&n, "Accepted"), ("True".into(), "BslSpecValidation".into()));
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let requests: Api<NonAdminBackupStorageLocationRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let req = wait_for(&requests, &uuid, T, "request with its status", |r| {
+        let s = r?.status.clone()?;
+        s.non_admin_backup_storage_location.is_some().then_some(s)
+    })
+    .await;
+    assert_eq!(req.phase, Some(nac::api::RequestPhase::Pending));
+    let asked = req.non_admin_backup_storage_location.unwrap();
+    assert_eq!(
+        (asked.namespace.as_deref(), asked.name.as_deref()),
+        (Some(ns.as_str()), Some("own"))
+    );
+    assert_eq!(asked.requested_spec.object_storage.bucket, bucket);
+    // Nothing exists in Velero's namespace before approval, and the tenant reads nothing there.
+    let locations: Api<BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    assert!(locations.get_opt(&uuid).await.unwrap().is_none());
+    for denied in [
+        Api::<NonAdminBackupStorageLocationRequest>::namespaced(user.clone(), VELERO_NAMESPACE)
+            .get(&uuid)
+            .await
+            .err(),
+        Api::<Secret>::namespaced(user.clone(), VELERO_NAMESPACE)
+            .get(&uuid)
+            .await
+            .err(),
+    ] {
+        assert!(matches!(denied, Some(kube::Error::Api(e)) if e.code == 403));
+    }
+
+    // Approved: the Secret copy and the Velero BSL appear, Velero validates it, the status mirrors Available.
+    decide(&admin, &uuid, "approve").await;
+    let n = nabsl_where(&nabsls, "own", "Created and Available", |n| {
+        n["status"]["phase"] == "Created"
+            && n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+    let types: Vec<&str> = n["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "Accepted",
+            "ClusterAdminApproved",
+            "SecretSynced",
+            "BackupStorageLocationSynced"
+        ]
+    );
+    let bsl = locations.get(&uuid).await.unwrap();
+    assert_eq!(bsl.spec.credential.as_ref().unwrap().name, uuid);
+    assert_eq!(
+        bsl.spec.object_storage.prefix.as_deref(),
+        Some(format!("{ns}/nightly").as_str())
+    );
+    assert!(!bsl.spec.default);
+    let copies: Api<Secret> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    assert!(copies.get_opt(&uuid).await.unwrap().is_some());
+    let reqs_phase = requests.get(&uuid).await.unwrap().status.unwrap().phase;
+    assert_eq!(reqs_phase, Some(nac::api::RequestPhase::Approved));
+
+    // A backup on it lands in the tenant's bucket under its namespace, not in the admin's.
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("mine", json!({"storageLocation": "own"})))
+        .await
+        .unwrap();
+    let done = completed(&nabs, "mine").await;
+    let vb = done["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    assert_eq!(done["status"]["veleroBackup"]["spec"]["storageLocation"], uuid.as_str());
+    let files = files_in(&bucket, &format!("{ns}/nightly"), &vb);
+    assert!(files.contains(&format!("{vb}.tar.gz")), "{files:?}");
+    assert!(bucket_files(&vb).is_empty(), "the backup is in the admin's bucket too");
+
+    // Another namespace cannot name it.
+    let theirs: Api<NonAdminBackup> = Api::namespaced(other_user, &other_ns);
+    theirs
+        .create(
+            &PostParams::default(),
+            &nab("borrow", json!({"storageLocation": "own"})),
+        )
+        .await
+        .unwrap();
+    let refused = wait_for(&theirs, "borrow", T, "refused", |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        (v["status"]["phase"] == "BackingOff").then_some(v)
+    })
+    .await;
+    assert!(refused["status"]["conditions"]
+        .to_string()
+        .contains("NonAdminBackupStorageLocation not found in the namespace"));
+
+    // Credential rotation reaches the copy within seconds.
+    let rotated = format!("{}# rotated\n", s3_credentials(None));
+    Api::<Secret>::namespaced(admin.clone(), &ns)
+        .patch(
+            "s3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"cloud": rotated}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&copies, &uuid, Duration::from_secs(20), "rotated copy", |s| {
+        let d = s?.data.as_ref()?.get("cloud")?;
+        (d.0 == rotated.as_bytes()).then_some(())
+    })
+    .await;
+    nabsl_where(&nabsls, "own", "SecretUpdated", |n| {
+        condition(n, "SecretSynced").1 == "SecretUpdated"
+    })
+    .await;
+
+    // Revoked: the Velero BSL and the copy go, the location says why, new backups on it are refused.
+    decide(&admin, &uuid, "reject").await;
+    wait_gone(&locations, &uuid, T, "Velero BSL removed on reject").await;
+    wait_gone(&copies, &uuid, T, "Secret copy removed on reject").await;
+    let n = nabsl_where(&nabsls, "own", "rejected", |n| {
+        condition(n, "ClusterAdminApproved").1 == "BslSpecRejected"
+    })
+    .await;
+    assert_eq!(n["status"]["phase"], "Created", "phases only move forward");
+    nabs.create(&PostParams::default(), &nab("late", json!({"storageLocation": "own"})))
+        .await
+        .unwrap();
+    let late = wait_for(&nabs, "late", T, "refused", |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        (v["status"]["phase"] == "BackingOff").then_some(v)
+    })
+    .await;
+    assert!(late["status"]["conditions"]
+        .to_string()
+        .contains("not in created state"));
+
+    // Deleted: its request goes too; the backup made on it stays (its data is in the tenant's bucket).
+    nabsls.delete("own", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nabsls, "own", T, "NABSL deleted").await;
+    wait_gone(&requests, &uuid, T, "request removed").await;
+    assert!(nabs.get_opt("mine").await.unwrap().is_some());
+    assert!(files_in(&bucket, &format!("{ns}/nightly"), &vb).contains(&format!("{vb}.tar.gz")));
+}
+
+#[tokio::test]
+async fn wrong_credentials_make_the_location_unavailable_and_backups_on_it_are_refused() {
+    let (ns, user, admin) = tenant("vel-bsl-bad").await;
+    let bucket = format!("tenant-{ns}");
+    create_bucket(&bucket);
+    tenant_secret(&admin, &ns, "s3", Some("not-the-secret")).await;
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    nabsls
+        .create(&PostParams::default(), &nabsl("bad", &bucket, "", "s3"))
+        .await
+        .unwrap();
+    let n = nabsl_where(&nabsls, "bad", "request made", |n| {
+        condition(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
+    })
+    .await;
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    decide(&admin, &uuid, "approve").await;
+    let n = nabsl_where(&nabsls, "bad", "Unavailable mirrored", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
+    })
+    .await;
+    assert_eq!(n["status"]["phase"], "Created");
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    nabs.create(
+        &PostParams::default(),
+        &nab("on-bad", json!({"storageLocation": "bad"})),
+    )
+    .await
+    .unwrap();
+    let refused = wait_for(&nabs, "on-bad", T, "refused", |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        (v["status"]["phase"] == "BackingOff").then_some(v)
+    })
+    .await;
+    assert!(
+        refused["status"]["conditions"].to_string().contains(&format!(
+            "VeleroBackupStorageLocation with NACUUID {uuid} is not in available state and can not be used for the NonAdminBackup"
+        )),
+        "{}",
+        refused["status"]
+    );
 }

@@ -7,7 +7,7 @@
 //! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
 //! adds the finalizer at create).
 
-use super::conditions::now_seconds;
+use super::conditions::{is_true, now_seconds};
 use super::context::{key_of, Ctx, Error, KindState};
 use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
@@ -21,16 +21,17 @@ use crate::api::{
     VeleroDeleteBackupRequestRef,
 };
 use crate::naming::{
-    Origin, NAB, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
+    Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
 };
-use crate::policy::{evaluate_backup, Policy};
+use crate::policy::{evaluate_backup, tenant_location, Policy};
 use crate::velero::{
     backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DeleteBackupRequest, DeleteBackupRequestSpec,
     DeleteBackupRequestStatus,
 };
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -105,8 +106,20 @@ impl Tenant for NonAdminBackup {
         Ok(None)
     }
 
-    async fn admit(nab: &Self, policy: &Policy, _ctx: &Ctx) -> Result<Admission<BackupSpec>, Error> {
-        Ok(Admission::from_spec::<Self>(velero_backup_spec(nab, policy)))
+    async fn admit(nab: &Self, policy: &Policy, ctx: &Ctx) -> Result<Admission<BackupSpec>, Error> {
+        let mut spec = match velero_backup_spec(nab, policy) {
+            Ok(s) => s,
+            Err(e) => return Ok(Admission::from_spec::<Self>(Err(e))),
+        };
+        if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
+            ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+                .await?;
+            match resolve_location(ctx, &nab.namespace().unwrap_or_default(), name) {
+                Ok(velero_location) => spec.storage_location = Some(velero_location),
+                Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
+            }
+        }
+        Ok(Admission::Admit(spec))
     }
 
     fn build(nab: &Self, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
@@ -188,6 +201,49 @@ pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
         failed: count(t, "Failed"),
         completed: count(t, "Completed"),
     }
+}
+
+/// The Velero BSL behind the NonAdminBackupStorageLocation `name` of `namespace`, if a backup may use it now:
+/// created, approved, and Available in Velero. `Err` is OADP's message for why not.
+pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String, String> {
+    use crate::controller::location::words::{APPROVED, BSL_SYNCED};
+    let Some(nabsl) = ctx.storage_locations.get(&ObjectRef::new(name).within(namespace)) else {
+        return Err(format!(
+            "NonAdminBackupStorageLocation not found in the namespace: nonadminbackupstoragelocations.oadp.openshift.io {name:?} not found"
+        ));
+    };
+    let status = nabsl.status.clone().unwrap_or_default();
+    let usable = status.phase == Some(crate::api::NonAdminPhase::Created)
+        && is_true(&status.conditions, APPROVED)
+        && is_true(&status.conditions, BSL_SYNCED)
+        && nabsl.meta().deletion_timestamp.is_none();
+    if !usable {
+        return Err(
+            "NonAdminBackupStorageLocation is not in created state and can not be used for the NonAdminBackup".into(),
+        );
+    }
+    let Some(nacuuid) = status
+        .velero_backup_storage_location
+        .and_then(|r| r.nacuuid)
+        .filter(|u| !u.is_empty())
+    else {
+        return Err("unable to get VeleroBackupStorageLocation UUID from NonAdminBackupStorageLocation Status".into());
+    };
+    let bsl = ctx
+        .locations
+        .get(&ctx.velero_ref(&nacuuid))
+        .filter(|b| NABSL.owns(&b.metadata, namespace, name));
+    let Some(bsl) = bsl else {
+        return Err(format!(
+            "VeleroBackupStorageLocation with NACUUID {nacuuid} not found in the OADP namespace"
+        ));
+    };
+    if bsl.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Available") {
+        return Err(format!(
+            "VeleroBackupStorageLocation with NACUUID {nacuuid} is not in available state and can not be used for the NonAdminBackup"
+        ));
+    }
+    Ok(nacuuid)
 }
 
 /// The Velero BackupSpec for a NonAdminBackup: the policy and tenant rules applied, then the exclusions. `Err`

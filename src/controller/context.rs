@@ -327,6 +327,7 @@ pub struct Ctx {
     pub locations_synced: Synced,
     /// Tenants' storage locations, their approval requests and the Secret copies made for them.
     pub storage_locations: Store<NonAdminBackupStorageLocation>,
+    pub storage_locations_synced: Synced,
     pub location_requests: Store<NonAdminBackupStorageLocationRequest>,
     pub location_requests_synced: Synced,
     pub secret_copies: Store<Secret>,
@@ -368,6 +369,7 @@ impl Ctx {
         let (secret_copies, secret_copies_writer) = reflector::store();
         let ctx = Ctx {
             storage_locations,
+            storage_locations_synced: Synced::default(),
             location_requests,
             location_requests_synced: Synced::default(),
             secret_copies,

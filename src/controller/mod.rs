@@ -256,7 +256,7 @@ async fn term(
         Api::<NonAdminBackupStorageLocation>::all(client.clone()),
         kube::runtime::watcher::Config::default(),
         wiring.storage_locations,
-        Default::default(),
+        ctx.storage_locations_synced.clone(),
         "nonadminbackupstoragelocations",
     );
     let requests = watches::store_stream(

@@ -343,6 +343,17 @@ fn render(v: &Value) -> String {
     }
 }
 
+/// The NonAdminBackupStorageLocation a backup's `storageLocation` names, if it names one (tenants' locations
+/// enabled, and not the admin's enforced location).
+pub fn tenant_location<'a>(storage_location: Option<&'a str>, policy: &super::Policy) -> Option<&'a str> {
+    let name = storage_location.filter(|s| !s.is_empty())?;
+    let enforced = policy
+        .enforce_backup_spec
+        .get("storageLocation")
+        .and_then(Value::as_str);
+    (policy.non_admin_bsl.enabled && enforced != Some(name)).then_some(name)
+}
+
 /// The object-storage prefix of a tenant's Velero BSL: always under the tenant's namespace, so two tenants
 /// sharing a bucket never see each other's backups (and backup sync knows whose a backup is).
 pub fn tenant_prefix(namespace: &str, prefix: Option<&str>) -> String {

@@ -181,14 +181,43 @@ pub fn evaluate_backup(spec: &Map<String, Value>, policy: &Policy, namespace: &s
     c.must_not_be_true("includeClusterResources");
     c.must_be_empty("includedClusterScopedResources", "must remain empty");
     c.must_be_empty("volumeSnapshotLocations", "must remain empty");
-    if !policy.enforce_backup_spec.contains_key("storageLocation") {
-        c.must_be_empty(
-            "storageLocation",
-            "the cluster policy does not let users choose a storage location",
-        );
+    // storageLocation: absent, the enforced value, or (when tenants may bring their own) the name of a
+    // NonAdminBackupStorageLocation of this namespace, which the reconciler resolves.
+    let enforced_location = policy.enforce_backup_spec.get("storageLocation");
+    let own_location = match c.get("storageLocation").cloned() {
+        Some(v) if Some(&v) == enforced_location || is_empty_value(&v) => None,
+        Some(Value::String(name)) if policy.non_admin_bsl.enabled => {
+            if !crate::naming::is_object_name(&name) {
+                c.deny(
+                    "storageLocation",
+                    format!("must name a NonAdminBackupStorageLocation of this namespace (got {name:?})"),
+                );
+            }
+            Some(name)
+        }
+        Some(_) if policy.non_admin_bsl.enabled => {
+            c.deny(
+                "storageLocation",
+                "must name a NonAdminBackupStorageLocation of this namespace".into(),
+            );
+            None
+        }
+        Some(_) if enforced_location.is_none() => {
+            c.must_be_empty(
+                "storageLocation",
+                "the cluster policy does not let users choose a storage location",
+            );
+            None
+        }
+        Some(_) | None => None,
+    };
+    if own_location.is_some() {
+        let mut others = policy.enforce_backup_spec.clone();
+        others.remove("storageLocation");
+        c.apply_enforced(&others, BACKUP_DURATION_FIELDS);
+    } else {
+        c.apply_enforced(&policy.enforce_backup_spec, BACKUP_DURATION_FIELDS);
     }
-
-    c.apply_enforced(&policy.enforce_backup_spec, BACKUP_DURATION_FIELDS);
     c.check_durations(BACKUP_DURATION_FIELDS);
 
     // TTL bounds. A missing or zero TTL means Velero's default, which must itself fit the bounds.

@@ -6,7 +6,7 @@ pub mod duration;
 mod eval;
 pub mod live;
 
-pub use bsl::{evaluate_bsl, tenant_prefix, NonAdminBsl};
+pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
 pub use eval::*;
 
 use crate::velero::{BackupSpec, RestoreSpec};

@@ -25,6 +25,9 @@ backup:
   maxTtl: 2160h
 backupSync:
   adminLocations: [default]
+nonAdminBSL:
+  enabled: true
+  requireApproval: true
 ";
 
 pub fn nab(name: &str, backup_spec: Value) -> NonAdminBackup {
@@ -235,4 +238,75 @@ pub fn accepted_after_creation(n: &NonAdminRestore) -> f64 {
         .find(|c| c.type_ == "Accepted")
         .unwrap();
     c.last_transition_time.0.duration_since(created).as_secs_f64()
+}
+
+/// Creates a bucket on the local S3 server (a signed PUT, as hack/velero-up.sh makes Velero's).
+pub fn create_bucket(name: &str) {
+    let c = Cluster::load();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--max-time", "10", "--aws-sigv4"])
+        .arg(format!("aws:amz:{}:s3", c.get("S3_REGION")))
+        .arg("--user")
+        .arg(format!("{}:{}", c.get("S3_ACCESS_KEY"), c.get("S3_SECRET_KEY")))
+        .args([
+            "-H",
+            "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "-X",
+            "PUT",
+        ])
+        .arg(format!("http://127.0.0.1:{}/{name}", c.get("S3_PORT")))
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "creating bucket {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The files of a backup in `bucket` under `prefix` (versitygw's posix backend: one file per object).
+pub fn files_in(bucket: &str, prefix: &str, backup: &str) -> Vec<String> {
+    let c = Cluster::load();
+    let dir = PathBuf::from(c.get("S3_DATA_DIR"))
+        .join(bucket)
+        .join(prefix)
+        .join("backups")
+        .join(backup);
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// An AWS credentials file for the local S3 server; `secret` overrides the secret key (wrong credentials).
+pub fn s3_credentials(secret: Option<&str>) -> String {
+    let c = Cluster::load();
+    format!(
+        "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+        c.get("S3_ACCESS_KEY"),
+        secret.unwrap_or(c.get("S3_SECRET_KEY"))
+    )
+}
+
+/// A tenant's storage location on `bucket` of the local S3 server, with the credential in Secret `secret`.
+pub fn nabsl(name: &str, bucket: &str, prefix: &str, secret: &str) -> nac::api::NonAdminBackupStorageLocation {
+    let c = Cluster::load();
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1",
+        "kind": "NonAdminBackupStorageLocation",
+        "metadata": {"name": name},
+        "spec": {"backupStorageLocationSpec": {
+            "provider": "aws",
+            "objectStorage": {"bucket": bucket, "prefix": prefix},
+            "config": {
+                "region": c.get("S3_REGION"),
+                "s3ForcePathStyle": "true",
+                "s3Url": format!("http://127.0.0.1:{}", c.get("S3_PORT")),
+            },
+            "credential": {"name": secret, "key": "cloud"},
+        }}
+    }))
+    .unwrap()
 }
