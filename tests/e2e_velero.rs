@@ -606,6 +606,20 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     assert!(files.contains(&format!("{vb}.tar.gz")), "{files:?}");
     assert!(bucket_files(&vb).is_empty(), "the backup is in the admin's bucket too");
 
+    // A restore from that backup reads it from the tenant's location.
+    Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+        .delete("app-config", &DeleteParams::default())
+        .await
+        .unwrap();
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+    nars.create(&PostParams::default(), &nar("back", "mine")).await.unwrap();
+    assert_eq!(restore_finished(&nars, "back").await, "Completed");
+    assert!(Api::<ConfigMap>::namespaced(admin.clone(), &ns)
+        .get_opt("app-config")
+        .await
+        .unwrap()
+        .is_some());
+
     // Another namespace cannot name it.
     let theirs: Api<NonAdminBackup> = Api::namespaced(other_user, &other_ns);
     theirs
@@ -653,6 +667,13 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     })
     .await;
     assert_eq!(n["status"]["phase"], "Created", "phases only move forward");
+    // The backup made on it says its location is gone (and stays: nac does not delete it).
+    let mine = wait_for(&nabs, "mine", T, "location gone reported", |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        (condition(&v, "BackupStorageLocationAvailable").1 == "BackupStorageLocationNotFound").then_some(v)
+    })
+    .await;
+    assert_eq!(mine["status"]["phase"], "Created");
     nabs.create(&PostParams::default(), &nab("late", json!({"storageLocation": "own"})))
         .await
         .unwrap();

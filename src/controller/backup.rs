@@ -7,7 +7,7 @@
 //! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
 //! adds the finalizer at create).
 
-use super::conditions::{is_true, now_seconds};
+use super::conditions::{is_true, now_seconds, set_condition};
 use super::context::{key_of, Ctx, Error, KindState};
 use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
@@ -54,6 +54,8 @@ pub struct BackupView {
     pub queue_position: i64,
     pub data_uploads: PhaseTally,
     pub pod_volume_backups: PhaseTally,
+    /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
+    pub location_gone: Option<String>,
 }
 
 /// A DeleteBackupRequest as the NonAdminBackup status reflects it.
@@ -128,6 +130,8 @@ impl Tenant for NonAdminBackup {
 
     async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
         ctx.counts_ready().await;
+        // Whether the backup's location still exists is only known once the locations are listed.
+        let _ = ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
         BackupView {
             nacuuid: nacuuid.to_string(),
@@ -142,6 +146,11 @@ impl Tenant for NonAdminBackup {
             queue_position: ctx.nab.position(&name),
             data_uploads: ctx.data_uploads.lock().expect("counts lock").tally(&name),
             pod_volume_backups: ctx.pod_volume_backups.lock().expect("counts lock").tally(&name),
+            location_gone: vb
+                .spec
+                .storage_location
+                .clone()
+                .filter(|l| ctx.locations_synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
 
@@ -159,6 +168,23 @@ impl Tenant for NonAdminBackup {
         });
         s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
         s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
+        // Only while the location is gone: a backup on an existing location carries no extra condition.
+        match &vb.location_gone {
+            Some(l) => {
+                set_condition(
+                    &mut s.conditions,
+                    LOCATION_AVAILABLE,
+                    false,
+                    LOCATION_NOT_FOUND,
+                    &format!(
+                        "the backup storage location {l} of this backup no longer exists: the backup's data stays in \
+                         object storage, but it cannot be restored, or deleted with its data, until the location is back"
+                    ),
+                    now_seconds(),
+                );
+            }
+            None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
+        }
     }
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
@@ -202,6 +228,10 @@ pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
         completed: count(t, "Completed"),
     }
 }
+
+/// Condition on a NonAdminBackup whose storage location is gone (nac's own; OADP deletes such backups instead).
+pub const LOCATION_AVAILABLE: &str = "BackupStorageLocationAvailable";
+pub const LOCATION_NOT_FOUND: &str = "BackupStorageLocationNotFound";
 
 /// The Velero BSL behind the NonAdminBackupStorageLocation `name` of `namespace`, if a backup may use it now:
 /// created, approved, and Available in Velero. `Err` is OADP's message for why not.

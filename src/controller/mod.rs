@@ -288,6 +288,7 @@ async fn term(
 
     // Velero's storage locations: restores wait for theirs to be Available; a tenant's location mirrors its own.
     let wake_ctx = ctx.clone();
+    let mut known = std::collections::HashSet::<String>::new();
     let locations = watches::location_stream(
         Api::namespaced(client.clone(), &vns),
         wiring.locations,
@@ -298,12 +299,27 @@ async fn term(
                 &wake_ctx.opts.velero_namespace,
                 name,
             ));
-            let owner = wake_ctx
-                .locations
-                .get(&wake_ctx.velero_ref(name))
-                .and_then(|b| NABSL.owner(&b.metadata));
-            if let Some(r) = owner {
+            let location = wake_ctx.locations.get(&wake_ctx.velero_ref(name));
+            if let Some(r) = location.as_ref().and_then(|b| NABSL.owner(&b.metadata)) {
                 let _ = location_tx.unbounded_send(r);
+            }
+            // A location appearing or going: the backups on it say so.
+            let exists = location.is_some();
+            if exists != known.contains(name) {
+                if exists {
+                    known.insert(name.to_string());
+                } else {
+                    known.remove(name);
+                }
+                let on_it: Vec<String> = wake_ctx
+                    .nab
+                    .velero
+                    .state()
+                    .iter()
+                    .filter(|b| b.spec.storage_location.as_deref() == Some(name))
+                    .map(|b| b.name_any())
+                    .collect();
+                wake_ctx.nab.trigger.send(on_it);
             }
         },
     )

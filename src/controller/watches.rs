@@ -331,7 +331,7 @@ pub fn location_stream(
     api: Api<BackupStorageLocation>,
     writer: Writer<BackupStorageLocation>,
     synced: Synced,
-    changed: impl Fn(&str) + Send + 'static,
+    mut changed: impl FnMut(&str) + Send + 'static,
 ) -> impl Stream<Item = ()> + Send {
     let s = watcher(api)
         .default_backoff()
@@ -343,7 +343,7 @@ pub fn location_stream(
         .reflect(writer)
         .map_ok(move |ev| match &ev {
             Event::InitDone => synced.mark(),
-            Event::Apply(o) | Event::Delete(o) => changed(&o.name_any()),
+            Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => changed(&o.name_any()),
             _ => {}
         });
     log_errors(s, "velero backupstoragelocations").map(|_| ())
