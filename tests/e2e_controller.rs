@@ -7,9 +7,11 @@ mod common;
 use common::e2e::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use nac::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore};
+use nac::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminPhase, NonAdminRestore,
+};
 use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
-use nac::velero::{Backup, DeleteBackupRequest, Restore};
+use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, Restore};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -21,7 +23,7 @@ async fn env() -> &'static Env {
     // Restores here do not wait for their backup unless they ask to (the annotation): the refusals stay immediate.
     NAC.get_or_init(|| async {
         Env::start(
-            "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\n",
+            "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\nnonAdminBSL:\n  enabled: true\n  requireApproval: false\n",
             NacOptions::default(),
         )
         .await
@@ -603,4 +605,147 @@ async fn a_wait_that_times_out_backs_off_with_the_reason() {
     let created = n.metadata.creation_timestamp.unwrap().0;
     let waited = a.last_transition_time.0.duration_since(created).as_secs_f64();
     assert!((3.0..15.0).contains(&waited), "gave up {waited}s after creation");
+}
+
+fn location(name: &str, secret: &str) -> NonAdminBackupStorageLocation {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackupStorageLocation",
+        "metadata": {"name": name},
+        "spec": {"backupStorageLocationSpec": {
+            "provider": "aws", "objectStorage": {"bucket": "tenants", "prefix": "p"},
+            "credential": {"name": secret, "key": "cloud"}
+        }}
+    }))
+    .unwrap()
+}
+
+fn cond(v: &Value, ty: &str) -> (String, String) {
+    condition(v, ty)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap().to_string(),
+                c["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+async fn location_where(
+    api: &Api<NonAdminBackupStorageLocation>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(api, name, T, what, |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        check(&v).then_some(v)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decision_stands() {
+    let (ns, user, admin) = tenant("bsl").await;
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    nabsls
+        .create(&PostParams::default(), &location("own", "s3"))
+        .await
+        .unwrap();
+    // Approved on creation (the policy asks for no approval), but its Secret does not exist yet.
+    let n = location_where(&nabsls, "own", "secret missing", |n| {
+        cond(n, "SecretSynced").1 == "SecretSyncFailed"
+    })
+    .await;
+    assert_eq!(
+        cond(&n, "ClusterAdminApproved"),
+        ("True".into(), "BslSpecApproved".into())
+    );
+    assert_eq!(n["status"]["phase"], "New");
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let requests: Api<NonAdminBackupStorageLocationRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let r = requests.get(&uuid).await.unwrap();
+    assert_eq!(r.spec.approval_decision, Some(nac::api::ApprovalDecision::Approve));
+
+    // The Secret appears: the watch on Secrets brings the location to Created within seconds.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s3"}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let n = location_where(&nabsls, "own", "Created", |n| n["status"]["phase"] == "Created").await;
+    assert_eq!(cond(&n, "SecretSynced"), ("True".into(), "SecretCreated".into()));
+    assert_eq!(
+        cond(&n, "BackupStorageLocationSynced"),
+        ("True".into(), "BackupStorageLocationCreated".into())
+    );
+    let locations: Api<BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let bsl = locations.get(&uuid).await.unwrap();
+    assert_eq!(
+        bsl.spec.object_storage.prefix.as_deref(),
+        Some(format!("{ns}/p").as_str())
+    );
+
+    // An edit of the Velero BSL outside nac is put back to the approved spec.
+    locations
+        .patch(
+            &uuid,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"objectStorage": {"prefix": "elsewhere"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&locations, &uuid, T, "BSL put back", |b| {
+        (b?.spec.object_storage.prefix.as_deref() == Some(format!("{ns}/p").as_str())).then_some(())
+    })
+    .await;
+
+    // The admin rejects it although approval is not required: the decision stands (OADP flips it back).
+    requests
+        .patch(
+            &uuid,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"approvalDecision": "reject"}})),
+        )
+        .await
+        .unwrap();
+    wait_gone(&locations, &uuid, T, "BSL removed on reject").await;
+    let n = location_where(&nabsls, "own", "rejected", |n| {
+        cond(n, "ClusterAdminApproved").1 == "BslSpecRejected"
+    })
+    .await;
+    assert!(condition(&n, "BackupStorageLocationSynced").is_none());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let r = requests.get(&uuid).await.unwrap();
+    assert_eq!(r.spec.approval_decision, Some(nac::api::ApprovalDecision::Reject));
+    assert_eq!(r.status.unwrap().phase, Some(nac::api::RequestPhase::Rejected));
+    assert!(locations.get_opt(&uuid).await.unwrap().is_none());
+
+    // Approved again: back.
+    requests
+        .patch(
+            &uuid,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"approvalDecision": "approve"}})),
+        )
+        .await
+        .unwrap();
+    location_where(&nabsls, "own", "approved again", |n| {
+        cond(n, "ClusterAdminApproved").0 == "True"
+    })
+    .await;
+    wait_for(&locations, &uuid, T, "BSL back", |b| b.map(|_| ())).await;
+
+    // Deleted: everything nac made for it goes.
+    nabsls.delete("own", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nabsls, "own", T, "NABSL deleted").await;
+    wait_gone(&locations, &uuid, T, "BSL deleted").await;
+    wait_gone(&requests, &uuid, T, "request deleted").await;
+    let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin, VELERO_NAMESPACE);
+    wait_gone(&copies, &uuid, T, "Secret copy deleted").await;
 }
