@@ -66,6 +66,55 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
     let metrics = env.nac.metrics_text().await;
     assert!(metrics.contains("nac_policy_generation 2"), "{metrics}");
 
+    // Tenants' own storage locations follow the live policy too: refused while not enabled, then held to the
+    // admin's enforced fields (with a warning naming what was filled in).
+    let path = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminbackupstoragelocations");
+    let location = |name: &str, provider: Option<&str>| {
+        let mut spec = json!({"objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "cloud"}});
+        if let Some(p) = provider {
+            spec["provider"] = json!(p);
+        }
+        json!({
+            "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackupStorageLocation",
+            "metadata": {"name": name}, "spec": {"backupStorageLocationSpec": spec}
+        })
+    };
+    let (code, body, _) = create_raw(&user, &path, &location("off", Some("aws"))).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("nonAdminBSL.enabled is false"),
+        "{body}"
+    );
+    set_policy(
+        &env.admin,
+        "backup:\n  maxTtl: 48h\nnonAdminBSL:\n  enabled: true\n  enforceBSLSpec: {provider: aws}\n",
+    )
+    .await
+    .unwrap();
+    let (on, warnings) = eventually(Duration::from_secs(2), "nonAdminBSL enabled", || async {
+        let (code, body, warnings) = create_raw(&user, &path, &location("on", None)).await;
+        (code == 201).then_some((body, warnings))
+    })
+    .await;
+    // The enforced provider was filled in (the CRD requires it: the mutating webhook runs first).
+    assert_eq!(on["spec"]["backupStorageLocationSpec"]["provider"], "aws");
+    assert!(
+        warnings.iter().any(|w| w.contains("provider set to aws")),
+        "{warnings:?}"
+    );
+    let (code, body, _) = create_raw(&user, &path, &location("gcp", Some("gcp"))).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("the administrator has restricted spec.backupStorageLocationSpec.provider field to: aws"),
+        "{body}"
+    );
+
     // With the policy webhook out of the way, a broken policy can land: nac keeps the last valid one,
     // says so on /readyz, and counts the error.
     delete_webhooks(&env.admin).await;
@@ -82,7 +131,7 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
     assert!(ready.contains("tll"), "{ready}");
     let metrics = env.nac.metrics_text().await;
     assert!(metrics.contains("nac_policy_reload_errors_total 1"), "{metrics}");
-    assert!(metrics.contains("nac_policy_generation 2"), "{metrics}");
+    assert!(metrics.contains("nac_policy_generation 3"), "{metrics}");
     register_webhooks(&env.cluster, &env.admin, &env.nac).await;
     let e = api
         .create(&PostParams::default(), &nab("last-valid"))
