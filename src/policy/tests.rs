@@ -275,7 +275,7 @@ fn empty_policy_is_permissive() {
 
 #[test]
 fn shipped_policies_parse() {
-    for f in ["permissive", "strict", "fs-backup-only"] {
+    for f in ["permissive", "strict", "fs-backup-only", "own-storage"] {
         let path = format!("{}/policies/{f}.yaml", env!("CARGO_MANIFEST_DIR"));
         let cm: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let doc = cm["data"][POLICY_KEY].as_str().unwrap();
