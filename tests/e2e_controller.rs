@@ -741,6 +741,31 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
     .await;
     wait_for(&locations, &uuid, T, "BSL back", |b| b.map(|_| ())).await;
 
+    // Only an Opaque Secret is copied: a typed one (here a registry credential) is refused with the reason.
+    let typed: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "registry"}, "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": "{\"auths\":{}}", "cloud": "x"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &typed)
+        .await
+        .unwrap();
+    nabsls
+        .create(&PostParams::default(), &location("typed", "registry"))
+        .await
+        .unwrap();
+    let n = location_where(&nabsls, "typed", "typed Secret refused", |n| {
+        cond(n, "SecretSynced").1 == "SecretSyncFailed"
+    })
+    .await;
+    let msg = condition(&n, "SecretSynced").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("must be an Opaque Secret"), "{msg}");
+    nabsls.delete("typed", &DeleteParams::default()).await.unwrap();
+
     // Deleted: everything nac made for it goes.
     nabsls.delete("own", &DeleteParams::default()).await.unwrap();
     wait_gone(&nabsls, "own", T, "NABSL deleted").await;

@@ -580,6 +580,13 @@ async fn sync_secret(
         }
         Err(e) => return Ok(Err(format!("failed to get BSL credentials secret: {e}"))),
     };
+    // Only a plain credential Secret is copied: never a service-account token or another typed Secret.
+    if let Some(t) = source.type_.as_deref().filter(|t| *t != "Opaque") {
+        return Ok(Err(format!(
+            "Secret {:?} is of type {t}: a storage location's credential must be an Opaque Secret",
+            cred.name
+        )));
+    }
     let has_key = source.data.as_ref().is_some_and(|d| d.contains_key(&cred.key))
         || source.string_data.as_ref().is_some_and(|d| d.contains_key(&cred.key));
     if !has_key {
@@ -591,7 +598,12 @@ async fn sync_secret(
     let existing = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
     match existing {
         None => {
-            create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await?;
+            if let Err(e) = create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await {
+                if is_refusal(&e) {
+                    return Ok(Err(format!("the API server refused the copy: {e}")));
+                }
+                return Err(e.into());
+            }
             tracing::info!(object = %key_of(obj), secret = %nacuuid, "Secret copied to Velero's namespace");
             Ok(Ok(Synced::Created))
         }
@@ -608,7 +620,10 @@ async fn sync_secret(
             next.type_ = wanted.type_;
             next.data = wanted.data;
             ctx.metrics.write("Secret");
-            copies.replace(nacuuid, &PostParams::default(), &next).await?;
+            match copies.replace(nacuuid, &PostParams::default(), &next).await {
+                Err(e) if is_refusal(&e) => return Ok(Err(format!("the API server refused the copy: {e}"))),
+                r => r?,
+            };
             tracing::info!(object = %key_of(obj), secret = %nacuuid, "Secret copy updated");
             Ok(Ok(Synced::Updated))
         }
@@ -797,6 +812,32 @@ mod tests {
         let labels = b.metadata.labels.unwrap();
         assert_eq!(labels["openshift.io/oadp"], "True");
         assert_eq!(labels["app.kubernetes.io/managed-by"], "oadp-nac-controller");
+    }
+
+    proptest::proptest! {
+        /// Whatever an approved spec holds (the webhook bypassed, a bucket or prefix of any shape), the Velero
+        /// location uses nac's Secret copy, stays under the tenant's prefix and is never the default.
+        #[test]
+        fn any_approved_spec_is_confined(
+            prefix in proptest::option::of("[a-z./]{0,12}"),
+            name in "[a-z]{0,6}",
+            key in "[a-z]{0,6}",
+            default in proptest::bool::ANY,
+            no_credential in proptest::bool::ANY,
+        ) {
+            let mut approved = spec();
+            approved.object_storage.prefix = prefix;
+            approved.default = default;
+            approved.credential = (!no_credential).then(|| SecretKeyRef { name, key: key.clone(), optional: Some(true) });
+            let b = build_location(&nabsl(), "u", "v", &approved);
+            let c = b.spec.credential.unwrap();
+            proptest::prop_assert_eq!(c.name.as_str(), "u");
+            proptest::prop_assert!(c.optional.is_none());
+            let p = b.spec.object_storage.prefix.unwrap();
+            proptest::prop_assert!(p == "team-a" || p.starts_with("team-a/"), "{}", p);
+            proptest::prop_assert!(!p.split('/').any(|s| s == ".." || s == "." || s.is_empty()), "{}", p);
+            proptest::prop_assert!(!b.spec.default);
+        }
     }
 
     #[test]

@@ -357,9 +357,17 @@ pub fn tenant_location<'a>(storage_location: Option<&'a str>, policy: &super::Po
 /// The object-storage prefix of a tenant's Velero BSL: always under the tenant's namespace, so two tenants
 /// sharing a bucket never see each other's backups (and backup sync knows whose a backup is).
 pub fn tenant_prefix(namespace: &str, prefix: Option<&str>) -> String {
-    match prefix.map(|p| p.trim_matches('/')).filter(|p| !p.is_empty()) {
-        Some(p) => format!("{namespace}/{p}"),
-        None => namespace.to_string(),
+    // `.` and `..` segments are refused at admission; dropped here too, since Velero joins paths and `..` would
+    // climb out of the namespace's prefix.
+    let rest: Vec<&str> = prefix
+        .unwrap_or_default()
+        .split('/')
+        .filter(|seg| !seg.is_empty() && *seg != "." && *seg != "..")
+        .collect();
+    if rest.is_empty() {
+        namespace.to_string()
+    } else {
+        format!("{namespace}/{}", rest.join("/"))
     }
 }
 
@@ -459,6 +467,8 @@ mod tests {
         assert_eq!(tenant_prefix("team-a", None), "team-a");
         assert_eq!(tenant_prefix("team-a", Some("/nightly/")), "team-a/nightly");
         assert_eq!(tenant_prefix("team-a", Some("")), "team-a");
+        assert_eq!(tenant_prefix("team-a", Some("../../team-b")), "team-a/team-b");
+        assert_eq!(tenant_prefix("team-a", Some("a//./b")), "team-a/a/b");
     }
 
     #[test]
