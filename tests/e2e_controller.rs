@@ -619,30 +619,6 @@ fn location(name: &str, secret: &str) -> NonAdminBackupStorageLocation {
     .unwrap()
 }
 
-fn cond(v: &Value, ty: &str) -> (String, String) {
-    condition(v, ty)
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap().to_string(),
-                c["reason"].as_str().unwrap().to_string(),
-            )
-        })
-        .unwrap_or_default()
-}
-
-async fn location_where(
-    api: &Api<NonAdminBackupStorageLocation>,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    wait_for(api, name, T, what, |o| {
-        let v = serde_json::to_value(o?).unwrap();
-        check(&v).then_some(v)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decision_stands() {
     let (ns, user, admin) = tenant("bsl").await;
@@ -652,12 +628,12 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         .await
         .unwrap();
     // Approved on creation (the policy asks for no approval), but its Secret does not exist yet.
-    let n = location_where(&nabsls, "own", "secret missing", |n| {
-        cond(n, "SecretSynced").1 == "SecretSyncFailed"
+    let n = wait_json(&nabsls, "own", T, "secret missing", |n| {
+        condition_of(n, "SecretSynced").1 == "SecretSyncFailed"
     })
     .await;
     assert_eq!(
-        cond(&n, "ClusterAdminApproved"),
+        condition_of(&n, "ClusterAdminApproved"),
         ("True".into(), "BslSpecApproved".into())
     );
     assert_eq!(n["status"]["phase"], "New");
@@ -678,10 +654,13 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    let n = location_where(&nabsls, "own", "Created", |n| n["status"]["phase"] == "Created").await;
-    assert_eq!(cond(&n, "SecretSynced"), ("True".into(), "SecretCreated".into()));
+    let n = wait_json(&nabsls, "own", T, "Created", |n| n["status"]["phase"] == "Created").await;
     assert_eq!(
-        cond(&n, "BackupStorageLocationSynced"),
+        condition_of(&n, "SecretSynced"),
+        ("True".into(), "SecretCreated".into())
+    );
+    assert_eq!(
+        condition_of(&n, "BackupStorageLocationSynced"),
         ("True".into(), "BackupStorageLocationCreated".into())
     );
     let locations: Api<BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
@@ -715,8 +694,8 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         .await
         .unwrap();
     wait_gone(&locations, &uuid, T, "BSL removed on reject").await;
-    let n = location_where(&nabsls, "own", "rejected", |n| {
-        cond(n, "ClusterAdminApproved").1 == "BslSpecRejected"
+    let n = wait_json(&nabsls, "own", T, "rejected", |n| {
+        condition_of(n, "ClusterAdminApproved").1 == "BslSpecRejected"
     })
     .await;
     assert!(condition(&n, "BackupStorageLocationSynced").is_none());
@@ -735,8 +714,8 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         )
         .await
         .unwrap();
-    location_where(&nabsls, "own", "approved again", |n| {
-        cond(n, "ClusterAdminApproved").0 == "True"
+    wait_json(&nabsls, "own", T, "approved again", |n| {
+        condition_of(n, "ClusterAdminApproved").0 == "True"
     })
     .await;
     wait_for(&locations, &uuid, T, "BSL back", |b| b.map(|_| ())).await;
@@ -755,8 +734,8 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         .create(&PostParams::default(), &location("typed", "registry"))
         .await
         .unwrap();
-    let n = location_where(&nabsls, "typed", "typed Secret refused", |n| {
-        cond(n, "SecretSynced").1 == "SecretSyncFailed"
+    let n = wait_json(&nabsls, "typed", T, "typed Secret refused", |n| {
+        condition_of(n, "SecretSynced").1 == "SecretSyncFailed"
     })
     .await;
     let msg = condition(&n, "SecretSynced").unwrap()["message"]

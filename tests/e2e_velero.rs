@@ -456,32 +456,6 @@ async fn a_restore_of_a_failed_backup_backs_off_at_once_and_a_wait_times_out() {
     assert!((5.0..20.0).contains(&after), "gave up {after}s after creation");
 }
 
-fn condition(n: &Value, ty: &str) -> (String, String) {
-    n["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == ty))
-        .map(|c| {
-            (
-                c["status"].as_str().unwrap_or_default().to_string(),
-                c["reason"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .unwrap_or_default()
-}
-
-async fn nabsl_where(
-    api: &Api<NonAdminBackupStorageLocation>,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    wait_for(api, name, T, what, |o| {
-        let v = serde_json::to_value(o?).unwrap();
-        check(&v).then_some(v)
-    })
-    .await
-}
-
 async fn tenant_secret(admin: &Client, ns: &str, name: &str, secret_key: Option<&str>) {
     let s: Secret = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns},
@@ -521,12 +495,15 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .unwrap();
 
     // Approval required: it waits, and the admin's request names it.
-    let n = nabsl_where(&nabsls, "own", "approval pending", |n| {
-        condition(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
+    let n = wait_json(&nabsls, "own", T, "approval pending", |n| {
+        condition_of(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
     })
     .await;
     assert_eq!(n["status"]["phase"], "New");
-    assert_eq!(condition(&n, "Accepted"), ("True".into(), "BslSpecValidation".into()));
+    assert_eq!(
+        condition_of(&n, "Accepted"),
+        ("True".into(), "BslSpecValidation".into())
+    );
     let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
         .as_str()
         .unwrap()
@@ -562,7 +539,7 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
 
     // Approved: the Secret copy and the Velero BSL appear, Velero validates it, the status mirrors Available.
     decide(&admin, &uuid, "approve").await;
-    let n = nabsl_where(&nabsls, "own", "Created and Available", |n| {
+    let n = wait_json(&nabsls, "own", T, "Created and Available", |n| {
         n["status"]["phase"] == "Created"
             && n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
     })
@@ -653,8 +630,8 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         (d.0 == rotated.as_bytes()).then_some(())
     })
     .await;
-    nabsl_where(&nabsls, "own", "SecretUpdated", |n| {
-        condition(n, "SecretSynced").1 == "SecretUpdated"
+    wait_json(&nabsls, "own", T, "SecretUpdated", |n| {
+        condition_of(n, "SecretSynced").1 == "SecretUpdated"
     })
     .await;
 
@@ -662,15 +639,15 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     decide(&admin, &uuid, "reject").await;
     wait_gone(&locations, &uuid, T, "Velero BSL removed on reject").await;
     wait_gone(&copies, &uuid, T, "Secret copy removed on reject").await;
-    let n = nabsl_where(&nabsls, "own", "rejected", |n| {
-        condition(n, "ClusterAdminApproved").1 == "BslSpecRejected"
+    let n = wait_json(&nabsls, "own", T, "rejected", |n| {
+        condition_of(n, "ClusterAdminApproved").1 == "BslSpecRejected"
     })
     .await;
     assert_eq!(n["status"]["phase"], "Created", "phases only move forward");
     // The backup made on it says its location is gone (and stays: nac does not delete it).
     let mine = wait_for(&nabs, "mine", T, "location gone reported", |o| {
         let v = serde_json::to_value(o?).unwrap();
-        (condition(&v, "BackupStorageLocationAvailable").1 == "BackupStorageLocationNotFound").then_some(v)
+        (condition_of(&v, "BackupStorageLocationAvailable").1 == "BackupStorageLocationNotFound").then_some(v)
     })
     .await;
     assert_eq!(mine["status"]["phase"], "Created");
@@ -705,8 +682,8 @@ async fn wrong_credentials_make_the_location_unavailable_and_backups_on_it_are_r
         .create(&PostParams::default(), &nabsl("bad", &bucket, "", "s3"))
         .await
         .unwrap();
-    let n = nabsl_where(&nabsls, "bad", "request made", |n| {
-        condition(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
+    let n = wait_json(&nabsls, "bad", T, "request made", |n| {
+        condition_of(n, "ClusterAdminApproved").1 == "BslSpecApprovalPending"
     })
     .await;
     let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
@@ -714,7 +691,7 @@ async fn wrong_credentials_make_the_location_unavailable_and_backups_on_it_are_r
         .unwrap()
         .to_string();
     decide(&admin, &uuid, "approve").await;
-    let n = nabsl_where(&nabsls, "bad", "Unavailable mirrored", |n| {
+    let n = wait_json(&nabsls, "bad", T, "Unavailable mirrored", |n| {
         n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
     })
     .await;

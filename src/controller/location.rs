@@ -10,7 +10,7 @@
 use super::conditions::{advance_phase, find, now_seconds, set_condition};
 use super::context::{key_of, Ctx, Error};
 use super::status::Note;
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, HasStatus, StatusUpdate};
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
     NonAdminBackupStorageLocationRequestSpec, NonAdminBackupStorageLocationRequestStatus,
@@ -71,28 +71,6 @@ pub mod words {
     pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
 }
 use words::*;
-
-impl HasStatus for NonAdminBackupStorageLocation {
-    type Status = NonAdminBackupStorageLocationStatus;
-    const STATUS_KIND: &'static str = "NonAdminBackupStorageLocation/status";
-    fn status_ref(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn status_mut(&mut self) -> &mut Option<Self::Status> {
-        &mut self.status
-    }
-}
-
-impl HasStatus for NonAdminBackupStorageLocationRequest {
-    type Status = NonAdminBackupStorageLocationRequestStatus;
-    const STATUS_KIND: &'static str = "NonAdminBackupStorageLocationRequest/status";
-    fn status_ref(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn status_mut(&mut self) -> &mut Option<Self::Status> {
-        &mut self.status
-    }
-}
 
 /// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -399,16 +377,21 @@ pub fn notes(
     out
 }
 
+/// Decisions read the Velero BSLs, the requests and the Secret copies from stores: only once those are listed.
+async fn stores_ready(ctx: &Ctx) -> Result<(), Error> {
+    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        .await?;
+    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
+        .await?;
+    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await
+}
+
 async fn apply(
     api: &Api<NonAdminBackupStorageLocation>,
     obj: Arc<NonAdminBackupStorageLocation>,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
-        .await?;
-    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
-        .await?;
-    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await?;
+    stores_ready(ctx).await?;
     let obj = ctx.fresh(api, obj).await?;
     if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
         return Ok(Action::await_change());
@@ -697,11 +680,7 @@ async fn cleanup(
     obj: Arc<NonAdminBackupStorageLocation>,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
-        .await?;
-    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
-        .await?;
-    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await?;
+    stores_ready(ctx).await?;
     let Some(nacuuid) = nacuuid_of(&obj) else {
         return Ok(Action::await_change());
     };

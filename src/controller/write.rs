@@ -149,26 +149,29 @@ pub trait HasStatus:
     fn status_mut(&mut self) -> &mut Option<Self::Status>;
 }
 
-impl HasStatus for NonAdminBackup {
-    type Status = NonAdminBackupStatus;
-    const STATUS_KIND: &'static str = "NonAdminBackup/status";
-    fn status_ref(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn status_mut(&mut self) -> &mut Option<Self::Status> {
-        &mut self.status
-    }
+/// `HasStatus` for nac's resources: each has a `status: Option<Status>` field.
+macro_rules! has_status {
+    ($($kind:ty => $status:ty, $label:literal;)*) => {$(
+        impl HasStatus for $kind {
+            type Status = $status;
+            const STATUS_KIND: &'static str = $label;
+            fn status_ref(&self) -> Option<&Self::Status> {
+                self.status.as_ref()
+            }
+            fn status_mut(&mut self) -> &mut Option<Self::Status> {
+                &mut self.status
+            }
+        }
+    )*};
 }
 
-impl HasStatus for NonAdminRestore {
-    type Status = NonAdminRestoreStatus;
-    const STATUS_KIND: &'static str = "NonAdminRestore/status";
-    fn status_ref(&self) -> Option<&Self::Status> {
-        self.status.as_ref()
-    }
-    fn status_mut(&mut self) -> &mut Option<Self::Status> {
-        &mut self.status
-    }
+has_status! {
+    NonAdminBackup => NonAdminBackupStatus, "NonAdminBackup/status";
+    NonAdminRestore => NonAdminRestoreStatus, "NonAdminRestore/status";
+    crate::api::NonAdminBackupStorageLocation => crate::api::NonAdminBackupStorageLocationStatus,
+        "NonAdminBackupStorageLocation/status";
+    crate::api::NonAdminBackupStorageLocationRequest => crate::api::NonAdminBackupStorageLocationRequestStatus,
+        "NonAdminBackupStorageLocationRequest/status";
 }
 
 /// The result of [`update_status`].

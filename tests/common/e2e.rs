@@ -14,7 +14,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -572,6 +572,36 @@ where
 }
 
 /// Waits (watch-driven) until object `name` is gone.
+/// Waits until object `name`, as JSON, passes `check`; returns it.
+pub async fn wait_json<K>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + 'static,
+{
+    wait_for(api, name, timeout, what, |o| {
+        let v = serde_json::to_value(o?).unwrap();
+        check(&v).then_some(v)
+    })
+    .await
+}
+
+/// `(status, reason)` of condition `ty` of an object as JSON (empty when it has none).
+pub fn condition_of(v: &Value, ty: &str) -> (String, String) {
+    v["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == ty))
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("status"), s("reason"))
+        })
+        .unwrap_or_default()
+}
+
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
