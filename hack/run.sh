@@ -80,6 +80,44 @@ done
 	"$KUBECTL" apply -f - >/dev/null
 
 K="kubectl --as $DEMO_USER -n $DEMO_NS"
+own=""
+if [[ -n ${S3_DATA_DIR:-} ]]; then
+	# The demo tenant's own bucket on the local S3 server, and a credentials file for it (step 7).
+	curl -sS --max-time 10 --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
+		-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
+		-X PUT "$S3_URL/$DEMO_NS-own" >/dev/null || true
+	printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$S3_ACCESS_KEY" "$S3_SECRET_KEY" \
+		>"$CLUSTER_DIR/demo-credentials"
+	V="kubectl -n ${VELERO_NAMESPACE:-openshift-adp}"
+	own="
+ 7. Your own bucket (a NonAdminBackupStorageLocation), approved by the cluster admin:
+   $K create secret generic my-s3 --from-file=cloud=$CLUSTER_DIR/demo-credentials
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminBackupStorageLocation
+   metadata: {name: own}
+   spec:
+     backupStorageLocationSpec:
+       provider: aws
+       objectStorage: {bucket: $DEMO_NS-own, prefix: nightly}
+       config: {region: $S3_REGION, s3ForcePathStyle: \"true\", s3Url: \"$S3_URL\"}
+       credential: {name: my-s3, key: cloud}
+   EOF
+   $K get nabsl own                              # REQUEST-APPROVED False: waiting for the admin
+   # as the admin (the requests are in Velero's namespace, which $DEMO_USER cannot read):
+   $V get nabslrequest
+   $V patch nabslrequest \$($V get nabslrequest -o name | head -1 | cut -d/ -f2) --type merge -p '{\"spec\":{\"approvalDecision\":\"approve\"}}'
+   $K get nabsl own -w                           # Created, VELERO-PHASE Available
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminBackup
+   metadata: {name: third}
+   spec: {backupSpec: {storageLocation: own}}
+   EOF
+   $K get nab third -w                           # Completed
+   find $S3_DATA_DIR/$DEMO_NS-own -type f           # under $DEMO_NS/nightly/: the tenant's bucket, not the admin's
+"
+fi
 if [[ -n ${S3_DATA_DIR:-} ]]; then
 	where="   find $S3_DATA_DIR/$S3_BUCKET/$S3_PREFIX/backups -type f       # the bucket of the local S3 server, as plain files
    VB=\$($K get nab first -o jsonpath='{.status.veleroBackup.name}')
@@ -146,7 +184,7 @@ $where
    EOF
    $K get nar second-restore -o jsonpath='{.status.conditions[?(@.type=="Queued")].message}'  # waiting, and until when
    $K get nar second-restore -w                  # Created, then Completed, once the backup is
-
+$own
  Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================
 
