@@ -597,6 +597,55 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .unwrap()
         .is_some());
 
+    // Only the object deleted (the data stays in the bucket): Velero's sync of the tenant's location brings the
+    // Backup back, and backup sync gives the tenant the NonAdminBackup back, on their location.
+    nabs.delete("mine", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nabs, "mine", T, "NAB deleted").await;
+    let back = wait_json(&nabs, "mine", Duration::from_secs(180), "NAB synced back", |n| {
+        n["metadata"]["labels"][nac::naming::NAB_SYNCED_FROM_NACUUID_LABEL] == vb.as_str()
+            && n["status"]["phase"] == "Created"
+    })
+    .await;
+    assert_eq!(back["spec"]["backupSpec"]["storageLocation"], "own");
+    assert_eq!(back["status"]["veleroBackup"]["status"]["phase"], "Completed");
+
+    // A backup planted in the tenant's bucket claiming the other namespace is synced by Velero (it is in a
+    // location Velero reads) but never given to that namespace.
+    let planted = nac::naming::generate_nacuuid(&other_ns, "planted");
+    let mut meta: Value = serde_json::from_slice(
+        &std::fs::read(
+            std::path::PathBuf::from(Cluster::load().get("S3_DATA_DIR"))
+                .join(&bucket)
+                .join(format!("{ns}/nightly/backups/{vb}/velero-backup.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    meta["metadata"]["name"] = json!(planted);
+    meta["metadata"]["labels"][nac::naming::NAB_ORIGIN_NACUUID_LABEL] = json!(planted);
+    meta["metadata"]["annotations"][nac::naming::NAB_ORIGIN_NAMESPACE_ANNOTATION] = json!(other_ns);
+    meta["metadata"]["annotations"][nac::naming::NAB_ORIGIN_NAME_ANNOTATION] = json!("planted");
+    put_object(
+        &bucket,
+        &format!("{ns}/nightly/backups/{planted}/velero-backup.json"),
+        &serde_json::to_vec(&meta).unwrap(),
+    );
+    let velero_backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_for(
+        &velero_backups,
+        &planted,
+        Duration::from_secs(180),
+        "Velero synced the planted backup",
+        |b| b.map(|_| ()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let victim: Api<NonAdminBackup> = Api::namespaced(admin.clone(), &other_ns);
+    assert!(
+        victim.get_opt("planted").await.unwrap().is_none(),
+        "a planted backup was synced"
+    );
+
     // Another namespace cannot name it.
     let theirs: Api<NonAdminBackup> = Api::namespaced(other_user, &other_ns);
     theirs

@@ -38,12 +38,19 @@ pub struct Origin {
     pub namespace: String,
     pub name: String,
     pub nacuuid: String,
+    /// The tenant's own storage location (NonAdminBackupStorageLocation name) the backup is on, if it is on one.
+    pub location: Option<String>,
 }
+
+/// The owner of a Velero storage location made for a tenant: `(namespace, NonAdminBackupStorageLocation name)`.
+pub type TenantLocations<'a> = &'a dyn Fn(&str) -> Option<(String, String)>;
 
 /// The origin of a Velero Backup that backup sync may give a NonAdminBackup, or None. Pure: the decision is
 /// tested without a cluster. The backup must be one nac made (its labels, a nacuuid that is this origin's and is
-/// the backup's own name), finished in a restorable phase, and stored on a location the policy opens for sync.
-pub fn sync_origin(b: &Backup, sync: &BackupSync) -> Option<Origin> {
+/// the backup's own name), finished in a restorable phase, and stored on a location the policy opens for sync,
+/// or on a tenant's own location **of the origin's namespace**: a tenant controls what is in their bucket, so a
+/// backup there claiming another namespace is planted and never synced.
+pub fn sync_origin(b: &Backup, sync: &BackupSync, tenant_locations: TenantLocations) -> Option<Origin> {
     let labels = b.metadata.labels.as_ref()?;
     if labels.get(OADP_LABEL).map(String::as_str) != Some(OADP_LABEL_VALUE)
         || labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY_VALUE)
@@ -61,22 +68,36 @@ pub fn sync_origin(b: &Backup, sync: &BackupSync) -> Option<Origin> {
         return None;
     }
     let location = b.spec.storage_location.as_deref()?;
-    if !sync.admin_locations.iter().any(|l| l == location) {
-        return None;
-    }
+    let own = if sync.admin_locations.iter().any(|l| l == location) {
+        None
+    } else {
+        let (owner_ns, nabsl) = tenant_locations(location)?;
+        if owner_ns != namespace {
+            tracing::warn!(
+                backup = %b.name_any(),
+                claims = %namespace,
+                location = %location,
+                owner = %owner_ns,
+                "backup sync: a backup in a tenant's own storage claims another namespace; not synced"
+            );
+            return None;
+        }
+        Some(nabsl)
+    };
     Some(Origin {
         namespace: namespace.to_string(),
         name: name.to_string(),
         nacuuid: nacuuid.to_string(),
+        location: own,
     })
 }
 
 /// The NonAdminBackup backup sync creates for `b`: the origin's name and namespace, the backup's nacuuid as its
-/// identity and in the sync label, and the backup's spec as it was made (the storage location, an admin one, left
-/// out: tenants never name admin locations).
+/// identity and in the sync label, and the backup's spec as it was made, its storage location named as the tenant
+/// names it: their own location's name, or left out for an admin one (tenants never name admin locations).
 pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
     let mut spec = b.spec.clone();
-    spec.storage_location = None;
+    spec.storage_location = origin.location.clone();
     let labels = BTreeMap::from([
         (NAB_ORIGIN_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
         (NAB_SYNCED_FROM_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
@@ -212,7 +233,14 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     let Some(b) = ctx.nab.velero.get(&ctx.velero_ref(name)) else {
         return Outcome::Done;
     };
-    let Some(origin) = sync_origin(&b, &policy.backup_sync) else {
+    let tenant_locations = |location: &str| {
+        let bsl = ctx.locations.get(&ctx.velero_ref(location))?;
+        crate::naming::NABSL
+            .origin_of(&bsl.metadata)
+            .filter(|_| crate::naming::NABSL.is_tagged(&bsl.metadata))
+            .map(|(ns, name)| (ns.to_string(), name.to_string()))
+    };
+    let Some(origin) = sync_origin(&b, &policy.backup_sync, &tenant_locations) else {
         return Outcome::Done;
     };
     // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do, unless it
@@ -294,6 +322,36 @@ mod tests {
         b
     }
 
+    fn none(_: &str) -> Option<(String, String)> {
+        None
+    }
+
+    /// The tenant locations of these tests: `team-a-own` is team-a's NonAdminBackupStorageLocation `own`,
+    /// `team-b-own` team-b's.
+    fn tenants(location: &str) -> Option<(String, String)> {
+        match location {
+            "team-a-own" => Some(("team-a".into(), "own".into())),
+            "team-b-own" => Some(("team-b".into(), "own".into())),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_backup_on_a_tenants_own_location_goes_back_only_to_that_tenant() {
+        let sync = open(&["default"]);
+        let b = backup("Completed", "team-a-own");
+        let o = sync_origin(&b, &sync, &tenants).unwrap();
+        assert_eq!(o.location.as_deref(), Some("own"));
+        let nab = synced_nab(&b, &o);
+        assert_eq!(nab.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(nab.spec.backup_spec.storage_location.as_deref(), Some("own"));
+        // Planted: in team-b's bucket, claiming team-a. Never synced, whatever its labels and annotations say.
+        assert!(sync_origin(&backup("Completed", "team-b-own"), &sync, &tenants).is_none());
+        // No admin location needs opening for a tenant's own backups; unknown locations stay closed.
+        assert!(sync_origin(&backup("Completed", "team-a-own"), &BackupSync::default(), &tenants).is_some());
+        assert!(sync_origin(&backup("Completed", "archive"), &sync, &tenants).is_none());
+    }
+
     fn open(locations: &[&str]) -> BackupSync {
         BackupSync {
             admin_locations: locations.iter().map(|l| l.to_string()).collect(),
@@ -304,7 +362,7 @@ mod tests {
     #[test]
     fn a_finished_backup_on_an_open_location_goes_back_to_its_origin() {
         let b = backup("Completed", "default");
-        let o = sync_origin(&b, &open(&["default"])).unwrap();
+        let o = sync_origin(&b, &open(&["default"]), &none).unwrap();
         assert_eq!((o.namespace.as_str(), o.name.as_str()), ("team-a", "nightly"));
         let nab = synced_nab(&b, &o);
         assert_eq!(nab.metadata.namespace.as_deref(), Some("team-a"));
@@ -318,35 +376,38 @@ mod tests {
             Some(vec!["team-a".to_string()])
         );
         assert!(!nab.spec.delete_backup);
-        assert!(sync_origin(&backup("PartiallyFailed", "default"), &open(&["default"])).is_some());
+        assert!(sync_origin(&backup("PartiallyFailed", "default"), &open(&["default"]), &none).is_some());
     }
 
     #[test]
     fn nothing_else_is_synced() {
         let sync = open(&["default"]);
         // Locations the policy does not open, the default policy (none), unfinished or failed backups.
-        assert!(sync_origin(&backup("Completed", "archive"), &sync).is_none());
-        assert!(sync_origin(&backup("Completed", "default"), &BackupSync::default()).is_none());
+        assert!(sync_origin(&backup("Completed", "archive"), &sync, &none).is_none());
+        assert!(sync_origin(&backup("Completed", "default"), &BackupSync::default(), &none).is_none());
         for phase in ["New", "InProgress", "Failed", "Deleting"] {
-            assert!(sync_origin(&backup(phase, "default"), &sync).is_none(), "{phase}");
+            assert!(
+                sync_origin(&backup(phase, "default"), &sync, &none).is_none(),
+                "{phase}"
+            );
         }
         let mut b = backup("Completed", "default");
         b.status.as_mut().unwrap().completion_timestamp = None;
-        assert!(sync_origin(&b, &sync).is_none());
+        assert!(sync_origin(&b, &sync, &none).is_none());
         // Not made by nac, or an origin that does not match the nacuuid (a backup claiming another namespace).
         let mut b = backup("Completed", "default");
         b.metadata.labels.as_mut().unwrap().remove(MANAGED_BY_LABEL);
-        assert!(sync_origin(&b, &sync).is_none());
+        assert!(sync_origin(&b, &sync, &none).is_none());
         let mut b = backup("Completed", "default");
         b.metadata
             .annotations
             .as_mut()
             .unwrap()
             .insert(NAB_ORIGIN_NAMESPACE_ANNOTATION.into(), "team-b".into());
-        assert!(sync_origin(&b, &sync).is_none());
+        assert!(sync_origin(&b, &sync, &none).is_none());
         // A nacuuid that is not the backup's own name.
         let mut b = backup("Completed", "default");
         b.metadata.name = Some("renamed".into());
-        assert!(sync_origin(&b, &sync).is_none());
+        assert!(sync_origin(&b, &sync, &none).is_none());
     }
 }

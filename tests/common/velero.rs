@@ -310,3 +310,37 @@ pub fn nabsl(name: &str, bucket: &str, prefix: &str, secret: &str) -> nac::api::
     }))
     .unwrap()
 }
+
+/// Writes object `key` of `bucket` on the local S3 server (a signed PUT), as a tenant can in their own bucket.
+pub fn put_object(bucket: &str, key: &str, body: &[u8]) {
+    use sha2::Digest;
+    let c = Cluster::load();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body");
+    std::fs::write(&file, body).unwrap();
+    let hash = hex(&sha2::Sha256::digest(body));
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--max-time", "10", "--aws-sigv4"])
+        .arg(format!("aws:amz:{}:s3", c.get("S3_REGION")))
+        .arg("--user")
+        .arg(format!("{}:{}", c.get("S3_ACCESS_KEY"), c.get("S3_SECRET_KEY")))
+        .arg("-H")
+        .arg(format!("x-amz-content-sha256: {hash}"))
+        .arg("-X")
+        .arg("PUT")
+        .arg("--data-binary")
+        .arg(format!("@{}", file.display()))
+        .arg(format!("http://127.0.0.1:{}/{bucket}/{key}", c.get("S3_PORT")))
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "writing {bucket}/{key}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
