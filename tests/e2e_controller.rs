@@ -670,6 +670,22 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
         Some(format!("{ns}/p").as_str())
     );
 
+    // A request whose status lost what is requested (as after a crash between its create and its status write)
+    // is finished again.
+    requests
+        .patch_status(
+            &uuid,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"nonAdminBackupStorageLocation": null}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&requests, &uuid, T, "request status written again", |r| {
+        let l = r?.status.as_ref()?.non_admin_backup_storage_location.clone()?;
+        (l.name.as_deref() == Some("own")).then_some(())
+    })
+    .await;
+
     // An edit of the Velero BSL outside nac is put back to the approved spec.
     locations
         .patch(

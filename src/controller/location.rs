@@ -405,14 +405,22 @@ async fn apply(
         None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
     };
     let vns = ctx.opts.velero_namespace.clone();
+    let ns = obj.namespace().unwrap_or_default();
+    // A request of this location whose status was never written (a crash between its create and its status
+    // write) is finished by the same path that makes one.
+    let unfinished = |r: &NonAdminBackupStorageLocationRequest| {
+        NABSL.owns(&r.metadata, &ns, &obj.name_any())
+            && r.status
+                .as_ref()
+                .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
+    };
     let request = match ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
-        Some(r) => (*r).clone(),
-        None => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
+        Some(r) if !unfinished(&r) => (*r).clone(),
+        _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
             Ok(r) => r,
             Err(action) => return Ok(action),
         },
     };
-    let ns = obj.namespace().unwrap_or_default();
     let requested = request
         .status
         .as_ref()
