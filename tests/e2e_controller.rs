@@ -224,20 +224,33 @@ async fn queue_positions_across_namespaces() {
             .queue_info
             .map(|q| q.estimated_queue_position)
     };
-    // Other tests' unfinished backups may be queued ahead of ours: compare relative positions.
+    // Other tests' unfinished backups may be queued ahead of ours: compare relative positions. Within the exact
+    // positions they follow each other; further back (a cluster reused across runs keeps fake Velero's unfinished
+    // backups) they are reported on the grid, in order.
+    use nac::controller::queue::{reported, EXACT_POSITIONS};
     let p = |a: &Api<NonAdminBackup>, n: &'static str| position(a.clone(), n);
+    let exact = |x: i64, z: i64| z <= EXACT_POSITIONS && x >= 1;
     let (first, second, third) = eventually(T, "three positions", || async {
         let (x, y, z) = (p(&a1, "first").await?, p(&a2, "second").await?, p(&a1, "third").await?);
-        (x >= 1 && y == x + 1 && z == y + 1).then_some((x, y, z))
+        let ok = if exact(x, z) {
+            y == x + 1 && z == y + 1
+        } else {
+            x >= 1 && x <= y && y <= z && [x, y, z].iter().all(|v| reported(*v) == *v)
+        };
+        ok.then_some((x, y, z))
     })
     .await;
-    assert!(first >= 1 && second == first + 1 && third == second + 1);
 
-    // The first finishes: it drops to 0, the others move up by one.
+    // The first finishes: it drops to 0, the others move up (by one, within the exact positions).
     play_velero_backup(&velero, &names[0], json!({"phase": "Completed"})).await;
     eventually(T, "queue advanced", || async {
         let (x, y, z) = (p(&a1, "first").await?, p(&a2, "second").await?, p(&a1, "third").await?);
-        (x == 0 && y == second - 1 && z == third - 1).then_some(())
+        let ok = if exact(first, third) {
+            y == second - 1 && z == third - 1
+        } else {
+            y <= second && z <= third && y <= z
+        };
+        (x == 0 && ok).then_some(())
     })
     .await;
     // Velero 1.18 reports its own queue position for Queued backups: that wins.
