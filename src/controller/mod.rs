@@ -293,18 +293,17 @@ async fn term(
         Api::namespaced(client.clone(), &vns),
         wiring.locations,
         ctx.locations_synced.clone(),
-        move |name| {
+        move |location, exists| {
+            let name = &location.name_any();
             wake_ctx.wake(&tenant::dependency(
                 "BackupStorageLocation",
                 &wake_ctx.opts.velero_namespace,
                 name,
             ));
-            let location = wake_ctx.locations.get(&wake_ctx.velero_ref(name));
-            if let Some(r) = location.as_ref().and_then(|b| NABSL.owner(&b.metadata)) {
+            if let Some(r) = NABSL.owner(&location.metadata) {
                 let _ = location_tx.unbounded_send(r);
             }
             // A location appearing or going: the backups on it say so.
-            let exists = location.is_some();
             if exists != known.contains(name) {
                 if exists {
                     known.insert(name.to_string());

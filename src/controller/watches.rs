@@ -307,31 +307,20 @@ pub fn delete_request_stream(
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<crate::velero::DeleteBackupRequest, watcher::Error>> + Send {
     let store = writer.as_reader();
-    let s = kube::runtime::watcher(
-        api,
-        watcher::Config::default().labels(crate::naming::NAB_ORIGIN_NACUUID_LABEL),
-    )
-    .default_backoff()
-    .modify(|o: &mut crate::velero::DeleteBackupRequest| o.metadata.managed_fields = None)
-    .reflect(writer)
-    .inspect_ok(move |ev| {
-        if matches!(ev, Event::InitDone) {
-            synced.mark();
-        }
-        set_gauge(&metrics, "DeleteBackupRequest", store.len())
-    })
-    .touched_objects();
-    log_errors(s, "velero deletebackuprequests")
+    let config = watcher::Config::default().labels(crate::naming::NAB_ORIGIN_NACUUID_LABEL);
+    store_stream(api, config, writer, synced, "velero deletebackuprequests")
+        .inspect(move |_| set_gauge(&metrics, "DeleteBackupRequest", store.len()))
 }
 
-/// Velero's BackupStorageLocations, reflected into `writer`; `changed` hears each location's name on every change
-/// (restores wait for their backup's location to be Available). `synced` is marked after the first list, or when
-/// the kind does not exist.
+/// Velero's BackupStorageLocations, reflected into `writer`; `changed` hears each location on every change, and
+/// whether it exists now (restores wait for their backup's location to be Available). Told from the event, not
+/// the store: during the first list the store is filled only at its end. `synced` is marked after the first list,
+/// or when the kind does not exist.
 pub fn location_stream(
     api: Api<BackupStorageLocation>,
     writer: Writer<BackupStorageLocation>,
     synced: Synced,
-    mut changed: impl FnMut(&str) + Send + 'static,
+    mut changed: impl FnMut(&BackupStorageLocation, bool) + Send + 'static,
 ) -> impl Stream<Item = ()> + Send {
     let s = watcher(api)
         .default_backoff()
@@ -343,7 +332,8 @@ pub fn location_stream(
         .reflect(writer)
         .map_ok(move |ev| match &ev {
             Event::InitDone => synced.mark(),
-            Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => changed(&o.name_any()),
+            Event::Apply(o) | Event::InitApply(o) => changed(o, true),
+            Event::Delete(o) => changed(o, false),
             _ => {}
         });
     log_errors(s, "velero backupstoragelocations").map(|_| ())
@@ -385,8 +375,8 @@ pub fn volume_count_stream<V: VolumeProgress>(
     log_errors(s, what).map(|_| ())
 }
 
-/// A kind in Velero's namespace nac keeps a store of (approval requests, label-selected Secret copies), reflected
-/// into `writer`; `synced` is marked after the first list.
+/// A kind nac keeps a store of (DeleteBackupRequests, storage locations, approval requests, label-selected Secret
+/// copies), reflected into `writer`; `synced` is marked after the first list, or when the kind does not exist.
 pub fn store_stream<K>(
     api: Api<K>,
     config: watcher::Config,
