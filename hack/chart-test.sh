@@ -348,18 +348,21 @@ for a in "watch nonadminbackups.oadp.openshift.io -A" "update nonadminbackups.oa
 	"watch configmaps -n $NS" "create events -n default" "create nonadminbackups.oadp.openshift.io -n default" "watch namespaces" \
 	"create backupstoragelocations.velero.io -n $VELERO_NAMESPACE" "create secrets -n $VELERO_NAMESPACE" "get secrets -n default" \
 	"update nonadminbackupstoragelocations.oadp.openshift.io --subresource=status -A" \
-	"update nonadminbackupstoragelocationrequests.oadp.openshift.io -n $VELERO_NAMESPACE"; do
+	"update nonadminbackupstoragelocationrequests.oadp.openshift.io -n $VELERO_NAMESPACE" \
+	"create downloadrequests.velero.io -n $VELERO_NAMESPACE" "delete nonadmindownloadrequests.oadp.openshift.io -A" \
+	"update nonadmindownloadrequests.oadp.openshift.io --subresource=status -A"; do
 	# shellcheck disable=SC2086
 	can $a || fail "nac's ServiceAccount cannot: $a"
 done
 for a in "create backups.velero.io -n default" "update configmaps -n $NS" \
 	"create nonadminrestores.oadp.openshift.io -n default" "create secrets -n default" "update secrets -n $NS" \
 	"create backupstoragelocations.velero.io -n default" "create nonadminbackupstoragelocations.oadp.openshift.io -n default" \
-	"watch configmaps -n default" "create datauploads.velero.io -n $VELERO_NAMESPACE" "delete namespaces"; do
+	"watch configmaps -n default" "create datauploads.velero.io -n $VELERO_NAMESPACE" "delete namespaces" \
+	"create downloadrequests.velero.io -n default" "create nonadmindownloadrequests.oadp.openshift.io -n default"; do
 	# shellcheck disable=SC2086
 	! can $a || fail "nac's ServiceAccount should not be able to: $a"
 done
-ok "least privilege: nac's ServiceAccount has what nac uses, nothing more (25 checks)"
+ok "least privilege: nac's ServiceAccount has what nac uses, nothing more (30 checks)"
 
 kubectl create namespace "$TENANT" >/dev/null
 kubectl -n "$TENANT" create rolebinding alice-nac-editor --clusterrole=nonadminbackup-editor-role --user=alice >/dev/null

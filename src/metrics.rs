@@ -55,6 +55,7 @@ pub struct Metrics {
     pub velero_objects: Family<KindLabels, Gauge>,
     pub leader: Gauge,
     pub api_writes: Family<KindLabels, Counter>,
+    pub orphans_collected: Family<KindLabels, Counter>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -89,6 +90,7 @@ impl Metrics {
             velero_objects: Family::default(),
             leader: Gauge::default(),
             api_writes: Family::default(),
+            orphans_collected: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -138,6 +140,11 @@ impl Metrics {
             m.leader.clone(),
         );
         registry.register("api_writes", "Writes to the API server, by kind", m.api_writes.clone());
+        registry.register(
+            "orphans_collected",
+            "Velero objects nac made whose tenant object was gone, deleted by garbage collection, by kind",
+            m.orphans_collected.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -166,6 +173,12 @@ impl Metrics {
 
     pub fn write(&self, kind: &str) {
         self.api_writes
+            .get_or_create(&KindLabels { kind: kind.to_string() })
+            .inc();
+    }
+
+    pub fn collected(&self, kind: &str) {
+        self.orphans_collected
             .get_or_create(&KindLabels { kind: kind.to_string() })
             .inc();
     }

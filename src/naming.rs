@@ -21,6 +21,10 @@ pub const NAR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nar-origin-
 pub const NABSL_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nabsl-origin-nacuuid";
 pub const NABSL_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-name";
 pub const NABSL_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-namespace";
+/// Label on the Velero DownloadRequest made for a NonAdminDownloadRequest, holding the request's uid.
+pub const NADR_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nadr-origin-nacuuid";
+pub const NADR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nadr-origin-name";
+pub const NADR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nadr-origin-namespace";
 pub const OADP_LABEL: &str = "openshift.io/oadp";
 pub const OADP_LABEL_VALUE: &str = "True";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -70,6 +74,16 @@ pub const NABSL: Origin = Origin {
     name_annotation: NABSL_ORIGIN_NAME_ANNOTATION,
     namespace_annotation: NABSL_ORIGIN_NAMESPACE_ANNOTATION,
     finalizer: NABSL_FINALIZER,
+};
+
+/// A download request's identity is its uid (OADP's scheme). It has no finalizer: the one thing made for it,
+/// its Velero DownloadRequest, is collected when the request is gone (`controller::gc`).
+pub const NADR: Origin = Origin {
+    kind: "NonAdminDownloadRequest",
+    nacuuid_label: NADR_ORIGIN_NACUUID_LABEL,
+    name_annotation: NADR_ORIGIN_NAME_ANNOTATION,
+    namespace_annotation: NADR_ORIGIN_NAMESPACE_ANNOTATION,
+    finalizer: "",
 };
 
 impl Origin {

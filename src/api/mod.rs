@@ -3,11 +3,13 @@
 mod common;
 mod nab;
 mod nabsl;
+mod nadr;
 mod nar;
 
 pub use common::*;
 pub use nab::*;
 pub use nabsl::*;
+pub use nadr::*;
 pub use nar::*;
 
 use kube::CustomResourceExt;
@@ -22,6 +24,7 @@ pub fn crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensi
         NonAdminRestore::crd(),
         NonAdminBackupStorageLocation::crd(),
         NonAdminBackupStorageLocationRequest::crd(),
+        NonAdminDownloadRequest::crd(),
     ]
 }
 

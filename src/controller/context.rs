@@ -10,14 +10,14 @@ use super::watches::Synced;
 use super::write::{HasStatus, RecentWrites};
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
-use crate::api::{NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest};
+use crate::api::{NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
-use crate::velero::{BackupStorageLocation, DeleteBackupRequest};
+use crate::velero::{BackupStorageLocation, DeleteBackupRequest, DownloadRequest};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
-use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
+use kube::runtime::reflector::{self, store::Writer, Lookup, ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::{HashMap, HashSet};
@@ -132,6 +132,8 @@ where
 /// queue index, the channel that triggers its reconciles, and its queue-depth gauge.
 pub struct KindState<K: Tenant> {
     pub objects: Store<K>,
+    /// The tenant objects' watch has completed its first list.
+    pub objects_synced: Synced,
     pub velero: Store<K::Velero>,
     /// The Velero objects' watch has completed its first list.
     pub synced: Synced,
@@ -146,16 +148,20 @@ pub struct KindState<K: Tenant> {
 /// Which objects of a kind wait for which others (by [`dependency`](super::tenant::dependency) key), so a change
 /// of one wakes exactly those waiting for it. Filled by admissions that wait; a new term starts empty and every
 /// object is reconciled (and registers again) at its first list.
-pub struct Waiters<K: Tenant> {
+pub struct Waiters<K: Waiter> {
     inner: Mutex<WaitersInner<K>>,
 }
 
-struct WaitersInner<K: Tenant> {
+/// What can wait: any kind whose references can be keys.
+pub trait Waiter: Lookup<DynamicType = ()> {}
+impl<K: Lookup<DynamicType = ()>> Waiter for K {}
+
+struct WaitersInner<K: Waiter> {
     by_dependency: HashMap<String, HashSet<ObjectRef<K>>>,
     of: HashMap<ObjectRef<K>, Vec<String>>,
 }
 
-impl<K: Tenant> Default for Waiters<K> {
+impl<K: Waiter> Default for Waiters<K> {
     fn default() -> Self {
         Waiters {
             inner: Mutex::new(WaitersInner {
@@ -166,7 +172,7 @@ impl<K: Tenant> Default for Waiters<K> {
     }
 }
 
-impl<K: Tenant> Waiters<K> {
+impl<K: Waiter> Waiters<K> {
     /// `r` waits for `on` (replacing what it waited for before).
     pub fn register(&self, r: ObjectRef<K>, on: Vec<String>) {
         let mut w = self.inner.lock().expect("waiters lock");
@@ -231,6 +237,7 @@ impl<K: Tenant> KindState<K> {
         };
         let state = KindState {
             objects,
+            objects_synced: Synced::default(),
             velero,
             synced: Synced::default(),
             queue: Arc::new(Mutex::new(QueueIndex::new())),
@@ -332,6 +339,14 @@ pub struct Ctx {
     pub location_requests_synced: Synced,
     pub secret_copies: Store<Secret>,
     pub secret_copies_synced: Synced,
+    /// Tenants' download requests, Velero's DownloadRequests made for them, and the requests waiting for their
+    /// backup or restore to finish.
+    pub downloads: Store<NonAdminDownloadRequest>,
+    pub downloads_synced: Synced,
+    pub download_requests: Store<DownloadRequest>,
+    pub download_requests_synced: Synced,
+    pub downloads_waiting: Waiters<NonAdminDownloadRequest>,
+    pub downloads_trigger: UnboundedSender<ObjectRef<NonAdminDownloadRequest>>,
     pub data_uploads: Arc<Mutex<PhaseCounts>>,
     pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
     pub data_uploads_synced: Synced,
@@ -349,6 +364,9 @@ pub struct Wiring {
     pub storage_locations: Writer<NonAdminBackupStorageLocation>,
     pub location_requests: Writer<NonAdminBackupStorageLocationRequest>,
     pub secret_copies: Writer<Secret>,
+    pub downloads: Writer<NonAdminDownloadRequest>,
+    pub download_requests: Writer<DownloadRequest>,
+    pub downloads_triggers: UnboundedReceiver<ObjectRef<NonAdminDownloadRequest>>,
 }
 
 impl Ctx {
@@ -367,7 +385,16 @@ impl Ctx {
         let (storage_locations, storage_locations_writer) = reflector::store();
         let (location_requests, location_requests_writer) = reflector::store();
         let (secret_copies, secret_copies_writer) = reflector::store();
+        let (downloads, downloads_writer) = reflector::store();
+        let (download_requests, download_requests_writer) = reflector::store();
+        let (downloads_trigger, downloads_triggers) = futures::channel::mpsc::unbounded();
         let ctx = Ctx {
+            downloads,
+            download_requests,
+            download_requests_synced: Synced::default(),
+            downloads_synced: Synced::default(),
+            downloads_waiting: Waiters::default(),
+            downloads_trigger,
             storage_locations,
             storage_locations_synced: Synced::default(),
             location_requests,
@@ -400,6 +427,9 @@ impl Ctx {
             storage_locations: storage_locations_writer,
             location_requests: location_requests_writer,
             secret_copies: secret_copies_writer,
+            downloads: downloads_writer,
+            download_requests: download_requests_writer,
+            downloads_triggers,
         };
         (ctx, wiring)
     }
@@ -408,6 +438,9 @@ impl Ctx {
     pub fn wake(&self, dependency: &str) {
         self.nab.wake(dependency);
         self.nar.wake(dependency);
+        for r in self.downloads_waiting.waiting_for(dependency) {
+            let _ = self.downloads_trigger.unbounded_send(r);
+        }
     }
 
     pub fn velero_api<K>(&self) -> Api<K>

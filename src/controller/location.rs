@@ -280,7 +280,7 @@ pub fn build_secret_copy(
 }
 
 /// The nacuuid of a location: recorded in its status, else the webhook's label (trusted only in nac's shape).
-fn nacuuid_of(obj: &NonAdminBackupStorageLocation) -> Option<String> {
+pub fn nacuuid_of(obj: &NonAdminBackupStorageLocation) -> Option<String> {
     if let Some(u) = obj
         .status
         .as_ref()

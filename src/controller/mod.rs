@@ -10,14 +10,19 @@
 //! - `backup`, `restore`: one file per kind with its own decisions (admission, the Velero object it builds, what
 //!   its status mirrors, its delete path). A new kind is one such file, a `KindState` in `context`, and a
 //!   `tenant_controller` line below.
-//! - `sync`: backup sync, a background loop beside the controllers.
+//! - `location`, `download`: the kinds that are not queued in Velero (tenants' storage locations, download
+//!   requests), each a short sequence of its own on the same helpers.
+//! - `sync`: backup sync, a background loop beside the controllers; `gc`: garbage collection of Velero objects
+//!   whose tenant object is gone, another.
 
 pub mod backup;
 pub mod conditions;
 pub mod context;
 pub mod counts;
+pub mod download;
 #[cfg(test)]
 mod fixtures;
+pub mod gc;
 pub mod location;
 mod objects;
 pub mod queue;
@@ -30,13 +35,15 @@ pub mod write;
 
 pub use context::Error;
 
-use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest};
+use crate::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
+};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::naming::{NAB, NABSL};
+use crate::naming::{NAB, NABSL, NADR};
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
-use crate::velero::{Backup, DataUpload, DeleteBackupRequest, PodVolumeBackup};
+use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup};
 use context::Ctx;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -198,13 +205,29 @@ async fn term(
     );
     let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder);
     let ctx = Arc::new(ctx);
-    // Velero Backups without a NonAdminBackup, for backup sync.
+    // Velero Backups without a NonAdminBackup, for backup sync and garbage collection.
     let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
+    let (gc_tx, gc_rx) = futures::channel::mpsc::unbounded::<gc::Trigger>();
     let nabs = ctx.nab.objects.clone();
+    let gc_backups = gc_tx.clone();
     let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
         if nabs.get(r).is_none() {
-            // Its NonAdminBackup is gone (or never was here): backup sync decides.
+            // Its NonAdminBackup is gone (or never was here): backup sync decides, or the collector.
             let _ = sync_tx.unbounded_send(b.name_any());
+            let _ = gc_backups.unbounded_send(gc::Trigger::Object(gc::Candidate {
+                made: gc::Made::Backup,
+                name: b.name_any(),
+            }));
+        }
+    };
+    let nars = ctx.nar.objects.clone();
+    let gc_restores = gc_tx.clone();
+    let restore_orphans = move |v: &crate::velero::Restore, r: &ObjectRef<crate::api::NonAdminRestore>| {
+        if nars.get(r).is_none() {
+            let _ = gc_restores.unbounded_send(gc::Trigger::Object(gc::Candidate {
+                made: gc::Made::Restore,
+                name: v.name_any(),
+            }));
         }
     };
 
@@ -215,10 +238,14 @@ async fn term(
         ctx.delete_requests_synced.clone(),
         metrics.clone(),
     );
-    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans)
+    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans, gc_tx.clone())
         .watches_stream(dbrs, |d: DeleteBackupRequest| NAB.owner(&d.metadata));
     let nab_controller = drive(nab_controller, &ctx, stop.clone());
-    let nar_controller = drive(tenant_controller(&ctx, wiring.nar, |_, _| {}), &ctx, stop.clone());
+    let nar_controller = drive(
+        tenant_controller(&ctx, wiring.nar, restore_orphans, gc_tx.clone()),
+        &ctx,
+        stop.clone(),
+    );
 
     // Per-volume progress of backups, counted for the NonAdminBackup status.
     let du = watches::volume_count_stream(
@@ -252,12 +279,16 @@ async fn term(
     })
     .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
-    let nabsl_objects = watches::store_stream(
+    let gc_locations = gc_tx.clone();
+    let nabsl_objects = watches::origin_stream(
         Api::<NonAdminBackupStorageLocation>::all(client.clone()),
         kube::runtime::watcher::Config::default(),
         wiring.storage_locations,
         ctx.storage_locations_synced.clone(),
         "nonadminbackupstoragelocations",
+        move |o| {
+            let _ = gc_locations.unbounded_send(gc::gone(NABSL, o));
+        },
     );
     let requests = watches::store_stream(
         Api::<NonAdminBackupStorageLocationRequest>::namespaced(client.clone(), &vns),
@@ -325,10 +356,61 @@ async fn term(
     .take_until(stop.clone().cancelled_owned())
     .for_each(|_| async {});
 
+    // Download requests: their own objects, the Velero DownloadRequests made for them, and wake-ups when the
+    // backup or restore one waits for changes.
+    let gc_downloads = gc_tx.clone();
+    let nadr_objects = watches::origin_stream(
+        Api::<NonAdminDownloadRequest>::all(client.clone()),
+        kube::runtime::watcher::Config::default(),
+        wiring.downloads,
+        ctx.downloads_synced.clone(),
+        "nonadmindownloadrequests",
+        move |o| {
+            let _ = gc_downloads.unbounded_send(gc::gone(NADR, o));
+        },
+    );
+    let velero_downloads = watches::store_stream(
+        Api::<DownloadRequest>::namespaced(client.clone(), &vns),
+        kube::runtime::watcher::Config::default().labels(NADR.nacuuid_label),
+        wiring.download_requests,
+        ctx.download_requests_synced.clone(),
+        "velero downloadrequests",
+    );
+    let (nadrs, gc_orphan_downloads) = (ctx.downloads.clone(), gc_tx.clone());
+    let nadr_controller = Controller::for_stream(nadr_objects, ctx.downloads.clone())
+        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
+        .watches_stream(velero_downloads, move |d: DownloadRequest| {
+            let r = NADR.owner(&d.metadata)?;
+            if nadrs.get(&r).is_none() {
+                let _ = gc_orphan_downloads.unbounded_send(gc::Trigger::Object(gc::Candidate {
+                    made: gc::Made::DownloadRequest,
+                    name: d.name_any(),
+                }));
+            }
+            Some(r)
+        })
+        .reconcile_on(wiring.downloads_triggers)
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(download::reconcile, download::error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = download::CONTROLLER, "controller");
+            }
+        });
+
     let sync_ctx = ctx.clone();
+    let sync_stop = stop.clone();
     let backup_sync = async move {
         tokio::select! {
             () = sync::run(sync_ctx, sync_rx) => {}
+            () = sync_stop.cancelled() => {}
+        }
+    };
+    drop(gc_tx);
+    let gc_ctx = ctx.clone();
+    let garbage_collection = async move {
+        tokio::select! {
+            () = gc::run(gc_ctx, gc_rx) => {}
             () = stop.cancelled() => {}
         }
     };
@@ -337,11 +419,13 @@ async fn term(
         nab_controller,
         nar_controller,
         nabsl_controller,
+        nadr_controller,
         du,
         pvb,
         locations,
         tenant_secrets,
-        backup_sync
+        backup_sync,
+        garbage_collection
     );
     tracing::info!("controllers stopped");
     Ok(())
@@ -354,6 +438,7 @@ fn tenant_controller<K: Tenant>(
     ctx: &Arc<Ctx>,
     wiring: context::KindWiring<K>,
     orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
+    gc: futures::channel::mpsc::UnboundedSender<gc::Trigger>,
 ) -> Controller<K>
 where
     QueueIndex: watches::WatchIndex<K::Velero>,
@@ -361,7 +446,16 @@ where
     let client = ctx.client.clone();
     let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
     let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
-    let objects = watches::tenant_stream(Api::<K>::all(client.clone()), wiring.objects).map(move |r| {
+    let deleted = move |o: &K| {
+        let _ = gc.unbounded_send(gc::gone(K::ORIGIN, o));
+    };
+    let objects = watches::tenant_stream(
+        Api::<K>::all(client.clone()),
+        wiring.objects,
+        K::state(ctx).objects_synced.clone(),
+        deleted,
+    )
+    .map(move |r| {
         if let Ok(o) = &r {
             let me = ObjectRef::from_obj(o);
             K::state(&c1).enqueued(&me);

@@ -239,15 +239,23 @@ impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
     }
 }
 
-/// A tenant kind's objects for its controller (all namespaces), reflected into `writer`.
+/// A tenant kind's objects for its controller (all namespaces), reflected into `writer`; `synced` is marked after
+/// the first list, `deleted` hears each object's delete event (garbage collection).
 pub fn tenant_stream<K: Tenant>(
     api: Api<K>,
     writer: Writer<K>,
+    synced: Synced,
+    deleted: impl Fn(&K) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
     let s = watcher(api)
         .default_backoff()
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
+        .inspect_ok(move |ev| match ev {
+            Event::InitDone => synced.mark(),
+            Event::Delete(o) => deleted(o),
+            _ => {}
+        })
         .applied_objects();
     log_errors(s, K::CONTROLLER)
 }
@@ -387,6 +395,21 @@ pub fn store_stream<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    origin_stream(api, config, writer, synced, what, |_: &K| {})
+}
+
+/// [`store_stream`] of a tenant kind: `deleted` hears each object's delete event (garbage collection).
+pub fn origin_stream<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: Writer<K>,
+    synced: Synced,
+    what: &'static str,
+    deleted: impl Fn(&K) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let s = kube::runtime::watcher(api, config)
         .default_backoff()
         .inspect_err({
@@ -395,10 +418,10 @@ where
         })
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
-        .inspect_ok(move |ev| {
-            if matches!(ev, Event::InitDone) {
-                synced.mark();
-            }
+        .inspect_ok(move |ev| match ev {
+            Event::InitDone => synced.mark(),
+            Event::Delete(o) => deleted(o),
+            _ => {}
         })
         .touched_objects();
     log_errors(s, what)

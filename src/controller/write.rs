@@ -172,6 +172,8 @@ has_status! {
         "NonAdminBackupStorageLocation/status";
     crate::api::NonAdminBackupStorageLocationRequest => crate::api::NonAdminBackupStorageLocationRequestStatus,
         "NonAdminBackupStorageLocationRequest/status";
+    crate::api::NonAdminDownloadRequest => crate::api::NonAdminDownloadRequestStatus,
+        "NonAdminDownloadRequest/status";
 }
 
 /// The result of [`update_status`].

@@ -4,10 +4,12 @@
 mod bsl;
 pub mod duration;
 mod eval;
+mod lifecycle;
 pub mod live;
 
 pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
 pub use eval::*;
+pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
 
 use crate::velero::{BackupSpec, RestoreSpec};
 use duration::GoDuration;
@@ -41,6 +43,10 @@ pub struct Policy {
     pub restore: RestoreRules,
     /// Tenants' own storage locations.
     pub non_admin_bsl: NonAdminBsl,
+    /// Which files of backups tenants may download.
+    pub downloads: Downloads,
+    /// The periodic sweep for orphaned Velero objects.
+    pub garbage_collection: GarbageCollection,
 }
 
 /// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
@@ -141,6 +147,10 @@ struct RawPolicy {
     restore: Option<RawRestoreRules>,
     #[serde(default, rename = "nonAdminBSL")]
     non_admin_bsl: Option<bsl::RawNonAdminBsl>,
+    #[serde(default)]
+    downloads: Option<lifecycle::RawDownloads>,
+    #[serde(default)]
+    garbage_collection: Option<lifecycle::RawGarbageCollection>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -204,7 +214,7 @@ impl fmt::Display for PolicyError {
     }
 }
 
-fn problem(field: impl Into<String>, reason: impl Into<String>) -> PolicyProblem {
+pub(crate) fn problem(field: impl Into<String>, reason: impl Into<String>) -> PolicyProblem {
     PolicyProblem {
         field: field.into(),
         reason: reason.into(),
@@ -287,8 +297,12 @@ impl Policy {
         let backup_sync = parse_sync(raw.backup_sync.unwrap_or_default(), &mut problems);
         let restore = parse_restore(raw.restore.unwrap_or_default(), &mut problems);
         let non_admin_bsl = bsl::parse_bsl(raw.non_admin_bsl.unwrap_or_default(), &mut problems);
+        let downloads = lifecycle::parse_downloads(raw.downloads.unwrap_or_default(), &mut problems);
+        let garbage_collection = lifecycle::parse_gc(raw.garbage_collection.unwrap_or_default(), &mut problems);
         let policy = Policy {
             non_admin_bsl,
+            downloads,
+            garbage_collection,
             enforce_backup_spec,
             enforce_restore_spec,
             backup,
@@ -387,6 +401,26 @@ impl Policy {
                 ));
             }
         }
+        match &self.downloads.admin_locations {
+            AdminDownloads::Deny => {}
+            AdminDownloads::Allow => {
+                lines.push("tenants may download files of their backups on every storage location".into())
+            }
+            AdminDownloads::Only(names) => lines.push(format!(
+                "tenants may download files of their backups on admin storage locations {}",
+                names.join(", ")
+            )),
+        }
+        if self.garbage_collection != GarbageCollection::default() {
+            lines.push(if self.garbage_collection.period.is_zero() {
+                "orphaned Velero objects are collected when their tenant object goes; no periodic sweep".to_string()
+            } else {
+                format!(
+                    "orphaned Velero objects are also swept every {}",
+                    self.garbage_collection.period
+                )
+            });
+        }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());
         }
@@ -395,7 +429,7 @@ impl Policy {
 }
 
 /// A duration field that may also be a plain `0`; problems are recorded under `field`.
-fn duration_value(field: &str, v: Option<Value>, problems: &mut Vec<PolicyProblem>) -> Option<GoDuration> {
+pub(crate) fn duration_value(field: &str, v: Option<Value>, problems: &mut Vec<PolicyProblem>) -> Option<GoDuration> {
     match v? {
         Value::Number(n) if n.as_u64() == Some(0) => Some(GoDuration(0)),
         Value::String(p) => match GoDuration::parse(&p) {

@@ -1,5 +1,5 @@
-//! Smaller Velero kinds nac touches: DeleteBackupRequest, DataUpload, PodVolumeBackup, DataDownload, PodVolumeRestore,
-//! BackupStorageLocation (tenants' own locations are built from NonAdminBackupStorageLocations; restores read
+//! Smaller Velero kinds nac touches: DeleteBackupRequest, DownloadRequest, DataUpload, PodVolumeBackup,
+//! DataDownload, PodVolumeRestore, BackupStorageLocation (tenants' own locations are built from NonAdminBackupStorageLocations; restores read
 //! its phase).
 
 use super::Extra;
@@ -133,4 +133,42 @@ pub struct BackupStorageLocationStatus {
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
+}
+
+/// Asks Velero for a signed URL to one file of a backup or restore in object storage (its log, resource list,
+/// contents, results, ...). Velero answers in the status and deletes the request once it expired.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "velero.io",
+    version = "v1",
+    kind = "DownloadRequest",
+    namespaced,
+    status = "DownloadRequestStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DownloadRequestSpec {
+    pub target: DownloadTarget,
+}
+
+/// What to download: a kind of file (`BackupLog`, `RestoreResults`, ...) of the Velero Backup or Restore `name`.
+/// The kind stays a string here: a newer Velero's kinds must not break nac's watch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DownloadTarget {
+    pub kind: String,
+    pub name: String,
+}
+
+/// Velero DownloadRequestStatus.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DownloadRequestStatus {
+    /// New or Processed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The signed URL of the file, once Processed.
+    #[serde(rename = "downloadURL", default, skip_serializing_if = "Option::is_none")]
+    pub download_url: Option<String>,
+    /// When the URL stops working and Velero deletes the request (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<String>,
 }

@@ -1,0 +1,748 @@
+//! NonAdminDownloadRequest: a tenant's signed URL to one file of their own backup or restore (log, resource
+//! list, contents, results, ...). nac checks the request names a backup or restore of the request's own
+//! namespace, finished, stored where the tenant may download from (their own location always; an admin one only
+//! when the policy opens it), then makes one Velero DownloadRequest `nadr-<uid>` and copies Velero's answer.
+//!
+//! Not a queued kind: one short sequence, no finalizer (the Velero DownloadRequest of a deleted request is
+//! collected by `gc`). At the URL's expiration the request and its Velero DownloadRequest are deleted, on time.
+
+use super::conditions::{advance_phase, now_seconds, set_condition};
+use super::context::{key_of, Ctx, Error};
+use super::status::Note;
+use super::tenant::dependency;
+use super::write::{create_or_get, delete_if_present, update_status};
+use crate::api::{
+    NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
+    VeleroDownloadRequest,
+};
+use crate::naming::{NAB, NABSL, NADR, NAR};
+use crate::policy::Policy;
+use crate::velero::{
+    backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
+    DownloadRequestStatus, DownloadTarget,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+pub const CONTROLLER: &str = "nonadmindownloadrequest";
+
+/// Condition types, reasons and messages: OADP's where it has them.
+pub mod words {
+    pub const PROCESSED: &str = "Processed";
+    pub const SUCCESS: &str = "Success";
+    pub const ERROR: &str = "Error";
+    pub const BSL_NOT_USED: &str = "NonAdminBackupStorageLocationNotUsed";
+    pub const BSL_NOT_USED_MSG: &str = "backup does not use nonadminbackupstoragelocation, recreate nadr to process";
+    pub const NAB_NOT_AVAILABLE: &str = "NonAdminBackupNotAvailable";
+    pub const NAB_NOT_AVAILABLE_MSG: &str = "cannot get nonadminbackup";
+    pub const NAR_NOT_AVAILABLE: &str = "NonAdminRestoreNotAvailable";
+    pub const NAR_NOT_AVAILABLE_MSG: &str = "cannot get nonadminrestore";
+    /// nac's own: the backup or restore exists but is not finished, so its files are not in storage yet.
+    pub const NOT_FINISHED: &str = "NotFinished";
+    /// nac's own: Velero has not answered the DownloadRequest yet.
+    pub const REQUESTED: &str = "Requested";
+}
+use words::*;
+
+/// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within
+/// a second; saying so at once would cost every request a second status write).
+const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
+/// Where a request stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    /// The NonAdminBackup it names does not exist in its namespace.
+    NoBackup,
+    /// The NonAdminRestore it names does not exist in its namespace.
+    NoRestore,
+    /// The files are not in object storage yet: the request waits (the message says for what).
+    NotFinished(String),
+    /// The files cannot be had (the message says why).
+    Unavailable(String),
+    /// The backup is on an admin location the policy does not open for downloads.
+    LocationClosed,
+    /// Velero has the DownloadRequest but has not answered yet.
+    Requested(String),
+    /// Velero's answer.
+    Processed(DownloadRequestStatus),
+}
+
+/// The status of a request at `stage`. Phases move forward only: a processed request stays Created.
+pub fn plan(
+    old: Option<&NonAdminDownloadRequestStatus>,
+    stage: &Stage,
+    now: Timestamp,
+) -> NonAdminDownloadRequestStatus {
+    let mut s = old.cloned().unwrap_or_default();
+    let c = &mut s.conditions;
+    // One condition at a time, as OADP: the current answer, not a history.
+    let only = |c: &mut Vec<Condition>, type_: &str, value: bool, reason: &str, msg: &str| {
+        c.retain(|x| x.type_ == type_);
+        set_condition(c, type_, value, reason, msg, now);
+    };
+    let next = match stage {
+        Stage::NoBackup => {
+            only(c, NAB_NOT_AVAILABLE, true, ERROR, NAB_NOT_AVAILABLE_MSG);
+            NonAdminPhase::BackingOff
+        }
+        Stage::NoRestore => {
+            only(c, NAR_NOT_AVAILABLE, true, ERROR, NAR_NOT_AVAILABLE_MSG);
+            NonAdminPhase::BackingOff
+        }
+        Stage::LocationClosed => {
+            only(c, BSL_NOT_USED, true, ERROR, BSL_NOT_USED_MSG);
+            NonAdminPhase::BackingOff
+        }
+        Stage::Unavailable(msg) => {
+            only(c, PROCESSED, false, ERROR, msg);
+            NonAdminPhase::BackingOff
+        }
+        Stage::NotFinished(msg) => {
+            only(c, PROCESSED, false, NOT_FINISHED, msg);
+            NonAdminPhase::New
+        }
+        Stage::Requested(msg) => {
+            only(c, PROCESSED, false, REQUESTED, msg);
+            NonAdminPhase::New
+        }
+        Stage::Processed(velero) => {
+            only(c, PROCESSED, true, SUCCESS, "");
+            s.velero = Some(VeleroDownloadRequest {
+                status: Some(velero.clone()),
+            });
+            NonAdminPhase::Created
+        }
+    };
+    advance_phase(&mut s.phase, next);
+    s
+}
+
+/// When the URL in `status` stops working.
+pub fn expiration(status: Option<&NonAdminDownloadRequestStatus>) -> Option<Timestamp> {
+    status?
+        .velero
+        .as_ref()?
+        .status
+        .as_ref()?
+        .expiration
+        .as_deref()?
+        .parse()
+        .ok()
+}
+
+/// Velero's answer, when it is one: processed, with a URL that still works at `now`.
+fn answer(dr: &DownloadRequest, now: Timestamp) -> Option<DownloadRequestStatus> {
+    let s = dr.status.as_ref()?;
+    let expires: Timestamp = s.expiration.as_deref()?.parse().ok()?;
+    (s.phase.as_deref() == Some("Processed")
+        && s.download_url.as_deref().is_some_and(|u| !u.is_empty())
+        && expires > now)
+        .then(|| s.clone())
+}
+
+/// The Velero object whose file is asked for: its kind and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub velero_name: String,
+}
+
+/// What [`resolve`] reads: the cluster as nac's stores show it.
+pub trait Lookup {
+    fn nab(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminBackup>>;
+    fn nar(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminRestore>>;
+    fn backup(&self, name: &str) -> Option<Arc<crate::velero::Backup>>;
+    fn restore(&self, name: &str) -> Option<Arc<crate::velero::Restore>>;
+    fn location(&self, name: &str) -> Option<Arc<BackupStorageLocation>>;
+}
+
+/// Which Velero object a request is for, or the stage that says why there is none. Pure over `look`: a request
+/// reaches only its own namespace's backups and restores, finished, on a location its tenant may download from.
+pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy) -> Result<Resolved, Stage> {
+    let ns = req.namespace().unwrap_or_default();
+    let target = &req.spec.target;
+    let backup_name = if target.kind.is_restore() {
+        let nar = look.nar(&ns, &target.name).ok_or(Stage::NoRestore)?;
+        let restore = nar
+            .status
+            .as_ref()
+            .and_then(|s| s.velero_restore.as_ref())
+            .and_then(|r| r.name.as_deref())
+            .and_then(|n| look.restore(n))
+            .filter(|r| NAR.owns(&r.metadata, &ns, &target.name));
+        let Some(restore) = restore else {
+            return Err(Stage::NotFinished(format!(
+                "waiting for NonAdminRestore {} to get its Velero Restore",
+                target.name
+            )));
+        };
+        let phase = restore.status.as_ref().and_then(|s| s.phase.as_deref());
+        if restore_phase_unfinished(phase) {
+            return Err(Stage::NotFinished(format!(
+                "waiting for NonAdminRestore {} to finish (Velero phase {})",
+                target.name,
+                phase.unwrap_or("New")
+            )));
+        }
+        if phase == Some("FailedValidation") {
+            return Err(Stage::Unavailable(format!(
+                "NonAdminRestore {} failed validation: Velero stored nothing for it",
+                target.name
+            )));
+        }
+        let backup = restore.spec.backup_name.clone().unwrap_or_default();
+        let b = look.backup(&backup).ok_or_else(|| {
+            Stage::Unavailable(format!(
+                "the backup of NonAdminRestore {} is gone: Velero finds a restore's files through its backup",
+                target.name
+            ))
+        })?;
+        if NAB.origin_of(&b.metadata).is_none_or(|(o, _)| o != ns) {
+            return Err(Stage::Unavailable(format!(
+                "NonAdminRestore {} restored a backup of another namespace",
+                target.name
+            )));
+        }
+        check_location(&b, &ns, look, policy)?;
+        return Ok(Resolved {
+            velero_name: restore.name_any(),
+        });
+    } else {
+        target.name.clone()
+    };
+    let nab = look.nab(&ns, &backup_name).ok_or(Stage::NoBackup)?;
+    let backup = nab
+        .status
+        .as_ref()
+        .and_then(|s| s.velero_backup.as_ref())
+        .and_then(|r| r.name.as_deref())
+        .and_then(|n| look.backup(n))
+        .filter(|b| NAB.owns(&b.metadata, &ns, &backup_name));
+    let Some(backup) = backup else {
+        return Err(Stage::NotFinished(format!(
+            "waiting for NonAdminBackup {backup_name} to get its Velero Backup"
+        )));
+    };
+    let phase = backup.status.as_ref().and_then(|s| s.phase.as_deref());
+    if backup_phase_unfinished(phase) {
+        return Err(Stage::NotFinished(format!(
+            "waiting for NonAdminBackup {backup_name} to finish (Velero phase {})",
+            phase.unwrap_or("New")
+        )));
+    }
+    if matches!(phase, Some("FailedValidation" | "Deleting")) {
+        return Err(Stage::Unavailable(format!(
+            "NonAdminBackup {backup_name} has no files in object storage (Velero phase {})",
+            phase.unwrap_or_default()
+        )));
+    }
+    check_location(&backup, &ns, look, policy)?;
+    Ok(Resolved {
+        velero_name: backup.name_any(),
+    })
+}
+
+/// A tenant downloads from their own location always, from an admin location only when the policy opens it,
+/// from another tenant's never.
+fn check_location(b: &crate::velero::Backup, ns: &str, look: &dyn Lookup, policy: &Policy) -> Result<(), Stage> {
+    let name = b.spec.storage_location.as_deref().unwrap_or("default");
+    let tenant = look
+        .location(name)
+        .filter(|l| NABSL.is_tagged(&l.metadata))
+        .and_then(|l| NABSL.origin_of(&l.metadata).map(|(o, _)| o == ns));
+    match tenant {
+        Some(true) => Ok(()),
+        Some(false) => Err(Stage::Unavailable(format!(
+            "backup {} is stored on another namespace's location",
+            b.name_any()
+        ))),
+        None if policy.downloads.admin_location_open(name) => Ok(()),
+        None => Err(Stage::LocationClosed),
+    }
+}
+
+/// The Velero DownloadRequest for `req`.
+pub fn build(req: &NonAdminDownloadRequest, velero_namespace: &str, resolved: &Resolved) -> DownloadRequest {
+    let uid = req.uid().unwrap_or_default();
+    let name = velero_name(&uid);
+    DownloadRequest {
+        metadata: NADR.stamp(
+            &name,
+            velero_namespace,
+            &uid,
+            &req.namespace().unwrap_or_default(),
+            &req.name_any(),
+            &[],
+        ),
+        spec: DownloadRequestSpec {
+            target: DownloadTarget {
+                kind: req.spec.target.kind.as_str().to_string(),
+                name: resolved.velero_name.clone(),
+            },
+        },
+        status: None,
+    }
+}
+
+/// The Velero DownloadRequest's name (OADP's).
+pub fn velero_name(uid: &str) -> String {
+    format!("nadr-{uid}")
+}
+
+struct Stores<'a>(&'a Ctx);
+
+impl Lookup for Stores<'_> {
+    fn nab(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminBackup>> {
+        self.0.nab.objects.get(&ObjectRef::new(name).within(namespace))
+    }
+    fn nar(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminRestore>> {
+        self.0.nar.objects.get(&ObjectRef::new(name).within(namespace))
+    }
+    fn backup(&self, name: &str) -> Option<Arc<crate::velero::Backup>> {
+        self.0.nab.velero.get(&self.0.velero_ref(name))
+    }
+    fn restore(&self, name: &str) -> Option<Arc<crate::velero::Restore>> {
+        self.0.nar.velero.get(&self.0.velero_ref(name))
+    }
+    fn location(&self, name: &str) -> Option<Arc<BackupStorageLocation>> {
+        self.0.locations.get(&self.0.velero_ref(name))
+    }
+}
+
+/// The reconcile entry point: span, metrics.
+pub async fn reconcile(obj: Arc<NonAdminDownloadRequest>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let key = key_of(&*obj);
+    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
+    let start = Instant::now();
+    let res = apply(obj, &ctx).instrument(span).await;
+    ctx.record(CONTROLLER, &key, &res, start.elapsed());
+    res
+}
+
+pub fn error_policy(obj: Arc<NonAdminDownloadRequest>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
+}
+
+async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, Error> {
+    ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+    ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
+    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        .await?;
+    ctx.ready(&ctx.download_requests_synced, "Velero DownloadRequests")
+        .await?;
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<NonAdminDownloadRequest> = Api::namespaced(ctx.client.clone(), &ns);
+    let obj = ctx.fresh(&api, obj).await?;
+    let me = ObjectRef::from_obj(&*obj);
+    if obj.metadata.deletion_timestamp.is_some() {
+        ctx.downloads_waiting.forget(&me);
+        return Ok(Action::await_change());
+    }
+    let now = Timestamp::now();
+    let uid = obj.uid().unwrap_or_default();
+    let dr_name = velero_name(&uid);
+    if let Some(at) = expiration(obj.status.as_ref()) {
+        if at <= now {
+            return expire(ctx, &api, &obj, &dr_name).await;
+        }
+        if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
+            return Ok(until(at, now));
+        }
+    }
+    let Some(policy) = ctx.policy.current() else {
+        tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
+        return Ok(Action::requeue(ctx.opts.policy_retry));
+    };
+    let target = &obj.spec.target;
+    let resolved = match resolve(&obj, &Stores(ctx), &policy) {
+        Ok(r) => r,
+        Err(stage) => {
+            let (kind, name) = if target.kind.is_restore() {
+                (NAR.kind, target.name.as_str())
+            } else {
+                (NAB.kind, target.name.as_str())
+            };
+            // Whatever the reason, a change of the backup or restore it names may change the answer.
+            ctx.downloads_waiting.register(me, vec![dependency(kind, &ns, name)]);
+            set(&api, &obj, ctx, &stage).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    ctx.downloads_waiting.forget(&me);
+    let dr_api: Api<DownloadRequest> = ctx.velero_api();
+    let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
+    let dr = match ctx.download_requests.get(&ctx.velero_ref(&dr_name)) {
+        Some(d) => (*d).clone(),
+        None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
+    };
+    if !NADR.owns(&dr.metadata, &ns, &obj.name_any())
+        || NADR.nacuuid(&dr.metadata) != Some(uid.as_str())
+        || dr.spec.target != wanted.spec.target
+    {
+        tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
+        let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
+        set(&api, &obj, ctx, &stage).await?;
+        return Ok(Action::await_change());
+    }
+    if let Some(answer) = answer(&dr, now) {
+        let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
+        set(&api, &obj, ctx, &Stage::Processed(answer)).await?;
+        return Ok(until(at, now));
+    }
+    // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
+    let asked = dr.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+    let waited = now.duration_since(asked).unsigned_abs();
+    if waited < ANSWER_GRACE {
+        return Ok(Action::requeue(ANSWER_GRACE - waited));
+    }
+    let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
+    set(&api, &obj, ctx, &Stage::Requested(msg)).await?;
+    Ok(Action::requeue(ctx.opts.deletion_poll))
+}
+
+/// A reconcile at `at` (the URL's expiration), when the request goes.
+fn until(at: Timestamp, now: Timestamp) -> Action {
+    let left = at.duration_since(now).unsigned_abs();
+    Action::requeue(left + Duration::from_millis(100))
+}
+
+/// The URL expired: the request and its Velero DownloadRequest go (Velero deletes its own too, later).
+async fn expire(
+    ctx: &Ctx,
+    api: &Api<NonAdminDownloadRequest>,
+    obj: &NonAdminDownloadRequest,
+    dr_name: &str,
+) -> Result<Action, Error> {
+    let dr_api: Api<DownloadRequest> = ctx.velero_api();
+    delete_if_present(&dr_api, dr_name, &ctx.metrics, "DownloadRequest").await?;
+    delete_if_present(api, &obj.name_any(), &ctx.metrics, "NonAdminDownloadRequest").await?;
+    tracing::info!(object = %key_of(obj), "download request expired; deleted");
+    ctx.downloads_waiting.forget(&ObjectRef::from_obj(obj));
+    Ok(Action::await_change())
+}
+
+async fn set(
+    api: &Api<NonAdminDownloadRequest>,
+    obj: &NonAdminDownloadRequest,
+    ctx: &Ctx,
+    stage: &Stage,
+) -> Result<(), Error> {
+    let now = now_seconds();
+    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| plan(s, stage, now)).await?;
+    if up.written {
+        if let Some(note) = note(up.old.as_ref(), up.status(), stage) {
+            ctx.publish(&up.object, vec![note]);
+        }
+    }
+    Ok(())
+}
+
+/// An Event when a request is refused: the condition keeps OADP's words, the Event says exactly why.
+fn note(
+    old: Option<&NonAdminDownloadRequestStatus>,
+    new: Option<&NonAdminDownloadRequestStatus>,
+    stage: &Stage,
+) -> Option<Note> {
+    let became = |s: Option<&NonAdminDownloadRequestStatus>| s.and_then(|s| s.phase);
+    if became(new) != Some(NonAdminPhase::BackingOff) || became(old) == Some(NonAdminPhase::BackingOff) {
+        return None;
+    }
+    let message = match stage {
+        Stage::LocationClosed => {
+            "the backup is stored on an admin storage location that the policy does not open for downloads \
+             (downloads.adminLocations); files of backups on your own NonAdminBackupStorageLocation can always be \
+             downloaded"
+                .to_string()
+        }
+        _ => new
+            .and_then(|s| s.conditions.first())
+            .map(|c| c.message.clone())
+            .unwrap_or_default(),
+    };
+    let reason = new
+        .and_then(|s| s.conditions.first())
+        .map(|c| c.type_.clone())
+        .unwrap_or_default();
+    Some(Note {
+        warning: true,
+        reason,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        DownloadTargetKind, NonAdminBackupSpec, NonAdminBackupStatus, NonAdminDownloadTarget, NonAdminRestoreSpec,
+        NonAdminRestoreStatus, VeleroBackupRef, VeleroRestoreRef,
+    };
+    use crate::velero::{Backup, BackupSpec, BackupStatus, Restore, RestoreSpec, RestoreStatus};
+    use std::collections::HashMap;
+
+    #[derive(Default)]
+    struct World {
+        nabs: HashMap<(String, String), Arc<NonAdminBackup>>,
+        nars: HashMap<(String, String), Arc<NonAdminRestore>>,
+        backups: HashMap<String, Arc<Backup>>,
+        restores: HashMap<String, Arc<Restore>>,
+        locations: HashMap<String, Arc<BackupStorageLocation>>,
+    }
+
+    impl Lookup for World {
+        fn nab(&self, ns: &str, name: &str) -> Option<Arc<NonAdminBackup>> {
+            self.nabs.get(&(ns.into(), name.into())).cloned()
+        }
+        fn nar(&self, ns: &str, name: &str) -> Option<Arc<NonAdminRestore>> {
+            self.nars.get(&(ns.into(), name.into())).cloned()
+        }
+        fn backup(&self, name: &str) -> Option<Arc<Backup>> {
+            self.backups.get(name).cloned()
+        }
+        fn restore(&self, name: &str) -> Option<Arc<Restore>> {
+            self.restores.get(name).cloned()
+        }
+        fn location(&self, name: &str) -> Option<Arc<BackupStorageLocation>> {
+            self.locations.get(name).cloned()
+        }
+    }
+
+    impl World {
+        /// NonAdminBackup `ns/name` with Velero Backup `<ns>-<name>` in `phase` on `location`.
+        fn add_backup(&mut self, ns: &str, name: &str, phase: &str, location: &str) {
+            let velero = format!("{ns}-{name}");
+            let mut nab = NonAdminBackup::new(name, NonAdminBackupSpec::default());
+            nab.metadata.namespace = Some(ns.into());
+            nab.status = Some(NonAdminBackupStatus {
+                velero_backup: Some(VeleroBackupRef {
+                    name: Some(velero.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            let mut b = Backup::new(
+                &velero,
+                BackupSpec {
+                    storage_location: Some(location.into()),
+                    ..Default::default()
+                },
+            );
+            b.metadata = NAB.stamp(&velero, "velero", &velero, ns, name, &[]);
+            b.status = Some(BackupStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            self.nabs.insert((ns.into(), name.into()), Arc::new(nab));
+            self.backups.insert(velero, Arc::new(b));
+        }
+
+        /// NonAdminRestore `ns/name` of NonAdminBackup `ns/backup`, Velero Restore `<ns>-<name>` in `phase`.
+        fn add_restore(&mut self, ns: &str, name: &str, backup: &str, phase: &str) {
+            let velero = format!("{ns}-{name}");
+            let mut nar = NonAdminRestore::new(name, NonAdminRestoreSpec::default());
+            nar.metadata.namespace = Some(ns.into());
+            nar.status = Some(NonAdminRestoreStatus {
+                velero_restore: Some(VeleroRestoreRef {
+                    name: Some(velero.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            let mut r = Restore::new(
+                &velero,
+                RestoreSpec {
+                    backup_name: Some(format!("{ns}-{backup}")),
+                    ..Default::default()
+                },
+            );
+            r.metadata = NAR.stamp(&velero, "velero", &velero, ns, name, &[]);
+            r.status = Some(RestoreStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            self.nars.insert((ns.into(), name.into()), Arc::new(nar));
+            self.restores.insert(velero, Arc::new(r));
+        }
+
+        /// Velero BSL `name` made for NonAdminBackupStorageLocation `ns/own`.
+        fn tenant_location(&mut self, name: &str, ns: &str) {
+            let mut l = BackupStorageLocation::new(name, Default::default());
+            l.metadata = NABSL.stamp(name, "velero", name, ns, "own", &[]);
+            self.locations.insert(name.into(), Arc::new(l));
+        }
+    }
+
+    fn request(ns: &str, kind: DownloadTargetKind, name: &str) -> NonAdminDownloadRequest {
+        let mut r = NonAdminDownloadRequest::new(
+            "dl",
+            crate::api::NonAdminDownloadRequestSpec {
+                target: NonAdminDownloadTarget {
+                    kind,
+                    name: name.into(),
+                },
+            },
+        );
+        r.metadata.namespace = Some(ns.into());
+        r.metadata.uid = Some("0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00".into());
+        r
+    }
+
+    fn policy(yaml: &str) -> Policy {
+        Policy::parse(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_backup_on_the_tenants_own_location_is_downloadable_whatever_the_policy() {
+        let mut w = World::default();
+        w.tenant_location("team-a-bsl", "team-a");
+        w.add_backup("team-a", "nightly", "Completed", "team-a-bsl");
+        let req = request("team-a", DownloadTargetKind::BackupLog, "nightly");
+        let r = resolve(&req, &w, &policy("")).unwrap();
+        assert_eq!(r.velero_name, "team-a-nightly");
+        let dr = build(&req, "velero", &r);
+        assert_eq!(
+            dr.metadata.name.as_deref(),
+            Some("nadr-0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00")
+        );
+        assert_eq!(dr.spec.target.kind, "BackupLog");
+        assert_eq!(dr.spec.target.name, "team-a-nightly");
+        assert!(NADR.owns(&dr.metadata, "team-a", "dl"));
+        assert_eq!(NADR.nacuuid(&dr.metadata), req.metadata.uid.as_deref());
+    }
+
+    #[test]
+    fn admin_locations_are_closed_unless_the_policy_opens_them() {
+        let mut w = World::default();
+        w.add_backup("team-a", "nightly", "PartiallyFailed", "default");
+        let req = request("team-a", DownloadTargetKind::BackupResourceList, "nightly");
+        assert_eq!(resolve(&req, &w, &policy("")), Err(Stage::LocationClosed));
+        assert_eq!(
+            resolve(&req, &w, &policy("downloads: {adminLocations: [archive]}")),
+            Err(Stage::LocationClosed)
+        );
+        assert!(resolve(&req, &w, &policy("downloads: {adminLocations: [default]}")).is_ok());
+        assert!(resolve(&req, &w, &policy("downloads: {adminLocations: allow}")).is_ok());
+    }
+
+    #[test]
+    fn another_namespaces_backup_or_location_is_never_reached() {
+        let mut w = World::default();
+        w.add_backup("team-b", "nightly", "Completed", "default");
+        let open = policy("downloads: {adminLocations: allow}");
+        // The name resolves in the request's own namespace only.
+        let req = request("team-a", DownloadTargetKind::BackupLog, "nightly");
+        assert_eq!(resolve(&req, &w, &open), Err(Stage::NoBackup));
+        // A NonAdminBackup whose status names another namespace's Velero Backup (forged) is not followed.
+        let mut nab = (*w.nabs[&("team-b".to_string(), "nightly".to_string())]).clone();
+        nab.metadata.namespace = Some("team-a".into());
+        w.nabs.insert(("team-a".into(), "nightly".into()), Arc::new(nab));
+        assert!(matches!(resolve(&req, &w, &open), Err(Stage::NotFinished(_))));
+        // A backup on another tenant's own location.
+        let mut w = World::default();
+        w.tenant_location("team-b-bsl", "team-b");
+        w.add_backup("team-a", "nightly", "Completed", "team-b-bsl");
+        assert!(matches!(resolve(&req, &w, &open), Err(Stage::Unavailable(_))));
+    }
+
+    #[test]
+    fn unfinished_or_empty_backups_wait_or_back_off() {
+        let mut w = World::default();
+        let open = policy("downloads: {adminLocations: allow}");
+        let req = request("team-a", DownloadTargetKind::BackupLog, "nightly");
+        w.add_backup("team-a", "nightly", "InProgress", "default");
+        let Err(Stage::NotFinished(msg)) = resolve(&req, &w, &open) else {
+            panic!("an unfinished backup waits")
+        };
+        assert!(msg.contains("InProgress"), "{msg}");
+        w.add_backup("team-a", "nightly", "FailedValidation", "default");
+        assert!(matches!(resolve(&req, &w, &open), Err(Stage::Unavailable(_))));
+        w.add_backup("team-a", "nightly", "Failed", "default");
+        assert!(
+            resolve(&req, &w, &open).is_ok(),
+            "a failed backup's log is what its owner wants"
+        );
+    }
+
+    #[test]
+    fn restore_files_follow_the_restores_backup_location() {
+        let mut w = World::default();
+        w.tenant_location("team-a-bsl", "team-a");
+        w.add_backup("team-a", "nightly", "Completed", "team-a-bsl");
+        w.add_restore("team-a", "back", "nightly", "Completed");
+        let req = request("team-a", DownloadTargetKind::RestoreLog, "back");
+        assert_eq!(resolve(&req, &w, &policy("")).unwrap().velero_name, "team-a-back");
+        // Missing restore; restore not finished; its backup gone.
+        let other = request("team-a", DownloadTargetKind::RestoreResults, "other");
+        assert_eq!(resolve(&other, &w, &policy("")), Err(Stage::NoRestore));
+        w.add_restore("team-a", "back", "nightly", "InProgress");
+        assert!(matches!(resolve(&req, &w, &policy("")), Err(Stage::NotFinished(_))));
+        w.add_restore("team-a", "back", "nightly", "Completed");
+        w.backups.clear();
+        assert!(matches!(resolve(&req, &w, &policy("")), Err(Stage::Unavailable(_))));
+    }
+
+    #[test]
+    fn status_plans_follow_oadp() {
+        let now = now_seconds();
+        let s = plan(None, &Stage::NoBackup, now);
+        assert_eq!(s.phase, Some(NonAdminPhase::BackingOff));
+        assert_eq!(s.conditions.len(), 1);
+        assert_eq!(
+            (
+                s.conditions[0].type_.as_str(),
+                s.conditions[0].reason.as_str(),
+                s.conditions[0].message.as_str()
+            ),
+            (NAB_NOT_AVAILABLE, ERROR, NAB_NOT_AVAILABLE_MSG)
+        );
+        let s = plan(Some(&s), &Stage::LocationClosed, now);
+        assert_eq!(s.conditions.len(), 1, "one condition: the current answer");
+        assert_eq!(s.conditions[0].message, BSL_NOT_USED_MSG);
+        let answer = DownloadRequestStatus {
+            phase: Some("Processed".into()),
+            download_url: Some("http://127.0.0.1/bucket/x?sig".into()),
+            expiration: Some("2026-11-24T10:00:00Z".into()),
+        };
+        let s = plan(Some(&s), &Stage::Processed(answer.clone()), now);
+        assert_eq!(s.phase, Some(NonAdminPhase::Created));
+        assert_eq!(s.conditions.len(), 1);
+        assert_eq!(
+            (
+                s.conditions[0].type_.as_str(),
+                s.conditions[0].status.as_str(),
+                s.conditions[0].reason.as_str()
+            ),
+            (PROCESSED, "True", SUCCESS)
+        );
+        assert_eq!(s.velero.as_ref().unwrap().status.as_ref(), Some(&answer));
+        assert_eq!(expiration(Some(&s)), Some("2026-11-24T10:00:00Z".parse().unwrap()));
+        // Forward only: a created request is not set back by a later refusal.
+        assert_eq!(
+            plan(Some(&s), &Stage::NoBackup, now).phase,
+            Some(NonAdminPhase::Created)
+        );
+        let s = plan(None, &Stage::NotFinished("waiting".into()), now);
+        assert_eq!(s.phase, Some(NonAdminPhase::New));
+    }
+
+    #[test]
+    fn only_a_processed_unexpired_answer_counts() {
+        let now: Timestamp = "2026-11-24T09:00:00Z".parse().unwrap();
+        let mut dr = DownloadRequest::new("nadr-x", Default::default());
+        assert_eq!(answer(&dr, now), None);
+        dr.status = Some(DownloadRequestStatus {
+            phase: Some("Processed".into()),
+            download_url: Some("http://x".into()),
+            expiration: Some("2026-11-24T09:10:00Z".into()),
+        });
+        assert!(answer(&dr, now).is_some());
+        assert_eq!(answer(&dr, "2026-11-24T09:10:00Z".parse().unwrap()), None, "expired");
+        dr.status.as_mut().unwrap().download_url = Some(String::new());
+        assert_eq!(answer(&dr, now), None);
+    }
+}

@@ -1,0 +1,559 @@
+//! Garbage collection: Velero objects nac made whose tenant object is gone are removed. Orphans appear when a
+//! tenant object goes without its finalizer running (removed by hand, the CRD deleted, a crash between two
+//! writes) and when a download request goes (it has no finalizer).
+//!
+//! Driven by the tenant objects' delete events (the objects made for that origin are looked at) and by Velero
+//! object events whose origin is not in the store, plus a sweep of everything at the start of each term and
+//! every `garbageCollection.period` of the policy (default 24h; 0: no sweep).
+//!
+//! What is never collected:
+//! - anything without nac's labels and origin annotations;
+//! - anything whose origin exists and carries the same identity (nacuuid, or uid for download requests);
+//! - a Velero Backup whose data is in object storage (Completed, PartiallyFailed, Failed and the phases after
+//!   the upload): deleting its object would only make Velero's own sync bring it back a minute later (OADP's
+//!   GC and sync fight this way), and backup sync gives it its NonAdminBackup back where it may. It stays until
+//!   Velero expires it with its TTL;
+//! - a DeleteBackupRequest Velero has not processed: the data deletion the tenant asked for finishes first.
+//!
+//! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
+//! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
+
+use super::context::Ctx;
+use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
+use crate::naming::{Origin, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, OADP_LABEL, OADP_LABEL_VALUE};
+use crate::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore};
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Velero objects nac makes, each with the tenant kind it is made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Made {
+    Backup,
+    DeleteBackupRequest,
+    Restore,
+    BackupStorageLocation,
+    SecretCopy,
+    LocationRequest,
+    DownloadRequest,
+}
+
+impl Made {
+    pub const ALL: [Made; 7] = [
+        Made::Backup,
+        Made::DeleteBackupRequest,
+        Made::Restore,
+        Made::BackupStorageLocation,
+        Made::SecretCopy,
+        Made::LocationRequest,
+        Made::DownloadRequest,
+    ];
+
+    /// The tenant kind it is made for.
+    pub fn origin(self) -> &'static Origin {
+        match self {
+            Made::Backup | Made::DeleteBackupRequest => &NAB,
+            Made::Restore => &NAR,
+            Made::BackupStorageLocation | Made::SecretCopy | Made::LocationRequest => &NABSL,
+            Made::DownloadRequest => &NADR,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            Made::Backup => "Backup",
+            Made::DeleteBackupRequest => "DeleteBackupRequest",
+            Made::Restore => "Restore",
+            Made::BackupStorageLocation => "BackupStorageLocation",
+            Made::SecretCopy => "Secret",
+            Made::LocationRequest => "NonAdminBackupStorageLocationRequest",
+            Made::DownloadRequest => "DownloadRequest",
+        }
+    }
+}
+
+/// Is the origin there, and with which identity?
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Missing,
+    /// It exists; its identity, when it has one recorded yet.
+    Present(Option<String>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Keep(&'static str),
+    Collect,
+}
+
+/// Whether a Velero object nac may have made goes. Pure. `persisted` is the kind's own reason to keep it
+/// whatever its origin (a backup's data in storage, a data deletion in flight).
+pub fn verdict(meta: &ObjectMeta, origin: &Origin, persisted: Option<&'static str>, owner: &Presence) -> Verdict {
+    let labels = meta.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    if label(MANAGED_BY_LABEL) != Some(MANAGED_BY_VALUE) || label(OADP_LABEL) != Some(OADP_LABEL_VALUE) {
+        return Verdict::Keep("not made by nac");
+    }
+    let Some(nacuuid) = origin.nacuuid(meta) else {
+        return Verdict::Keep("not made by nac");
+    };
+    if origin.origin_of(meta).is_none() {
+        return Verdict::Keep("origin unknown");
+    }
+    match owner {
+        Presence::Present(Some(id)) if id == nacuuid => return Verdict::Keep("origin exists"),
+        Presence::Present(None) => return Verdict::Keep("origin has no identity recorded yet"),
+        // Its origin is gone, or was replaced by another object of the same name.
+        Presence::Present(Some(_)) | Presence::Missing => {}
+    }
+    match persisted {
+        Some(reason) => Verdict::Keep(reason),
+        None => Verdict::Collect,
+    }
+}
+
+/// Velero phases of a backup whose data Velero has written to object storage.
+const STORED_BACKUP_PHASES: &[&str] = &[
+    "Completed",
+    "PartiallyFailed",
+    "Failed",
+    "WaitingForPluginOperations",
+    "WaitingForPluginOperationsPartiallyFailed",
+    "Finalizing",
+    "FinalizingPartiallyFailed",
+    "Deleting",
+];
+
+fn backup_kept(b: &Backup) -> Option<&'static str> {
+    let s = b.status.as_ref();
+    let phase = s.and_then(|s| s.phase.as_deref());
+    (phase.is_some_and(|p| STORED_BACKUP_PHASES.contains(&p))
+        || s.and_then(|s| s.completion_timestamp.as_ref()).is_some())
+    .then_some("its data is in object storage (Velero's sync would bring it back; its TTL expires it)")
+}
+
+fn delete_request_kept(r: &DeleteBackupRequest) -> Option<&'static str> {
+    (r.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Processed"))
+        .then_some("Velero is still deleting the backup's data")
+}
+
+/// What a sweep or a trigger looks at: one Velero object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate {
+    pub made: Made,
+    pub name: String,
+}
+
+/// What makes the collector look.
+#[derive(Clone, Debug)]
+pub enum Trigger {
+    /// A tenant object went: the objects made for it.
+    Gone {
+        origin: Origin,
+        namespace: String,
+        name: String,
+    },
+    /// A Velero object whose origin the store does not have.
+    Object(Candidate),
+}
+
+/// The objects made for `origin` `namespace/name` that the stores hold.
+fn made_for(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for made in Made::ALL.into_iter().filter(|m| m.origin() == origin) {
+        for (n, meta) in metas(ctx, made) {
+            if origin.owns(&meta, namespace, name) {
+                out.push(Candidate { made, name: n });
+            }
+        }
+    }
+    out
+}
+
+fn names_metas<K>(store: &Store<K>, tagged: &Origin) -> Vec<(String, ObjectMeta)>
+where
+    K: Lookup + Resource + Clone + 'static,
+    <K as Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| tagged.is_tagged(o.meta()))
+        .map(|o| (o.name_any(), o.meta().clone()))
+        .collect()
+}
+
+/// Every object of one kind the stores hold that carries its origin label.
+fn metas(ctx: &Ctx, made: Made) -> Vec<(String, ObjectMeta)> {
+    let o = made.origin();
+    match made {
+        Made::Backup => names_metas(&ctx.nab.velero, o),
+        Made::DeleteBackupRequest => names_metas(&ctx.delete_requests, o),
+        Made::Restore => names_metas(&ctx.nar.velero, o),
+        Made::BackupStorageLocation => names_metas(&ctx.locations, o),
+        Made::SecretCopy => names_metas(&ctx.secret_copies, o),
+        Made::LocationRequest => names_metas(&ctx.location_requests, o),
+        Made::DownloadRequest => names_metas(&ctx.download_requests, o),
+    }
+}
+
+/// The stored object's metadata and its kind's own reason to keep it.
+fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)> {
+    fn meta<K>(
+        ctx: &Ctx,
+        store: &Store<K>,
+        name: &str,
+        kept: fn(&K) -> Option<&'static str>,
+    ) -> Option<(ObjectMeta, Option<&'static str>)>
+    where
+        K: Lookup<DynamicType = ()> + Resource + Clone + 'static,
+    {
+        store.get(&ctx.velero_ref(name)).map(|o| (o.meta().clone(), kept(&o)))
+    }
+    let n = c.name.as_str();
+    match c.made {
+        Made::Backup => meta(ctx, &ctx.nab.velero, n, backup_kept),
+        Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
+        Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),
+        Made::BackupStorageLocation => meta(ctx, &ctx.locations, n, |_| None),
+        Made::SecretCopy => meta(ctx, &ctx.secret_copies, n, |_| None),
+        Made::LocationRequest => meta(ctx, &ctx.location_requests, n, |_| None),
+        Made::DownloadRequest => meta(ctx, &ctx.download_requests, n, |_| None),
+    }
+}
+
+/// The origin's presence as the stores show it.
+fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Presence {
+    fn find<K>(store: &Store<K>, namespace: &str, name: &str, id: fn(&K) -> Option<String>) -> Option<Option<String>>
+    where
+        K: Lookup<DynamicType = ()> + Clone + 'static,
+    {
+        store.get(&ObjectRef::new(name).within(namespace)).map(|o| id(&o))
+    }
+    let id = match origin.kind {
+        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name, super::tenant::nacuuid),
+        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name, super::tenant::nacuuid),
+        k if k == NABSL.kind => find(&ctx.storage_locations, namespace, name, super::location::nacuuid_of),
+        _ => find(&ctx.downloads, namespace, name, ResourceExt::uid),
+    };
+    id.map_or(Presence::Missing, Presence::Present)
+}
+
+/// The origin's presence as the API server has it (the confirmation before a delete).
+async fn owner_in_api(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Result<Presence, kube::Error> {
+    async fn get<K>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<K>, kube::Error>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        Api::<K>::namespaced(ctx.client.clone(), namespace).get_opt(name).await
+    }
+    let id = match origin.kind {
+        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name)
+            .await?
+            .map(|o| super::tenant::nacuuid(&o)),
+        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name)
+            .await?
+            .map(|o| super::tenant::nacuuid(&o)),
+        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name)
+            .await?
+            .map(|o| super::location::nacuuid_of(&o)),
+        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name)
+            .await?
+            .map(|o| ResourceExt::uid(&o)),
+    };
+    Ok(id.map_or(Presence::Missing, Presence::Present))
+}
+
+/// Looks at one object; collects it when it is an orphan. Returns whether it was deleted.
+async fn collect(ctx: &Ctx, c: &Candidate) -> Result<bool, kube::Error> {
+    let Some((meta, persisted)) = stored(ctx, c) else {
+        return Ok(false);
+    };
+    let origin = c.made.origin();
+    let Some((ns, name)) = origin.origin_of(&meta).map(|(a, b)| (a.to_string(), b.to_string())) else {
+        return Ok(false);
+    };
+    if verdict(&meta, origin, persisted, &owner_in_store(ctx, origin, &ns, &name)) != Verdict::Collect {
+        return Ok(false);
+    }
+    // The store may lag behind a fresh create: the API server decides.
+    let owner = owner_in_api(ctx, origin, &ns, &name).await?;
+    if let Verdict::Keep(why) = verdict(&meta, origin, persisted, &owner) {
+        tracing::debug!(kind = c.made.kind(), object = %c.name, why, "garbage collection: kept");
+        return Ok(false);
+    }
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    ctx.metrics.write(c.made.kind());
+    let res = match c.made {
+        Made::Backup => delete::<Backup>(ctx, &c.name, &dp).await,
+        Made::DeleteBackupRequest => delete::<DeleteBackupRequest>(ctx, &c.name, &dp).await,
+        Made::Restore => delete::<Restore>(ctx, &c.name, &dp).await,
+        Made::BackupStorageLocation => delete::<BackupStorageLocation>(ctx, &c.name, &dp).await,
+        Made::SecretCopy => delete::<Secret>(ctx, &c.name, &dp).await,
+        Made::LocationRequest => delete::<crate::api::NonAdminBackupStorageLocationRequest>(ctx, &c.name, &dp).await,
+        Made::DownloadRequest => delete::<DownloadRequest>(ctx, &c.name, &dp).await,
+    };
+    match res {
+        Ok(()) => {
+            ctx.metrics.collected(c.made.kind());
+            tracing::info!(
+                kind = c.made.kind(),
+                object = %c.name,
+                origin = %format!("{ns}/{name}"),
+                "garbage collection: deleted an orphan (its {} is gone)",
+                origin.kind
+            );
+            Ok(true)
+        }
+        // Gone already, or replaced by a new object of the same name (the uid precondition).
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+async fn delete<K>(ctx: &Ctx, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    ctx.velero_api::<K>().delete(name, dp).await.map(|_| ())
+}
+
+/// Whether every store the collector reads has its first list (before that, "not in the store" means nothing).
+fn stores_synced(ctx: &Ctx) -> bool {
+    [
+        &ctx.nab.objects_synced,
+        &ctx.nar.objects_synced,
+        &ctx.storage_locations_synced,
+        &ctx.downloads_synced,
+        &ctx.nab.synced,
+        &ctx.nar.synced,
+        &ctx.delete_requests_synced,
+        &ctx.locations_synced,
+        &ctx.secret_copies_synced,
+        &ctx.location_requests_synced,
+        &ctx.download_requests_synced,
+    ]
+    .iter()
+    .all(|s| s.is_synced())
+}
+
+/// Looks at each candidate once; failures are logged and left to the next trigger or sweep.
+async fn collect_all(ctx: &Ctx, candidates: BTreeSet<Candidate>) -> usize {
+    let mut deleted = 0;
+    for c in candidates {
+        match collect(ctx, &c).await {
+            Ok(true) => deleted += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(kind = c.made.kind(), object = %c.name, error = %e, "garbage collection failed"),
+        }
+    }
+    deleted
+}
+
+/// One sweep: every object nac may have made.
+pub async fn sweep(ctx: &Ctx) -> usize {
+    let all: BTreeSet<Candidate> = Made::ALL
+        .into_iter()
+        .flat_map(|made| {
+            metas(ctx, made)
+                .into_iter()
+                .map(move |(name, _)| Candidate { made, name })
+        })
+        .collect();
+    let n = all.len();
+    let deleted = collect_all(ctx, all).await;
+    tracing::info!(looked_at = n, deleted, "garbage collection: sweep done");
+    deleted
+}
+
+/// How long after a tenant object's delete event its Velero objects are looked at once more: a reconcile that
+/// was creating one when the object went finishes within this.
+const SECOND_LOOK: Duration = Duration::from_secs(10);
+
+/// Runs until `triggers` ends (the term stops): a sweep once the stores are listed, then triggers as they come,
+/// and a sweep every period of the policy.
+pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
+    // Wait for the first lists (bounded per store; a store that never syncs, e.g. a missing Velero CRD, leaves
+    // the collector to event triggers only, each confirmed by the API).
+    for _ in 0..600 {
+        if stores_synced(&ctx) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let period = |ctx: &Ctx| {
+        ctx.policy
+            .current()
+            .map(|p| p.garbage_collection.period)
+            .filter(|p| !p.is_zero())
+            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
+    };
+    let mut next_sweep = tokio::time::Instant::now();
+    let mut second_looks: BTreeSet<(tokio::time::Instant, Candidate)> = BTreeSet::new();
+    let mut first = true;
+    loop {
+        let sweep_at = async {
+            match (first, period(&ctx)) {
+                (true, _) | (_, Some(_)) => tokio::time::sleep_until(next_sweep).await,
+                _ => futures::future::pending::<()>().await,
+            }
+        };
+        let look_at = second_looks.first().map(|(at, _)| *at);
+        let look = async {
+            match look_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => futures::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            t = triggers.next() => match t {
+                None => return,
+                // Before the stores are listed, the start sweep covers what a trigger would.
+                Some(_) if !stores_synced(&ctx) => {}
+                Some(Trigger::Gone { origin, namespace, name }) => {
+                    let found: BTreeSet<Candidate> = made_for(&ctx, &origin, &namespace, &name).into_iter().collect();
+                    let later = tokio::time::Instant::now() + SECOND_LOOK;
+                    second_looks.extend(found.iter().cloned().map(|c| (later, c)));
+                    collect_all(&ctx, found).await;
+                }
+                Some(Trigger::Object(c)) => {
+                    collect_all(&ctx, BTreeSet::from([c])).await;
+                }
+            },
+            () = look => {
+                if let Some((_, c)) = second_looks.pop_first() {
+                    collect_all(&ctx, BTreeSet::from([c])).await;
+                }
+            }
+            () = sweep_at => {
+                first = false;
+                sweep(&ctx).await;
+                next_sweep = tokio::time::Instant::now() + period(&ctx).unwrap_or(Duration::from_secs(3600));
+            }
+        }
+    }
+}
+
+/// The trigger for a tenant object's delete event.
+pub fn gone<K: Resource>(origin: Origin, obj: &K) -> Trigger {
+    Trigger::Gone {
+        origin,
+        namespace: obj.meta().namespace.clone().unwrap_or_default(),
+        name: obj.meta().name.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn meta(origin: &Origin, nacuuid: &str) -> ObjectMeta {
+        origin.stamp(nacuuid, "velero", nacuuid, "team-a", "nightly", &[])
+    }
+
+    #[test]
+    fn an_object_whose_origin_is_gone_or_replaced_goes() {
+        for origin in [&NAB, &NAR, &NABSL, &NADR] {
+            let m = meta(origin, "u1");
+            assert_eq!(
+                verdict(&m, origin, None, &Presence::Missing),
+                Verdict::Collect,
+                "{}",
+                origin.kind
+            );
+            assert_eq!(
+                verdict(&m, origin, None, &Presence::Present(Some("u2".into()))),
+                Verdict::Collect,
+                "replaced by a new object of the same name: {}",
+                origin.kind
+            );
+        }
+    }
+
+    #[test]
+    fn live_unknown_or_foreign_objects_stay() {
+        let m = meta(&NAB, "u1");
+        assert_eq!(
+            verdict(&m, &NAB, None, &Presence::Present(Some("u1".into()))),
+            Verdict::Keep("origin exists")
+        );
+        assert!(matches!(
+            verdict(&m, &NAB, None, &Presence::Present(None)),
+            Verdict::Keep(_)
+        ));
+        // Without nac's labels, or without the origin annotations: never touched.
+        for strip in [MANAGED_BY_LABEL, OADP_LABEL, NAB.nacuuid_label] {
+            let mut m = meta(&NAB, "u1");
+            m.labels.as_mut().unwrap().remove(strip);
+            assert_eq!(
+                verdict(&m, &NAB, None, &Presence::Missing),
+                Verdict::Keep("not made by nac"),
+                "{strip}"
+            );
+        }
+        let mut m = meta(&NAB, "u1");
+        m.labels
+            .as_mut()
+            .unwrap()
+            .insert(MANAGED_BY_LABEL.into(), "someone-else".into());
+        assert!(matches!(verdict(&m, &NAB, None, &Presence::Missing), Verdict::Keep(_)));
+        let mut m = meta(&NAB, "u1");
+        m.annotations = Some(BTreeMap::new());
+        assert_eq!(
+            verdict(&m, &NAB, None, &Presence::Missing),
+            Verdict::Keep("origin unknown")
+        );
+        // Another kind's label does not make it this kind's.
+        assert!(matches!(
+            verdict(&meta(&NAR, "u1"), &NAB, None, &Presence::Missing),
+            Verdict::Keep(_)
+        ));
+    }
+
+    #[test]
+    fn stored_backups_and_deletions_in_flight_stay() {
+        let m = meta(&NAB, "u1");
+        let mut b = Backup::new("u1", Default::default());
+        b.metadata = m.clone();
+        assert_eq!(backup_kept(&b), None, "never started: nothing in storage");
+        for phase in ["Completed", "PartiallyFailed", "Failed", "Finalizing", "Deleting"] {
+            b.status = Some(crate::velero::BackupStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            let kept = backup_kept(&b);
+            assert!(kept.is_some(), "{phase}");
+            assert!(matches!(verdict(&m, &NAB, kept, &Presence::Missing), Verdict::Keep(_)));
+        }
+        for phase in ["New", "InProgress", "FailedValidation"] {
+            b.status = Some(crate::velero::BackupStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            assert_eq!(backup_kept(&b), None, "{phase}");
+        }
+        let mut r = DeleteBackupRequest::new("u1", Default::default());
+        assert!(delete_request_kept(&r).is_some());
+        r.status = Some(crate::velero::DeleteBackupRequestStatus {
+            phase: Some("Processed".into()),
+            ..Default::default()
+        });
+        assert_eq!(delete_request_kept(&r), None);
+    }
+}
