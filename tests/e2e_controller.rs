@@ -8,10 +8,11 @@ use common::e2e::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use nac::api::{
-    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminPhase, NonAdminRestore,
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
+    NonAdminPhase, NonAdminRestore,
 };
-use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
-use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, Restore};
+use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NADR_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -23,7 +24,8 @@ async fn env() -> &'static Env {
     // Restores here do not wait for their backup unless they ask to (the annotation): the refusals stay immediate.
     NAC.get_or_init(|| async {
         Env::start(
-            "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\nnonAdminBSL:\n  enabled: true\n  requireApproval: false\n",
+            "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\nnonAdminBSL:\n  enabled: true\n  requireApproval: false\n\
+             downloads:\n  adminLocations: [default]\n",
             NacOptions::default(),
         )
         .await
@@ -781,4 +783,370 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
     wait_gone(&requests, &uuid, T, "request deleted").await;
     let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin, VELERO_NAMESPACE);
     wait_gone(&copies, &uuid, T, "Secret copy deleted").await;
+}
+
+fn nadr(name: &str, kind: &str, target: &str) -> NonAdminDownloadRequest {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": name}, "spec": {"target": {"kind": kind, "name": target}}
+    }))
+    .unwrap()
+}
+
+/// Removes an object's finalizers as an admin would by hand: the object then goes without nac cleaning up.
+async fn strip_finalizers<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn rfc3339_in(d: Duration) -> String {
+    let t = std::time::SystemTime::now() + d;
+    let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    k8s_openapi::jiff::Timestamp::from_second(secs as i64)
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn download_requests_are_answered_and_expire_on_time() {
+    let (ns, user, admin) = tenant("ctl-nadr").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+    let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let drs: Api<DownloadRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    nabs.create(&PostParams::default(), &nab("b")).await.unwrap();
+    let (_, vb) = created(&nabs, &velero, "b").await;
+    let vb_name = vb.metadata.name.unwrap();
+
+    // Asked for before the backup finished: it waits, and nothing is asked of Velero yet.
+    let early = nadrs
+        .create(&PostParams::default(), &nadr("log", "BackupLog", "b"))
+        .await
+        .unwrap();
+    let uid = early.metadata.uid.unwrap();
+    let n = wait_json(&nadrs, "log", T, "waiting for the backup", |n| {
+        condition_of(n, "Processed").1 == "NotFinished"
+    })
+    .await;
+    assert_eq!(n["status"]["phase"], "New");
+    assert!(drs.get_opt(&format!("nadr-{uid}")).await.unwrap().is_none());
+    // The request is answered once: its spec does not change.
+    let edit = nadrs
+        .patch(
+            "log",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"target": {"name": "other"}}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(edit.to_string().contains("spec is immutable"), "{edit}");
+
+    // The backup completes: one Velero DownloadRequest for its Velero Backup, labelled as the request's.
+    play_velero_backup(
+        &velero,
+        &vb_name,
+        json!({"phase": "Completed", "completionTimestamp": rfc3339_in(Duration::ZERO)}),
+    )
+    .await;
+    let dr = wait_for(&drs, &format!("nadr-{uid}"), T, "Velero DownloadRequest", |d| {
+        d.cloned()
+    })
+    .await;
+    assert_eq!(
+        (dr.spec.target.kind.as_str(), dr.spec.target.name.as_str()),
+        ("BackupLog", vb_name.as_str())
+    );
+    assert_eq!(dr.metadata.labels.unwrap()[NADR_ORIGIN_NACUUID_LABEL], uid);
+
+    // Velero answers (played): the answer is mirrored, with OADP's condition.
+    let expiration = rfc3339_in(Duration::from_secs(6));
+    let url = "https://s3.example/bucket/backups/b/b-logs.gz?X-Amz-Signature=1";
+    drs.patch(
+        &format!("nadr-{uid}"),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Processed", "downloadURL": url, "expiration": expiration}})),
+    )
+    .await
+    .unwrap();
+    let n = wait_json(&nadrs, "log", T, "answered", |n| n["status"]["phase"] == "Created").await;
+    assert_eq!(condition_of(&n, "Processed"), ("True".into(), "Success".into()));
+    assert_eq!(n["status"]["velero"]["status"]["downloadURL"], url);
+    assert_eq!(n["status"]["velero"]["status"]["expiration"], expiration.as_str());
+
+    // At the expiration the request and its Velero DownloadRequest go: not before, and soon after.
+    let expires: k8s_openapi::jiff::Timestamp = expiration.parse().unwrap();
+    wait_gone(&nadrs, "log", T, "expired request deleted").await;
+    let late = k8s_openapi::jiff::Timestamp::now()
+        .duration_since(expires)
+        .as_secs_f64();
+    assert!((-1.0..5.0).contains(&late), "deleted {late}s after the expiration");
+    wait_gone(&drs, &format!("nadr-{uid}"), T, "Velero DownloadRequest deleted").await;
+
+    // A restore's log: the request names the NonAdminRestore; Velero is asked for its Velero Restore's.
+    let r = nars.create(&PostParams::default(), &nar("r", "b")).await.unwrap();
+    let vr_name = r.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL].clone();
+    wait_for(&restores, &vr_name, T, "Velero Restore", |r| r.map(|_| ())).await;
+    restores
+        .patch(
+            &vr_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Completed"}})),
+        )
+        .await
+        .unwrap();
+    let req = nadrs
+        .create(&PostParams::default(), &nadr("rlog", "RestoreLog", "r"))
+        .await
+        .unwrap();
+    let uid = req.metadata.uid.unwrap();
+    let dr = wait_for(&drs, &format!("nadr-{uid}"), T, "restore DownloadRequest", |d| {
+        d.cloned()
+    })
+    .await;
+    assert_eq!(
+        (dr.spec.target.kind.as_str(), dr.spec.target.name.as_str()),
+        ("RestoreLog", vr_name.as_str())
+    );
+    // The request is deleted by its user before Velero answers: the Velero DownloadRequest is collected.
+    nadrs.delete("rlog", &DeleteParams::default()).await.unwrap();
+    wait_gone(&drs, &format!("nadr-{uid}"), T, "orphaned DownloadRequest collected").await;
+}
+
+#[tokio::test]
+async fn download_requests_reach_only_own_finished_backups_on_open_locations() {
+    let (ns, user, admin) = tenant("ctl-nadr-no").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let drs: Api<DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+
+    // A backup of another namespace is not found by name from this one.
+    let (other, other_user, _) = tenant("ctl-nadr-victim").await;
+    let theirs: Api<NonAdminBackup> = Api::namespaced(other_user, &other);
+    theirs.create(&PostParams::default(), &nab("payroll")).await.unwrap();
+    let (_, vb) = created(&theirs, &velero, "payroll").await;
+    play_velero_backup(&velero, &vb.metadata.name.unwrap(), json!({"phase": "Completed"})).await;
+
+    // Stored on an admin location the policy does not open for downloads (played: Velero records the location).
+    nabs.create(&PostParams::default(), &nab("elsewhere")).await.unwrap();
+    let (_, vb) = created(&nabs, &velero, "elsewhere").await;
+    velero
+        .patch(
+            &vb.metadata.name.unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storageLocation": "archive"}, "status": {"phase": "Completed"}})),
+        )
+        .await
+        .unwrap();
+
+    let mut uids = Vec::new();
+    for (name, kind, target) in [
+        ("steal", "BackupContents", "payroll"),
+        ("none", "BackupLog", "missing"),
+        ("norestore", "RestoreLog", "missing"),
+        ("closed", "BackupResourceList", "elsewhere"),
+    ] {
+        let r = nadrs
+            .create(&PostParams::default(), &nadr(name, kind, target))
+            .await
+            .unwrap();
+        uids.push(r.metadata.uid.unwrap());
+    }
+    for (name, reason, message) in [
+        ("steal", "NonAdminBackupNotAvailable", "cannot get nonadminbackup"),
+        ("none", "NonAdminBackupNotAvailable", "cannot get nonadminbackup"),
+        ("norestore", "NonAdminRestoreNotAvailable", "cannot get nonadminrestore"),
+        (
+            "closed",
+            "NonAdminBackupStorageLocationNotUsed",
+            "backup does not use nonadminbackupstoragelocation, recreate nadr to process",
+        ),
+    ] {
+        let n = wait_json(&nadrs, name, T, reason, |n| n["status"]["phase"] == "BackingOff").await;
+        let c = condition(&n, reason).unwrap_or_else(|| panic!("{name}: no {reason} in {n}"));
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str(), c["message"].as_str()),
+            (Some("True"), Some("Error"), Some(message)),
+            "{name}"
+        );
+        assert_eq!(n["status"]["conditions"].as_array().unwrap().len(), 1, "{name}: {n}");
+    }
+    let made = drs
+        .list(&ListParams::default().labels(NADR_ORIGIN_NACUUID_LABEL))
+        .await
+        .unwrap();
+    for dr in made.items {
+        let id = &dr.metadata.labels.as_ref().unwrap()[NADR_ORIGIN_NACUUID_LABEL];
+        assert!(
+            !uids.contains(id),
+            "a Velero DownloadRequest was made for a refused request"
+        );
+    }
+}
+
+/// A Velero object nac may have made, as nac labels and annotates it, for `origin` `ns/name` that does not exist.
+fn orphan_meta(prefix: &str, kind: &str, ns: &str, name: &str, managed: bool) -> Value {
+    let mut labels = json!({
+        format!("openshift.io/oadp-{prefix}-origin-nacuuid"): format!("{ns}-{name}-{kind}").to_lowercase(),
+        "openshift.io/oadp": "True",
+    });
+    if managed {
+        labels["app.kubernetes.io/managed-by"] = json!("oadp-nac-controller");
+    }
+    json!({
+        "name": format!("{ns}-{name}-{kind}").to_lowercase(),
+        "namespace": VELERO_NAMESPACE,
+        "labels": labels,
+        "annotations": {
+            format!("openshift.io/oadp-{prefix}-origin-name"): name,
+            format!("openshift.io/oadp-{prefix}-origin-namespace"): ns,
+        }
+    })
+}
+
+#[tokio::test]
+async fn orphans_are_collected_and_nothing_else() {
+    let (ns, user, admin) = tenant("ctl-gc").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nabs_admin: Api<NonAdminBackup> = Api::namespaced(admin.clone(), &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let drs: Api<DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let locations: Api<BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let requests: Api<NonAdminBackupStorageLocationRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let before = collected_total().await;
+
+    // Tenant objects that go without their finalizer (removed by hand): a running backup's Velero Backup is
+    // collected; a completed one's data is in storage and stays (Velero's TTL expires it); a live one stays.
+    for n in ["running", "done", "live"] {
+        nabs.create(&PostParams::default(), &nab(n)).await.unwrap();
+    }
+    let name_of = |b: Backup| b.metadata.name.unwrap();
+    let running = name_of(created(&nabs, &velero, "running").await.1);
+    let done = name_of(created(&nabs, &velero, "done").await.1);
+    let live = name_of(created(&nabs, &velero, "live").await.1);
+    play_velero_backup(
+        &velero,
+        &done,
+        json!({"phase": "Completed", "completionTimestamp": rfc3339_in(Duration::ZERO)}),
+    )
+    .await;
+    wait_for(&nabs, "done", T, "Completed mirrored", |o| {
+        (o?.status
+            .as_ref()?
+            .velero_backup
+            .as_ref()?
+            .status
+            .as_ref()?
+            .phase
+            .as_deref()
+            == Some("Completed"))
+        .then_some(())
+    })
+    .await;
+
+    // A storage location whose NonAdminBackupStorageLocation goes the same way: its BSL, Secret copy and request.
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s3"}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user, &ns);
+    nabsls
+        .create(&PostParams::default(), &location("own", "s3"))
+        .await
+        .unwrap();
+    let n = wait_json(&nabsls, "own", T, "location Created", |n| {
+        n["status"]["phase"] == "Created"
+    })
+    .await;
+    let bsl = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(&copies, &bsl, T, "Secret copy", |s| s.map(|_| ())).await;
+
+    // Objects labelled by nac for origins that never existed (a crash, a restore of the Velero namespace), and
+    // one that looks the same but is not nac's (no managed-by label).
+    let planted: Backup =
+        serde_json::from_value(json!({"metadata": orphan_meta("nab", "backup", &ns, "never", true), "spec": {}}))
+            .unwrap();
+    let foreign: Backup =
+        serde_json::from_value(json!({"metadata": orphan_meta("nab", "foreign", &ns, "never", false), "spec": {}}))
+            .unwrap();
+    let restore: Restore = serde_json::from_value(json!({
+        "metadata": orphan_meta("nar", "restore", &ns, "never", true), "spec": {"backupName": live}
+    }))
+    .unwrap();
+    let download: DownloadRequest = serde_json::from_value(json!({
+        "metadata": orphan_meta("nadr", "dr", &ns, "never", true),
+        "spec": {"target": {"kind": "BackupLog", "name": live}}
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    let planted = name_of(velero.create(&pp, &planted).await.unwrap());
+    let foreign = name_of(velero.create(&pp, &foreign).await.unwrap());
+    let restore = restores.create(&pp, &restore).await.unwrap().metadata.name.unwrap();
+    let download = drs.create(&pp, &download).await.unwrap().metadata.name.unwrap();
+
+    for n in ["running", "done"] {
+        strip_finalizers(&nabs_admin, n).await;
+        nabs.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    let nabsls_admin: Api<NonAdminBackupStorageLocation> = Api::namespaced(admin.clone(), &ns);
+    strip_finalizers(&nabsls_admin, "own").await;
+    nabsls.delete("own", &DeleteParams::default()).await.unwrap();
+
+    wait_gone(&velero, &running, T, "running backup's orphan collected").await;
+    wait_gone(&velero, &planted, T, "planted backup collected").await;
+    wait_gone(&restores, &restore, T, "orphan restore collected").await;
+    wait_gone(&drs, &download, T, "orphan DownloadRequest collected").await;
+    wait_gone(&locations, &bsl, T, "orphan BSL collected").await;
+    wait_gone(&copies, &bsl, T, "orphan Secret copy collected").await;
+    wait_gone(&requests, &bsl, T, "orphan location request collected").await;
+
+    // After the collector's second look at the deleted objects (10 s), what must stay is still there.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    for (name, why) in [
+        (&done, "a completed backup"),
+        (&live, "a backup whose NonAdminBackup exists"),
+        (&foreign, "a backup nac did not make"),
+    ] {
+        assert!(velero.get_opt(name).await.unwrap().is_some(), "{why} was collected");
+    }
+    assert!(nabs.get_opt("live").await.unwrap().is_some());
+    // Counted: the seven deletions above (other tests of this binary may add their own).
+    let after = collected_total().await;
+    assert!(
+        after >= before + 7.0,
+        "nac_orphans_collected went from {before} to {after}"
+    );
+    velero.delete(&foreign, &DeleteParams::default()).await.unwrap();
+}
+
+/// The sum of nac's `nac_orphans_collected` counters.
+async fn collected_total() -> f64 {
+    env()
+        .await
+        .nac
+        .metrics_text()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("nac_orphans_collected"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

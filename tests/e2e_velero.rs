@@ -11,7 +11,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminRestore};
+use nac::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
+    NonAdminRestore,
+};
 use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -38,7 +41,7 @@ async fn backup_completes_and_holds_exactly_the_namespace() {
     let (other_ns, _, _) = tenant("vel-other").await;
     workload(&admin, &ns).await;
     workload(&admin, &other_ns).await;
-    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let api: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
     let created = api
         .create(&PostParams::default(), &nab("full", json!({})))
         .await
@@ -110,6 +113,32 @@ async fn backup_completes_and_holds_exactly_the_namespace() {
     let services = live_names::<Service>(&admin, &ns).await;
     assert_eq!(listed(&list, "v1/Service", &ns), services);
     assert_eq!(list["v1/Namespace"], vec![ns.clone()]);
+
+    // Its files are on the admin's location, which the policy does not open for downloads: refused with OADP's
+    // condition, and nothing is asked of Velero.
+    let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user, &ns);
+    let req: NonAdminDownloadRequest = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": "full-log"}, "spec": {"target": {"kind": "BackupLog", "name": "full"}}
+    }))
+    .unwrap();
+    let uid = nadrs
+        .create(&PostParams::default(), &req)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let n = wait_json(&nadrs, "full-log", T, "refused", |n| {
+        n["status"]["phase"] == "BackingOff"
+    })
+    .await;
+    assert_eq!(
+        condition_of(&n, "NonAdminBackupStorageLocationNotUsed"),
+        ("True".into(), "Error".into())
+    );
+    let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    assert!(drs.get_opt(&format!("nadr-{uid}")).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -456,30 +485,6 @@ async fn a_restore_of_a_failed_backup_backs_off_at_once_and_a_wait_times_out() {
     assert!((5.0..20.0).contains(&after), "gave up {after}s after creation");
 }
 
-async fn tenant_secret(admin: &Client, ns: &str, name: &str, secret_key: Option<&str>) {
-    let s: Secret = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns},
-        "type": "Opaque",
-        "stringData": {"cloud": s3_credentials(secret_key)}
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
-}
-
-async fn decide(admin: &Client, request: &str, decision: &str) {
-    Api::<NonAdminBackupStorageLocationRequest>::namespaced(admin.clone(), VELERO_NAMESPACE)
-        .patch(
-            request,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"approvalDecision": decision}})),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_deleted() {
     let (ns, user, admin) = tenant("vel-bsl").await;
@@ -583,6 +588,24 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     assert!(files.contains(&format!("{vb}.tar.gz")), "{files:?}");
     assert!(bucket_files(&vb).is_empty(), "the backup is in the admin's bucket too");
 
+    // The tenant reads their backup's files through download requests, from their own location: the log and the
+    // resource list name their objects and nothing of another namespace.
+    let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user.clone(), &ns);
+    let log = String::from_utf8(download(&nadrs, "mine-log", "BackupLog", "mine").await).unwrap();
+    assert!(log.contains("app-config") && log.contains(&ns), "{log}");
+    assert!(!log.contains(&other_ns), "another namespace in the log");
+    let list: std::collections::BTreeMap<String, Vec<String>> =
+        serde_json::from_slice(&download(&nadrs, "mine-list", "BackupResourceList", "mine").await).unwrap();
+    assert!(listed(&list, "v1/ConfigMap", &ns).contains("app-config"), "{list:?}");
+    for (kind, items) in &list {
+        for item in items {
+            assert!(
+                item == &ns || item.starts_with(&format!("{ns}/")),
+                "{kind} {item} in the resource list"
+            );
+        }
+    }
+
     // A restore from that backup reads it from the tenant's location.
     Api::<ConfigMap>::namespaced(admin.clone(), &ns)
         .delete("app-config", &DeleteParams::default())
@@ -591,6 +614,14 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
     nars.create(&PostParams::default(), &nar("back", "mine")).await.unwrap();
     assert_eq!(restore_finished(&nars, "back").await, "Completed");
+    let log = String::from_utf8(download(&nadrs, "back-log", "RestoreLog", "back").await).unwrap();
+    assert!(log.contains("app-config"), "{log}");
+    let results: Value =
+        serde_json::from_slice(&download(&nadrs, "back-results", "RestoreResults", "back").await).unwrap();
+    assert!(
+        results.get("errors").is_some() || results.get("warnings").is_some(),
+        "{results}"
+    );
     assert!(Api::<ConfigMap>::namespaced(admin.clone(), &ns)
         .get_opt("app-config")
         .await

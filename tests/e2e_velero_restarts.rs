@@ -12,7 +12,7 @@ use common::velero::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use nac::api::{NonAdminBackup, NonAdminRestore};
+use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminRestore};
 use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
 use nac::velero::Backup;
 use serde_json::json;
@@ -61,6 +61,19 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     let n = completed(&nabs, "nightly").await;
     let vb_name = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
     let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    // A second backup on the tenant's own storage location (their bucket).
+    let bucket = format!("dr-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    nabs.create(
+        &PostParams::default(),
+        &nab("offsite", json!({"storageLocation": "own"})),
+    )
+    .await
+    .unwrap();
+    let n = completed(&nabs, "offsite").await;
+    let offsite = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
 
     // The namespace is deleted with everything in it: the NAB's finalizer removes the Velero Backup object, the
     // data stays in the bucket.
@@ -79,9 +92,14 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
         "the data stays in the bucket"
     );
 
-    // The admin re-creates the namespace and the owner's rights; Velero syncs the bucket.
+    wait_gone(&velero, &offsite, T, "the offsite backup's Velero object deleted").await;
+    assert!(files_in(&bucket, &format!("{ns}/p"), &offsite).contains(&format!("{offsite}.tar.gz")));
+
+    // The admin re-creates the namespace and the owner's rights; the owner re-creates their location on the same
+    // bucket (the admin approves it again); Velero syncs both buckets.
     ensure_namespace(&admin, &ns).await;
     grant_editor(&admin, &ns, &format!("user-{ns}")).await;
+    own_location(&admin, &nabsls, &ns, &bucket).await;
     velero_up(&env.cluster, "--restart");
     wait_for(
         &velero,
@@ -132,6 +150,15 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     let err = nabs.create(&PostParams::default(), &forged).await.unwrap_err();
     assert!(err.to_string().contains("set only by nac's backup sync"), "{err}");
 
+    // The backup on the tenant's own location comes back too, into this namespace, naming the location.
+    let back = wait_json(&nabs, "offsite", T, "offsite NAB synced back", |n| {
+        n["metadata"]["labels"][NAB_SYNCED_FROM_NACUUID_LABEL] == offsite.as_str()
+            && n["status"]["veleroBackup"]["status"]["phase"] == "Completed"
+    })
+    .await;
+    assert_eq!(back["spec"]["backupSpec"]["storageLocation"], "own");
+    assert_eq!(back["status"]["phase"], "Created");
+
     // The tenant restores the namespace's objects from it.
     let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
     nars.create(&PostParams::default(), &nar("after-disaster", "nightly"))
@@ -149,11 +176,48 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
         .await
         .unwrap();
     assert_eq!(cm.data.unwrap()["greeting"], "hello");
-    assert!(Api::<Deployment>::namespaced(admin, &ns)
+    assert!(Api::<Deployment>::namespaced(admin.clone(), &ns)
         .get_opt("web")
         .await
         .unwrap()
         .is_some());
+
+    // And from the offsite one, read from the tenant's bucket.
+    let cms = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+    cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+    nars.create(&PostParams::default(), &nar("from-offsite", "offsite"))
+        .await
+        .unwrap();
+    wait_for(&nars, "from-offsite", T, "restore Completed", |o| {
+        let p = o?.clone().status?.velero_restore?.status?.phase?;
+        assert_ne!(p, "Failed");
+        (p == "Completed").then_some(())
+    })
+    .await;
+    assert!(cms.get_opt("app-config").await.unwrap().is_some());
+}
+
+/// The tenant's storage location `own` on `bucket` (prefix `p`), with its Secret, approved by the admin, Available.
+async fn own_location(admin: &kube::Client, nabsls: &Api<NonAdminBackupStorageLocation>, ns: &str, bucket: &str) {
+    tenant_secret(admin, ns, "s3", None).await;
+    nabsls
+        .create(&PostParams::default(), &nabsl("own", bucket, "p", "s3"))
+        .await
+        .unwrap();
+    let n = wait_json(nabsls, "own", T, "location requested", |n| {
+        n["status"]["veleroBackupStorageLocation"]["nacuuid"].is_string()
+    })
+    .await;
+    decide(
+        admin,
+        n["status"]["veleroBackupStorageLocation"]["nacuuid"].as_str().unwrap(),
+        "approve",
+    )
+    .await;
+    wait_json(nabsls, "own", T, "location Available", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -344,3 +344,84 @@ pub fn put_object(bucket: &str, key: &str, body: &[u8]) {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Decompresses gzip data (Velero's logs and lists are gzipped).
+pub fn gunzip_bytes(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("running gzip");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "gzip -dc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// GET of a signed URL of the local S3 server (plain HTTP on loopback): status and body.
+pub async fn fetch_url(url: &str) -> (u16, Vec<u8>) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<hyper::body::Bytes>>();
+    let resp = client
+        .get(url.parse().unwrap_or_else(|e| panic!("URL {url}: {e}")))
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.into_body().collect().await.unwrap().to_bytes().to_vec())
+}
+
+/// Asks for one file of the tenant's backup or restore with a NonAdminDownloadRequest `name`, waits for Velero's
+/// answer, and returns the file, un-gzipped.
+pub async fn download(api: &Api<nac::api::NonAdminDownloadRequest>, name: &str, kind: &str, target: &str) -> Vec<u8> {
+    let req: nac::api::NonAdminDownloadRequest = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": name}, "spec": {"target": {"kind": kind, "name": target}}
+    }))
+    .unwrap();
+    api.create(&kube::api::PostParams::default(), &req).await.unwrap();
+    let n = wait_json(api, name, T, &format!("{kind} of {target} answered"), |n| {
+        n["status"]["phase"] == "Created" || n["status"]["phase"] == "BackingOff"
+    })
+    .await;
+    assert_eq!(condition_of(&n, "Processed"), ("True".into(), "Success".into()), "{n}");
+    let url = n["status"]["velero"]["status"]["downloadURL"].as_str().unwrap();
+    let (status, body) = fetch_url(url).await;
+    assert_eq!(status, 200, "GET {url}: {}", String::from_utf8_lossy(&body));
+    gunzip_bytes(&body)
+}
+
+/// The tenant's Secret `name` with credentials of the local S3 server (`secret_key`: a wrong one).
+pub async fn tenant_secret(admin: &Client, ns: &str, name: &str, secret_key: Option<&str>) {
+    let s: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "type": "Opaque",
+        "stringData": {"cloud": s3_credentials(secret_key)}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)
+        .create(&kube::api::PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+/// The admin's decision on a storage location request.
+pub async fn decide(admin: &Client, request: &str, decision: &str) {
+    Api::<nac::api::NonAdminBackupStorageLocationRequest>::namespaced(admin.clone(), VELERO_NAMESPACE)
+        .patch(
+            request,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"approvalDecision": decision}})),
+        )
+        .await
+        .unwrap();
+}
