@@ -115,6 +115,15 @@ if [[ -n ${S3_DATA_DIR:-} ]]; then
    spec: {backupSpec: {storageLocation: own}}
    EOF
    $K get nab third -w                           # Completed
+   # its log, through a NonAdminDownloadRequest (a signed URL, valid 10 minutes; then the request is deleted):
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminDownloadRequest
+   metadata: {name: third-log}
+   spec: {target: {kind: BackupLog, name: third}}
+   EOF
+   $K wait nadr/third-log --for=jsonpath='{.status.phase}'=Created
+   curl -s \"\$($K get nadr third-log -o jsonpath='{.status.velero.status.downloadURL}')\" | gunzip | tail -3
    find $S3_DATA_DIR/$DEMO_NS-own -type f           # under $DEMO_NS/nightly/: the tenant's bucket, not the admin's
 "
 fi

@@ -81,6 +81,17 @@ async fn play_velero_backup(velero: &Api<Backup>, name: &str, status: Value) {
         .unwrap();
 }
 
+async fn play_velero_restore(restores: &Api<Restore>, name: &str, phase: &str) {
+    restores
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": phase}})),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn backup_lifecycle_is_mirrored() {
     let (ns, user, admin) = tenant("ctl-life").await;
@@ -404,14 +415,7 @@ async fn restore_of_a_completed_backup() {
         ns
     );
 
-    restores
-        .patch(
-            &vr_name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Completed"}})),
-        )
-        .await
-        .unwrap();
+    play_velero_restore(&restores, &vr_name, "Completed").await;
     wait_for(&nars, "r1", T, "restore Completed mirrored", |o| {
         let vs = o?.clone().status?.velero_restore?.status?;
         (vs.phase.as_deref() == Some("Completed")).then_some(())
@@ -896,14 +900,7 @@ async fn download_requests_are_answered_and_expire_on_time() {
     let r = nars.create(&PostParams::default(), &nar("r", "b")).await.unwrap();
     let vr_name = r.metadata.labels.unwrap()[NAR_ORIGIN_NACUUID_LABEL].clone();
     wait_for(&restores, &vr_name, T, "Velero Restore", |r| r.map(|_| ())).await;
-    restores
-        .patch(
-            &vr_name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Completed"}})),
-        )
-        .await
-        .unwrap();
+    play_velero_restore(&restores, &vr_name, "Completed").await;
     let req = nadrs
         .create(&PostParams::default(), &nadr("rlog", "RestoreLog", "r"))
         .await
@@ -1042,17 +1039,8 @@ async fn orphans_are_collected_and_nothing_else() {
         json!({"phase": "Completed", "completionTimestamp": rfc3339_in(Duration::ZERO)}),
     )
     .await;
-    wait_for(&nabs, "done", T, "Completed mirrored", |o| {
-        (o?.status
-            .as_ref()?
-            .velero_backup
-            .as_ref()?
-            .status
-            .as_ref()?
-            .phase
-            .as_deref()
-            == Some("Completed"))
-        .then_some(())
+    wait_json(&nabs, "done", T, "Completed mirrored", |n| {
+        n["status"]["veleroBackup"]["status"]["phase"] == "Completed"
     })
     .await;
 

@@ -208,12 +208,11 @@ async fn own_location(admin: &kube::Client, nabsls: &Api<NonAdminBackupStorageLo
         n["status"]["veleroBackupStorageLocation"]["nacuuid"].is_string()
     })
     .await;
-    decide(
-        admin,
-        n["status"]["veleroBackupStorageLocation"]["nacuuid"].as_str().unwrap(),
-        "approve",
-    )
-    .await;
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"].as_str().unwrap();
+    let requests: Api<nac::api::NonAdminBackupStorageLocationRequest> =
+        Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_for(&requests, uuid, T, "the admin's request", |r| r.map(|_| ())).await;
+    decide(admin, uuid, "approve").await;
     wait_json(nabsls, "own", T, "location Available", |n| {
         n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
     })
