@@ -797,20 +797,6 @@ fn nadr(name: &str, kind: &str, target: &str) -> NonAdminDownloadRequest {
     .unwrap()
 }
 
-/// Removes an object's finalizers as an admin would by hand: the object then goes without nac cleaning up.
-async fn strip_finalizers<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
-}
-
 fn rfc3339_in(d: Duration) -> String {
     let t = std::time::SystemTime::now() + d;
     let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
@@ -1085,19 +1071,30 @@ async fn orphans_are_collected_and_nothing_else() {
         "spec": {"target": {"kind": "BackupLog", "name": live}}
     }))
     .unwrap();
+    // Delete requests of a NonAdminBackup that is gone: one Velero processed goes, one it has not stays.
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let processed: DeleteBackupRequest = serde_json::from_value(json!({
+        "metadata": orphan_meta("nab", "processed", &ns, "never", true),
+        "spec": {"backupName": "gone"}, "status": {"phase": "Processed"}
+    }))
+    .unwrap();
+    let pending: DeleteBackupRequest = serde_json::from_value(json!({
+        "metadata": orphan_meta("nab", "pending", &ns, "never", true), "spec": {"backupName": "gone"}
+    }))
+    .unwrap();
     let pp = PostParams::default();
+    let processed = dbrs.create(&pp, &processed).await.unwrap().metadata.name.unwrap();
+    let pending = dbrs.create(&pp, &pending).await.unwrap().metadata.name.unwrap();
     let planted = name_of(velero.create(&pp, &planted).await.unwrap());
     let foreign = name_of(velero.create(&pp, &foreign).await.unwrap());
     let restore = restores.create(&pp, &restore).await.unwrap().metadata.name.unwrap();
     let download = drs.create(&pp, &download).await.unwrap().metadata.name.unwrap();
 
     for n in ["running", "done"] {
-        strip_finalizers(&nabs_admin, n).await;
-        nabs.delete(n, &DeleteParams::default()).await.unwrap();
+        delete_uncleaned(&nabs_admin, n).await;
     }
     let nabsls_admin: Api<NonAdminBackupStorageLocation> = Api::namespaced(admin.clone(), &ns);
-    strip_finalizers(&nabsls_admin, "own").await;
-    nabsls.delete("own", &DeleteParams::default()).await.unwrap();
+    delete_uncleaned(&nabsls_admin, "own").await;
 
     wait_gone(&velero, &running, T, "running backup's orphan collected").await;
     wait_gone(&velero, &planted, T, "planted backup collected").await;
@@ -1106,6 +1103,7 @@ async fn orphans_are_collected_and_nothing_else() {
     wait_gone(&locations, &bsl, T, "orphan BSL collected").await;
     wait_gone(&copies, &bsl, T, "orphan Secret copy collected").await;
     wait_gone(&requests, &bsl, T, "orphan location request collected").await;
+    wait_gone(&dbrs, &processed, T, "processed orphan DeleteBackupRequest collected").await;
 
     // After the collector's second look at the deleted objects (10 s), what must stay is still there.
     tokio::time::sleep(Duration::from_secs(12)).await;
@@ -1117,13 +1115,19 @@ async fn orphans_are_collected_and_nothing_else() {
         assert!(velero.get_opt(name).await.unwrap().is_some(), "{why} was collected");
     }
     assert!(nabs.get_opt("live").await.unwrap().is_some());
-    // Counted: the seven deletions above (other tests of this binary may add their own).
+    let kept = dbrs.get_opt(&pending).await.unwrap();
+    assert!(
+        kept.is_some(),
+        "a delete request Velero has not processed was collected"
+    );
+    // Counted: the eight deletions above (other tests of this binary may add their own).
     let after = collected_total().await;
     assert!(
-        after >= before + 7.0,
+        after >= before + 8.0,
         "nac_orphans_collected went from {before} to {after}"
     );
     velero.delete(&foreign, &DeleteParams::default()).await.unwrap();
+    dbrs.delete(&pending, &DeleteParams::default()).await.unwrap();
 }
 
 /// The sum of nac's `nac_orphans_collected` counters.

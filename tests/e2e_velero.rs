@@ -280,6 +280,38 @@ async fn plain_delete_removes_the_object_and_keeps_the_data() {
     assert_no_delete_requests(&admin, &format!("velero.io/backup-name={vb_name}")).await;
 }
 
+/// A NonAdminBackup that goes without its finalizer running (removed by hand): its completed Velero Backup is not
+/// collected (its data is in the bucket), and backup sync gives it its NonAdminBackup back within seconds.
+#[tokio::test]
+async fn a_completed_backup_whose_nab_went_uncleaned_is_kept_and_synced_back() {
+    let (ns, user, admin) = tenant("vel-gc").await;
+    workload(&admin, &ns).await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("kept", json!({})))
+        .await
+        .unwrap();
+    let n = completed(&api, "kept").await;
+    let vb_name = n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let vb_uid = velero.get(&vb_name).await.unwrap().metadata.uid;
+    let nab_uid = n["metadata"]["uid"].clone();
+
+    delete_uncleaned(&Api::<NonAdminBackup>::namespaced(admin.clone(), &ns), "kept").await;
+    let back = wait_json(&api, "kept", Duration::from_secs(30), "NAB synced back", |n| {
+        n["metadata"]["uid"] != nab_uid && n["status"]["veleroBackup"]["status"]["phase"] == "Completed"
+    })
+    .await;
+    assert_eq!(
+        back["metadata"]["labels"][nac::naming::NAB_SYNCED_FROM_NACUUID_LABEL],
+        vb_name.as_str()
+    );
+    // The same Velero Backup object throughout (collected and re-synced by Velero, it would have a new uid), also
+    // after the collector's second look (10 s after the delete).
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(velero.get(&vb_name).await.unwrap().metadata.uid, vb_uid);
+    assert!(bucket_files(&vb_name).contains(&format!("{vb_name}.tar.gz")));
+}
+
 #[tokio::test]
 async fn fs_backup_without_node_agents_reports_velero_outcome() {
     let (ns, user, admin) = tenant("vel-fs").await;

@@ -209,11 +209,11 @@ async fn term(
     let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
     let (gc_tx, gc_rx) = futures::channel::mpsc::unbounded::<gc::Trigger>();
     let nabs = ctx.nab.objects.clone();
-    let gc_backups = gc_tx.clone();
+    let (gc_backups, sync_orphans) = (gc_tx.clone(), sync_tx.clone());
     let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
         if nabs.get(r).is_none() {
             // Its NonAdminBackup is gone (or never was here): backup sync decides, or the collector.
-            let _ = sync_tx.unbounded_send(b.name_any());
+            let _ = sync_orphans.unbounded_send(b.name_any());
             let _ = gc_backups.unbounded_send(gc::Trigger::Object(gc::Candidate {
                 made: gc::Made::Backup,
                 name: b.name_any(),
@@ -238,11 +238,40 @@ async fn term(
         ctx.delete_requests_synced.clone(),
         metrics.clone(),
     );
-    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans, gc_tx.clone())
+    // One whose NonAdminBackup is not in the store goes to the collector (kept until Velero processed it).
+    let (nabs, gc_requests) = (ctx.nab.objects.clone(), gc_tx.clone());
+    let dbrs = dbrs.inspect(move |r| {
+        if let Ok(d) = r {
+            if NAB
+                .owner(&d.metadata)
+                .is_some_and(|o: ObjectRef<NonAdminBackup>| nabs.get(&o).is_none())
+            {
+                let _ = gc_requests.unbounded_send(gc::Trigger::Object(gc::Candidate {
+                    made: gc::Made::DeleteBackupRequest,
+                    name: d.name_any(),
+                }));
+            }
+        }
+    });
+    // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero
+    // Backup (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy
+    // syncs its location, without waiting for the periodic resync).
+    let (gc_nab, sync_gone) = (gc_tx.clone(), sync_tx.clone());
+    let nab_gone = move |o: &NonAdminBackup| {
+        let _ = gc_nab.unbounded_send(gc::gone(NAB, o));
+        if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
+            let _ = sync_gone.unbounded_send(b);
+        }
+    };
+    let gc_nar = gc_tx.clone();
+    let nar_gone = move |o: &crate::api::NonAdminRestore| {
+        let _ = gc_nar.unbounded_send(gc::gone(crate::naming::NAR, o));
+    };
+    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans, nab_gone)
         .watches_stream(dbrs, |d: DeleteBackupRequest| NAB.owner(&d.metadata));
     let nab_controller = drive(nab_controller, &ctx, stop.clone());
     let nar_controller = drive(
-        tenant_controller(&ctx, wiring.nar, restore_orphans, gc_tx.clone()),
+        tenant_controller(&ctx, wiring.nar, restore_orphans, nar_gone),
         &ctx,
         stop.clone(),
     );
@@ -432,13 +461,13 @@ async fn term(
 }
 
 /// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
-/// annotations; `orphan` hears of those whose tenant object is not in the store), and the coalesced triggers of
-/// queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
+/// annotations; `orphan` hears of those whose tenant object is not in the store, `deleted` of its own objects'
+/// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
 fn tenant_controller<K: Tenant>(
     ctx: &Arc<Ctx>,
     wiring: context::KindWiring<K>,
     orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
-    gc: futures::channel::mpsc::UnboundedSender<gc::Trigger>,
+    deleted: impl Fn(&K) + Send + Sync + 'static,
 ) -> Controller<K>
 where
     QueueIndex: watches::WatchIndex<K::Velero>,
@@ -446,9 +475,6 @@ where
     let client = ctx.client.clone();
     let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
     let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
-    let deleted = move |o: &K| {
-        let _ = gc.unbounded_send(gc::gone(K::ORIGIN, o));
-    };
     let objects = watches::tenant_stream(
         Api::<K>::all(client.clone()),
         wiring.objects,

@@ -971,3 +971,35 @@ pub mod chart {
             .unwrap_or_else(|| "{}".into())
     }
 }
+
+/// Deletes an object without its finalizers running, as when an admin removes them by hand while nac is away: the
+/// finalizers are removed and the object deleted with that very resourceVersion as precondition (a reconcile that
+/// puts the finalizer back in between makes the delete fail, and the two steps are repeated).
+pub async fn delete_uncleaned<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..20 {
+        let stripped = api
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        let dp = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: None,
+                resource_version: stripped.meta().resource_version.clone(),
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("deleting {name}: {e}"),
+        }
+    }
+    panic!("{name}: its finalizer came back every time");
+}
