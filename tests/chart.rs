@@ -93,6 +93,7 @@ fn exported_metrics() -> BTreeMap<String, Vec<String>> {
     m.velero_objects
         .get_or_create(&KindLabels { kind: "Backup".into() })
         .set(1);
+    m.collected("Backup");
     let text = m.encode();
     let mut out = BTreeMap::new();
     for line in text.lines() {
@@ -516,6 +517,11 @@ fn rbac_is_least_privilege() {
             ),
             (
                 set(&["oadp.openshift.io"]),
+                set(&["nonadmindownloadrequests"]),
+                set(&["get", "list", "watch", "delete"])
+            ),
+            (
+                set(&["oadp.openshift.io"]),
                 set(&["nonadminbackups"]),
                 set(&["create", "delete"])
             ),
@@ -524,7 +530,8 @@ fn rbac_is_least_privilege() {
                 set(&[
                     "nonadminbackups/status",
                     "nonadminrestores/status",
-                    "nonadminbackupstoragelocations/status"
+                    "nonadminbackupstoragelocations/status",
+                    "nonadmindownloadrequests/status"
                 ]),
                 set(&["get", "update", "patch"])
             ),
@@ -552,6 +559,11 @@ fn rbac_is_least_privilege() {
                 set(&["velero.io"]),
                 set(&["backups", "restores", "deletebackuprequests"]),
                 set(&["create", "delete", "get", "list", "watch", "patch", "update"])
+            ),
+            (
+                set(&["velero.io"]),
+                set(&["downloadrequests"]),
+                set(&["create", "delete", "get", "list", "watch"])
             ),
             (
                 set(&["velero.io"]),
@@ -605,12 +617,18 @@ fn rbac_is_least_privilege() {
         assert_eq!(b["roleRef"]["name"], name.as_str());
     }
 
-    // The user roles, as in the design: NAB/NAR/NABSL in the namespace they are bound in; status read-only.
-    let nac_resources = set(&["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"]);
+    // The user roles, as in the design: NAB/NAR/NABSL/NADR in the namespace they are bound in; status read-only.
+    let nac_resources = set(&[
+        "nonadminbackups",
+        "nonadminrestores",
+        "nonadminbackupstoragelocations",
+        "nonadmindownloadrequests",
+    ]);
     let status = set(&[
         "nonadminbackups/status",
         "nonadminrestores/status",
         "nonadminbackupstoragelocations/status",
+        "nonadmindownloadrequests/status",
     ]);
     // One definition of the user roles: hack/demo-rbac.yaml (what `make run` and the e2e tests install); the
     // chart's must be the same.

@@ -1,0 +1,289 @@
+//! Admission benchmark (a measurement, nothing timed is asserted): NonAdminBackup creates through the local API
+//! server under each admission configuration, interleaved round by round so drift of the machine hits all alike:
+//!
+//! - `none`: no admission for NonAdminBackups;
+//! - `nac`: nac's mutating and validating webhooks (nac running with its controllers off);
+//! - `nac-mutating`: nac's mutating webhook only (what one call per create instead of two would cost);
+//! - `cel`: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (in-process CEL) expressing the same tenant
+//!   rules, TTL default and bound, and `includedNamespaces` (what an admin could write instead of nac, without the
+//!   nacuuid, the warnings, the live policy or lookups).
+//!
+//! Each configuration is checked to be in effect before it is measured (a probe create shows its mutation), then
+//! warmed up, then ADMISSION_CREATES creates (default 2,000) with ADMISSION_IN_FLIGHT (16) in flight, as a tenant
+//! user, into a fresh namespace. Prints p50/p99 of the create call and creates/s per configuration and round, and
+//! the ratios the issue asks about.
+//!
+//! `make admission-bench` (its own control plane in .cluster-admission, started and stopped there).
+#![cfg(all(feature = "e2e", feature = "scale"))]
+
+mod common;
+
+use common::e2e::*;
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::Client;
+use nac::api::NonAdminBackup;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const POLICY: &str = "backup:\n  maxTtl: 2160h\n  defaultTtl: 168h\n";
+
+/// The same rules as in-process policies: the TTL default and bound, the own namespace, no cluster resources,
+/// no excluded namespaces, and an immutable spec.
+const CEL: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: nac-bench-nab}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [oadp.openshift.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [nonadminbackups]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >-
+        Object{spec: Object.spec{backupSpec: Object.spec.backupSpec{
+          includedNamespaces: [object.metadata.namespace],
+          ttl: has(object.spec.backupSpec.ttl) ? object.spec.backupSpec.ttl : "168h0m0s"}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: nac-bench-nab}
+spec: {policyName: nac-bench-nab}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: nac-bench-nab}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [oadp.openshift.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [nonadminbackups]}
+  validations:
+  - expression: "!has(object.spec.backupSpec.includedNamespaces) || object.spec.backupSpec.includedNamespaces == [object.metadata.namespace]"
+    message: spec.backupSpec.includedNamespaces may name only the backup's own namespace
+  - expression: "!has(object.spec.backupSpec.excludedNamespaces)"
+    message: spec.backupSpec.excludedNamespaces is not allowed
+  - expression: "!has(object.spec.backupSpec.includeClusterResources) || !object.spec.backupSpec.includeClusterResources"
+    message: spec.backupSpec.includeClusterResources may not be true
+  - expression: "!has(object.spec.backupSpec.ttl) || duration(object.spec.backupSpec.ttl) <= duration('2160h')"
+    message: spec.backupSpec.ttl exceeds the maximum 2160h
+  - expression: "oldObject == null || object.spec.backupSpec == oldObject.spec.backupSpec"
+    message: spec.backupSpec cannot change after creation
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: nac-bench-nab}
+spec: {policyName: nac-bench-nab, validationActions: [Deny]}
+"#;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Config {
+    None,
+    Nac,
+    NacMutating,
+    Cel,
+}
+
+impl Config {
+    const ALL: [Config; 4] = [Config::None, Config::Nac, Config::NacMutating, Config::Cel];
+    fn name(self) -> &'static str {
+        match self {
+            Config::None => "none",
+            Config::Nac => "nac",
+            Config::NacMutating => "nac-mutating",
+            Config::Cel => "cel",
+        }
+    }
+}
+
+fn env_usize(k: &str, d: usize) -> usize {
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+}
+
+fn nab(name: &str) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": {"labelSelector": {"matchLabels": {"app": "shop"}}}}
+    }))
+    .unwrap()
+}
+
+async fn delete_cel(admin: &Client) {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    for kind in [
+        "MutatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+    ] {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind));
+        let _ = Api::<DynamicObject>::all_with(admin.clone(), &ar)
+            .delete("nac-bench-nab", &DeleteParams::default())
+            .await;
+    }
+}
+
+/// Puts `config` in place and waits until a create shows it is in effect.
+async fn configure(env: &Env, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
+    delete_webhooks(admin).await;
+    delete_cel(admin).await;
+    match config {
+        Config::None => {}
+        Config::Nac => register_webhooks(&env.cluster, admin, &env.nac).await,
+        Config::NacMutating => {
+            register_webhooks(&env.cluster, admin, &env.nac).await;
+            let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+                .delete("nac-validating", &DeleteParams::default())
+                .await;
+        }
+        Config::Cel => apply_yaml(admin, CEL).await,
+    }
+    // nac's mutating webhook stamps the nacuuid label, its validating webhook counts in nac's metrics; the CEL
+    // policy sets includedNamespaces and nothing else.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for i in 0.. {
+        let before = validate_calls(env).await;
+        let o = probe
+            .create(&PostParams::default(), &nab(&format!("probe-{}-{i}", config.name())))
+            .await;
+        let validated = validate_calls(env).await > before;
+        let seen = o.map(|o| {
+            let labelled = o
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(nac::naming::NAB_ORIGIN_NACUUID_LABEL));
+            let scoped = o.spec.backup_spec.included_namespaces.is_some();
+            match (labelled, validated, scoped) {
+                (false, false, false) => Some(Config::None),
+                (true, true, _) => Some(Config::Nac),
+                (true, false, _) => Some(Config::NacMutating),
+                (false, false, true) => Some(Config::Cel),
+                (false, true, _) => None,
+            }
+        });
+        if seen.as_ref().ok() == Some(&Some(config)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{config:?} not in effect after 60 s: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How many reviews nac's validating webhook for NonAdminBackups has answered.
+async fn validate_calls(env: &Env) -> f64 {
+    env.nac
+        .metrics_text()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("nac_webhook_requests_total") && l.contains("/validate/nonadminbackups"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `n` creates, `in_flight` at a time: each call's latency, and the wall time of them all.
+async fn measure(api: &Api<NonAdminBackup>, prefix: &str, n: usize, in_flight: usize) -> (Vec<Duration>, Duration) {
+    let start = Instant::now();
+    let mut lat: Vec<Duration> = futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let name = format!("{prefix}{i}");
+            async move {
+                let t = Instant::now();
+                api.create(&PostParams::default(), &nab(&name))
+                    .await
+                    .unwrap_or_else(|e| panic!("create {name}: {e}"));
+                t.elapsed()
+            }
+        })
+        .buffer_unordered(in_flight)
+        .collect()
+        .await;
+    let wall = start.elapsed();
+    lat.sort();
+    (lat, wall)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+#[tokio::test]
+async fn admission_configurations_side_by_side() {
+    let n = env_usize("ADMISSION_CREATES", 2000);
+    let in_flight = env_usize("ADMISSION_IN_FLIGHT", 16);
+    let rounds = env_usize("ADMISSION_ROUNDS", 3);
+    let env = Env::start(
+        POLICY,
+        NacOptions {
+            controllers: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let admin = env.cluster.admin().await;
+    let mut all: Vec<(Config, Vec<Duration>, Duration)> = Vec::new();
+    println!("{n} creates per run, {in_flight} in flight, {rounds} rounds; configurations interleaved");
+    println!("| round | configuration | p50 ms | p99 ms | creates/s |");
+    println!("|---|---|---|---|---|");
+    for round in 0..rounds {
+        for config in Config::ALL {
+            let (ns, user, _) = new_tenant(&format!("adm-{}-{round}", config.name())).await;
+            let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+            configure(&env, &admin, config, &api).await;
+            measure(&api, "warm-", 200, in_flight).await;
+            let (lat, wall) = measure(&api, "b-", n, in_flight).await;
+            println!(
+                "| {round} | {} | {:.1} | {:.1} | {:.0} |",
+                config.name(),
+                pct(&lat, 0.5),
+                pct(&lat, 0.99),
+                n as f64 / wall.as_secs_f64()
+            );
+            all.push((config, lat, wall));
+        }
+    }
+    println!("\nAll rounds together:");
+    println!("| configuration | p50 ms | p99 ms | creates/s |");
+    println!("|---|---|---|---|");
+    let mut summary = Vec::new();
+    for config in Config::ALL {
+        let mut lat: Vec<Duration> = all
+            .iter()
+            .filter(|(c, _, _)| *c == config)
+            .flat_map(|(_, l, _)| l.iter().copied())
+            .collect();
+        lat.sort();
+        let wall: f64 = all
+            .iter()
+            .filter(|(c, _, _)| *c == config)
+            .map(|(_, _, w)| w.as_secs_f64())
+            .sum();
+        let (p50, p99, rate) = (pct(&lat, 0.5), pct(&lat, 0.99), lat.len() as f64 / wall);
+        println!("| {} | {p50:.1} | {p99:.1} | {rate:.0} |", config.name());
+        summary.push((config, p50, p99));
+    }
+    let get = |c: Config| summary.iter().find(|s| s.0 == c).copied().unwrap();
+    let (nac, cel, none) = (get(Config::Nac), get(Config::Cel), get(Config::None));
+    let one = get(Config::NacMutating);
+    println!(
+        "\nnac / cel: p50 {:.2}x, p99 {:.2}x | nac / none: p50 {:.2}x, p99 {:.2}x | nac-mutating / cel: p50 {:.2}x, p99 {:.2}x",
+        nac.1 / cel.1,
+        nac.2 / cel.2,
+        nac.1 / none.1,
+        nac.2 / none.2,
+        one.1 / cel.1,
+        one.2 / cel.2
+    );
+    delete_cel(&admin).await;
+    if let Some(kib) = env.nac.peak_rss_kib() {
+        println!("nac peak RSS {:.1} MiB", kib as f64 / 1024.0);
+    }
+}
