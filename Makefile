@@ -4,7 +4,7 @@ include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: build release test unit lint e2e e2e-velero run bench scale velero-bench chart-test chart-lint clean
+.PHONY: build release test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
@@ -62,6 +62,11 @@ velero-bench:
 	$(CARGO) build --release --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/release/nac"
 	$(CARGO) test --release --features e2e,scale --test velero_bench -- --nocapture
+
+# Admission through the API server: no admission, nac's webhooks, nac's mutating webhook only, CEL policies,
+# interleaved, on a control plane of its own in .cluster-admission, started and stopped here (see BENCHMARKS.md).
+admission-bench:
+	hack/admission-bench.sh
 
 # Helm chart: lint/template per certificate mode, server-side validation, install/upgrade/uninstall on its own
 # local control plane (.cluster-chart, started and stopped here).
