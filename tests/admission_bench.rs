@@ -42,12 +42,12 @@ spec:
     resourceRules:
     - {apiGroups: [oadp.openshift.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [nonadminbackups]}
   mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
+  - patchType: JSONPatch
+    jsonPatch:
       expression: >-
-        Object{spec: Object.spec{backupSpec: Object.spec.backupSpec{
-          includedNamespaces: [object.metadata.namespace],
-          ttl: has(object.spec.backupSpec.ttl) ? object.spec.backupSpec.ttl : "168h0m0s"}}}
+        [JSONPatch{op: "add", path: "/spec/backupSpec/includedNamespaces", value: [object.metadata.namespace]}] +
+        (has(object.spec.backupSpec.ttl) ? [] :
+          [JSONPatch{op: "add", path: "/spec/backupSpec/ttl", value: "168h0m0s"}])
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
