@@ -626,6 +626,18 @@ async fn a_wait_that_times_out_backs_off_with_the_reason() {
     assert!((3.0..15.0).contains(&waited), "gave up {waited}s after creation");
 }
 
+/// An Opaque Secret `name` in `ns` with a (dummy) credential under key `cloud`, as a tenant's location names it.
+async fn opaque_secret(admin: &Client, ns: &str, name: &str) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
 fn location(name: &str, secret: &str) -> NonAdminBackupStorageLocation {
     serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackupStorageLocation",
@@ -665,14 +677,7 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
     assert_eq!(r.spec.approval_decision, Some(nac::api::ApprovalDecision::Approve));
 
     // The Secret appears: the watch on Secrets brings the location to Created within seconds.
-    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": "s3"}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
-    }))
-    .unwrap();
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    opaque_secret(&admin, &ns, "s3").await;
     let n = wait_json(&nabsls, "own", T, "Created", |n| n["status"]["phase"] == "Created").await;
     assert_eq!(
         condition_of(&n, "SecretSynced"),
@@ -1031,14 +1036,7 @@ async fn orphans_are_collected_and_nothing_else() {
     .await;
 
     // A storage location whose NonAdminBackupStorageLocation goes the same way: its BSL, Secret copy and request.
-    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": "s3"}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
-    }))
-    .unwrap();
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    opaque_secret(&admin, &ns, "s3").await;
     let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user, &ns);
     nabsls
         .create(&PostParams::default(), &location("own", "s3"))
