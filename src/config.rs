@@ -25,6 +25,8 @@ pub struct WebhookSettings {
     pub cert_reload_secs: u64,
     /// Users (e.g. nac's own service account) allowed to set or change identity labels.
     pub privileged_users: Vec<String>,
+    /// Offer HTTP/2 to the API server (ALPN `h2`); false: HTTP/1.1 with keep-alive only.
+    pub http2: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -93,6 +95,7 @@ impl Default for WebhookSettings {
             key_file: "/etc/nac/tls/tls.key".into(),
             cert_reload_secs: 2,
             privileged_users: vec![format!("system:serviceaccount:{}:nac", default_namespace())],
+            http2: true,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! - `none`: no admission for NonAdminBackups;
 //! - `nac`: nac's mutating and validating webhooks (nac running with its controllers off);
 //! - `nac-mutating`: nac's mutating webhook only (what one call per create instead of two would cost);
+//! - `nac-h1`, `nac-mutating-h1`: the same with nac offering only HTTP/1.1 (`webhook.http2: false`);
 //! - `cel`: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (in-process CEL) expressing the same tenant
 //!   rules, TTL default and bound, and `includedNamespaces` (what an admin could write instead of nac, without the
 //!   nacuuid, the warnings, the live policy or lookups).
@@ -85,16 +86,27 @@ enum Config {
     None,
     Nac,
     NacMutating,
+    NacH1,
+    NacMutatingH1,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 4] = [Config::None, Config::Nac, Config::NacMutating, Config::Cel];
+    const ALL: [Config; 6] = [
+        Config::None,
+        Config::Nac,
+        Config::NacMutating,
+        Config::NacH1,
+        Config::NacMutatingH1,
+        Config::Cel,
+    ];
     fn name(self) -> &'static str {
         match self {
             Config::None => "none",
             Config::Nac => "nac",
             Config::NacMutating => "nac-mutating",
+            Config::NacH1 => "nac-h1",
+            Config::NacMutatingH1 => "nac-mutating-h1",
             Config::Cel => "cel",
         }
     }
@@ -127,30 +139,40 @@ async fn delete_cel(admin: &Client) {
     }
 }
 
-/// Puts `config` in place and waits until a create shows it is in effect.
-async fn configure(env: &Env, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
+/// Puts `config` in place and waits until a create shows it is in effect. `h1`: the nac process that offers only
+/// HTTP/1.1.
+async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
     delete_webhooks(admin).await;
     delete_cel(admin).await;
+    let nac = match config {
+        Config::NacH1 | Config::NacMutatingH1 => h1,
+        _ => &env.nac,
+    };
     match config {
         Config::None => {}
-        Config::Nac => register_webhooks(&env.cluster, admin, &env.nac).await,
-        Config::NacMutating => {
-            register_webhooks(&env.cluster, admin, &env.nac).await;
+        Config::Nac | Config::NacH1 => register_webhooks(&env.cluster, admin, nac).await,
+        Config::NacMutating | Config::NacMutatingH1 => {
+            register_webhooks(&env.cluster, admin, nac).await;
             let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
                 .delete("nac-validating", &DeleteParams::default())
                 .await;
         }
         Config::Cel => apply_yaml(admin, CEL).await,
     }
+    let want = match config {
+        Config::NacH1 => Config::Nac,
+        Config::NacMutatingH1 => Config::NacMutating,
+        c => c,
+    };
     // nac's mutating webhook stamps the nacuuid label, its validating webhook counts in nac's metrics; the CEL
     // policy sets includedNamespaces and nothing else.
     let deadline = Instant::now() + Duration::from_secs(60);
     for i in 0.. {
-        let before = validate_calls(env).await;
+        let before = validate_calls(nac).await;
         let o = probe
             .create(&PostParams::default(), &nab(&format!("probe-{}-{i}", config.name())))
             .await;
-        let validated = validate_calls(env).await > before;
+        let validated = validate_calls(nac).await > before;
         let seen = o.map(|o| {
             let labelled = o
                 .metadata
@@ -166,7 +188,7 @@ async fn configure(env: &Env, admin: &Client, config: Config, probe: &Api<NonAdm
                 (false, true, _) => None,
             }
         });
-        if seen.as_ref().ok() == Some(&Some(config)) {
+        if seen.as_ref().ok() == Some(&Some(want)) {
             return;
         }
         assert!(
@@ -178,9 +200,8 @@ async fn configure(env: &Env, admin: &Client, config: Config, probe: &Api<NonAdm
 }
 
 /// How many reviews nac's validating webhook for NonAdminBackups has answered.
-async fn validate_calls(env: &Env) -> f64 {
-    env.nac
-        .metrics_text()
+async fn validate_calls(nac: &NacProcess) -> f64 {
+    nac.metrics_text()
         .await
         .lines()
         .filter(|l| l.starts_with("nac_webhook_requests_total") && l.contains("/validate/nonadminbackups"))
@@ -229,6 +250,17 @@ async fn admission_configurations_side_by_side() {
     )
     .await;
     let admin = env.cluster.admin().await;
+    // The same nac offering only HTTP/1.1 (the API server then keeps a pool of connections instead of
+    // multiplexing every review over one HTTP/2 connection).
+    let h1 = NacProcess::spawn(
+        &env.cluster,
+        NacOptions {
+            controllers: false,
+            extra_env: vec![("NAC_WEBHOOK__HTTP2".into(), "false".into())],
+            ..Default::default()
+        },
+    );
+    h1.wait_ready().await;
     let mut all: Vec<(Config, Vec<Duration>, Duration)> = Vec::new();
     println!("{n} creates per run, {in_flight} in flight, {rounds} rounds; configurations interleaved");
     println!("| round | configuration | p50 ms | p99 ms | creates/s |");
@@ -237,7 +269,7 @@ async fn admission_configurations_side_by_side() {
         for config in Config::ALL {
             let (ns, user, _) = new_tenant(&format!("adm-{}-{round}", config.name())).await;
             let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
-            configure(&env, &admin, config, &api).await;
+            configure(&env, &h1, &admin, config, &api).await;
             measure(&api, "warm-", 200, in_flight).await;
             let (lat, wall) = measure(&api, "b-", n, in_flight).await;
             println!(
@@ -272,16 +304,14 @@ async fn admission_configurations_side_by_side() {
     }
     let get = |c: Config| summary.iter().find(|s| s.0 == c).copied().unwrap();
     let (nac, cel, none) = (get(Config::Nac), get(Config::Cel), get(Config::None));
-    let one = get(Config::NacMutating);
     println!(
-        "\nnac / cel: p50 {:.2}x, p99 {:.2}x | nac / none: p50 {:.2}x, p99 {:.2}x | nac-mutating / cel: p50 {:.2}x, p99 {:.2}x",
-        nac.1 / cel.1,
-        nac.2 / cel.2,
+        "\nnac / none: p50 {:.2}x, p99 {:.2}x; against cel (p50, p99):",
         nac.1 / none.1,
-        nac.2 / none.2,
-        one.1 / cel.1,
-        one.2 / cel.2
+        nac.2 / none.2
     );
+    for (c, p50, p99) in &summary {
+        println!("  {}: {:.2}x, {:.2}x", c.name(), p50 / cel.1, p99 / cel.2);
+    }
     delete_cel(&admin).await;
     if let Some(kib) = env.nac.peak_rss_kib() {
         println!("nac peak RSS {:.1} MiB", kib as f64 / 1024.0);

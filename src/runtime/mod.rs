@@ -92,14 +92,16 @@ pub fn ops_router(health: Arc<Health>, metrics: Arc<Metrics>) -> Router {
         )
 }
 
-/// Serves `router` over TLS on `listener` until `shutdown` is cancelled, then lets open requests finish.
+/// Serves `router` over TLS on `listener` until `shutdown` is cancelled, then lets open requests finish. HTTP/2
+/// is offered by ALPN when `http2` (otherwise clients speak HTTP/1.1 with keep-alive).
 pub async fn serve_tls(
     listener: TcpListener,
     certs: Arc<CertStore>,
     router: Router,
+    http2: bool,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let acceptor = TlsAcceptor::from(Arc::new(certs.server_config()));
+    let acceptor = TlsAcceptor::from(Arc::new(certs.server_config(http2)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
@@ -273,6 +275,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         tls_listener,
         certs,
         admission::router(state),
+        settings.webhook.http2,
         shutdown.clone(),
     ));
     tasks.spawn(serve_plain(

@@ -143,15 +143,19 @@ impl CertStore {
         }
     }
 
-    /// A rustls server config that always serves the current certificate.
-    pub fn server_config(self: &Arc<Self>) -> ServerConfig {
+    /// A rustls server config that always serves the current certificate; offers h2 by ALPN when `http2`.
+    pub fn server_config(self: &Arc<Self>, http2: bool) -> ServerConfig {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .expect("ring supports TLS 1.2 and 1.3")
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
-        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        cfg.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
         cfg
     }
 }

@@ -79,6 +79,7 @@ impl TestServer {
             listener,
             certs.clone(),
             admission::router(state),
+            true,
             stop.clone(),
         ));
         TestServer {
