@@ -2,9 +2,11 @@
 //! server under each admission configuration, interleaved round by round so drift of the machine hits all alike:
 //!
 //! - `none`: no admission for NonAdminBackups;
-//! - `nac`: nac's mutating and validating webhooks (nac running with its controllers off);
-//! - `nac-mutating`: nac's mutating webhook only (what one call per create instead of two would cost);
-//! - `nac-h1`, `nac-mutating-h1`: the same with nac offering only HTTP/1.1 (`webhook.http2: false`);
+//! - `nac`: nac as registered by the chart and `make run`: one mutating webhook call per create, which also
+//!   applies the validating rules (nac running with its controllers off);
+//! - `nac-two-calls`: the same plus a validating webhook call (`/validate/nonadminbackups`), as nac registered
+//!   itself before: what the second call costs;
+//! - `nac-h1`: `nac` with nac offering only HTTP/1.1 (`webhook.http2: false`);
 //! - `cel`: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (in-process CEL) expressing the same tenant
 //!   rules, TTL default and bound, and `includedNamespaces` (what an admin could write instead of nac, without the
 //!   nacuuid, the warnings, the live policy or lookups).
@@ -85,28 +87,25 @@ spec: {policyName: nac-bench-nab, validationActions: [Deny]}
 enum Config {
     None,
     Nac,
-    NacMutating,
+    NacTwoCalls,
     NacH1,
-    NacMutatingH1,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 6] = [
+    const ALL: [Config; 5] = [
         Config::None,
         Config::Nac,
-        Config::NacMutating,
+        Config::NacTwoCalls,
         Config::NacH1,
-        Config::NacMutatingH1,
         Config::Cel,
     ];
     fn name(self) -> &'static str {
         match self {
             Config::None => "none",
             Config::Nac => "nac",
-            Config::NacMutating => "nac-mutating",
+            Config::NacTwoCalls => "nac-two-calls",
             Config::NacH1 => "nac-h1",
-            Config::NacMutatingH1 => "nac-mutating-h1",
             Config::Cel => "cel",
         }
     }
@@ -139,33 +138,49 @@ async fn delete_cel(admin: &Client) {
     }
 }
 
+/// The validating webhook call nac registered for NonAdminBackups before it decided in one call.
+fn second_call(env: &Env) -> String {
+    let ca = std::fs::read(env.cluster.get("WEBHOOK_CA_CERT")).unwrap();
+    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca);
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: nac-bench-validating}}
+webhooks:
+- name: vnab.nac.oadp.openshift.io
+  clientConfig: {{url: "https://{}/validate/nonadminbackups", caBundle: {ca}}}
+  rules:
+  - {{apiGroups: [oadp.openshift.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [nonadminbackups], scope: Namespaced}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 5
+"#,
+        env.nac.webhook
+    )
+}
+
 /// Puts `config` in place and waits until a create shows it is in effect. `h1`: the nac process that offers only
 /// HTTP/1.1.
 async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
     delete_webhooks(admin).await;
     delete_cel(admin).await;
-    let nac = match config {
-        Config::NacH1 | Config::NacMutatingH1 => h1,
-        _ => &env.nac,
-    };
+    let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+        .delete("nac-bench-validating", &DeleteParams::default())
+        .await;
+    let nac = if config == Config::NacH1 { h1 } else { &env.nac };
     match config {
         Config::None => {}
         Config::Nac | Config::NacH1 => register_webhooks(&env.cluster, admin, nac).await,
-        Config::NacMutating | Config::NacMutatingH1 => {
+        Config::NacTwoCalls => {
             register_webhooks(&env.cluster, admin, nac).await;
-            let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
-                .delete("nac-validating", &DeleteParams::default())
-                .await;
+            apply_yaml(admin, &second_call(env)).await;
         }
         Config::Cel => apply_yaml(admin, CEL).await,
     }
-    let want = match config {
-        Config::NacH1 => Config::Nac,
-        Config::NacMutatingH1 => Config::NacMutating,
-        c => c,
-    };
-    // nac's mutating webhook stamps the nacuuid label, its validating webhook counts in nac's metrics; the CEL
-    // policy sets includedNamespaces and nothing else.
+    let want = if config == Config::NacH1 { Config::Nac } else { config };
+    // nac's mutating webhook stamps the nacuuid label, a validating call counts in nac's metrics; the CEL policy
+    // sets includedNamespaces and nothing else.
     let deadline = Instant::now() + Duration::from_secs(60);
     for i in 0.. {
         let before = validate_calls(nac).await;
@@ -182,8 +197,8 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
             let scoped = o.spec.backup_spec.included_namespaces.is_some();
             match (labelled, validated, scoped) {
                 (false, false, false) => Some(Config::None),
-                (true, true, _) => Some(Config::Nac),
-                (true, false, _) => Some(Config::NacMutating),
+                (true, false, _) => Some(Config::Nac),
+                (true, true, _) => Some(Config::NacTwoCalls),
                 (false, false, true) => Some(Config::Cel),
                 (false, true, _) => None,
             }
@@ -313,6 +328,9 @@ async fn admission_configurations_side_by_side() {
         println!("  {}: {:.2}x, {:.2}x", c.name(), p50 / cel.1, p99 / cel.2);
     }
     delete_cel(&admin).await;
+    let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+        .delete("nac-bench-validating", &DeleteParams::default())
+        .await;
     if let Some(kib) = env.nac.peak_rss_kib() {
         println!("nac peak RSS {:.1} MiB", kib as f64 / 1024.0);
     }

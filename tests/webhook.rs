@@ -106,6 +106,40 @@ async fn validate_denies_other_namespace_and_cluster_resources_naming_fields() {
     );
 }
 
+/// One call decides: the mutating endpoint refuses what the validating one refuses, with the same message and
+/// causes, for creates and updates of each kind (nac registers only the mutating hooks for the tenant kinds).
+#[tokio::test]
+async fn the_mutating_call_refuses_what_validation_refuses() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let mut conflict = fixture("nab-create.json");
+    conflict["request"]["object"]["spec"]["backupSpec"]["snapshotVolumes"] = json!(true);
+    let mut sync_label = fixture("nab-create.json");
+    sync_label["request"]["object"]["metadata"]["labels"] =
+        json!({ nac::naming::NAB_SYNCED_FROM_NACUUID_LABEL: "team-a-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab" });
+    for (name, review, path) in [
+        (
+            "other namespace",
+            fixture("nab-create-other-namespace.json"),
+            "nonadminbackups",
+        ),
+        ("enforced value", conflict, "nonadminbackups"),
+        ("sync label", sync_label, "nonadminbackups"),
+        ("spec edit", fixture("nab-update-spec.json"), "nonadminbackups"),
+    ] {
+        let (_, m) = s.post_json(&format!("/mutate/{path}"), &review).await;
+        let (_, v) = s.post_json(&format!("/validate/{path}"), &review).await;
+        let (m, v) = (resp(&m), resp(&v));
+        assert_eq!(m["allowed"], false, "{name}: {m}");
+        assert_eq!(m["status"], v["status"], "{name}");
+        assert!(m.get("patch").is_none(), "{name}: a refusal carries no patch");
+    }
+    // What the mutating call fills in passes: the enforced fields and the identity label.
+    let (_, m) = s
+        .post_json("/mutate/nonadminbackups", &fixture("nab-create.json"))
+        .await;
+    assert_eq!(resp(&m)["allowed"], true, "{m}");
+}
+
 #[tokio::test]
 async fn enforced_value_conflict_names_field_and_both_values() {
     let s = TestServer::start(Some(STRICT_POLICY)).await;

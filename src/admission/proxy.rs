@@ -1,7 +1,8 @@
 //! Mutation and validation of NonAdminBackup, NonAdminRestore and NonAdminBackupStorageLocation objects.
 //!
 //! Mutating: applies the policy (enforced fields, own namespace, TTL defaults) on CREATE and stamps a fresh
-//! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back.
+//! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back; then
+//! applies the validating rules to the result, so one call per request decides.
 //! Validating: on CREATE the policy and tenant rules; on UPDATE immutability of the spec, the one-way
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
 
@@ -235,6 +236,13 @@ pub(super) fn mutate(
             }
         }
     }
+    // One webhook call per create or update: the object as mutated is checked here with the validating rules,
+    // so a refusal comes from this call (the validating endpoints stay served for installations that register
+    // a second check; nac's own registrations no longer do, see BENCHMARKS.md §5).
+    let verdict = validate_patched(state, kind, req, &patched);
+    if !verdict.allowed {
+        return with_warnings(verdict, warnings);
+    }
     let patch = json_patch::diff(&p.object, &patched);
     let resp = with_warnings(resp, warnings);
     if patch.0.is_empty() {
@@ -244,6 +252,28 @@ pub(super) fn mutate(
         Ok(r) => r,
         Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
     }
+}
+
+/// The validating rules applied to `req` with its object replaced by `patched`.
+fn validate_patched(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+    patched: &Value,
+) -> AdmissionResponse {
+    let object: DynamicObject = match serde_json::from_value(patched.clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            return deny(
+                AdmissionResponse::from(req),
+                format!("internal error re-reading the mutated object: {e}"),
+                [],
+            )
+        }
+    };
+    let mut checked = req.clone();
+    checked.object = Some(object);
+    validate(state, kind, &checked)
 }
 
 /// A NonAdminRestore's wait-timeout annotation outside the policy (checked when set or changed).
