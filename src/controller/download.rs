@@ -47,6 +47,9 @@ pub mod words {
     pub const NOT_FINISHED: &str = "NotFinished";
     /// nac's own: Velero has not answered the DownloadRequest yet.
     pub const REQUESTED: &str = "Requested";
+    /// nac's own condition type for a file that cannot be had (True, reason Error, like OADP's refusals, so
+    /// clients that wait for a True/Error condition stop waiting).
+    pub const UNAVAILABLE: &str = "DownloadUnavailable";
 }
 use words::*;
 
@@ -100,7 +103,7 @@ pub fn plan(
             NonAdminPhase::BackingOff
         }
         Stage::Unavailable(msg) => {
-            only(c, PROCESSED, false, ERROR, msg);
+            only(c, UNAVAILABLE, true, ERROR, msg);
             NonAdminPhase::BackingOff
         }
         Stage::NotFinished(msg) => {
@@ -420,7 +423,20 @@ async fn expire(
 ) -> Result<Action, Error> {
     let dr_api: Api<DownloadRequest> = ctx.velero_api();
     delete_if_present(&dr_api, dr_name, &ctx.metrics, "DownloadRequest").await?;
-    delete_if_present(api, &obj.name_any(), &ctx.metrics, "NonAdminDownloadRequest").await?;
+    // This very request: one re-created under the same name meanwhile is a new request.
+    let dp = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: obj.uid(),
+            resource_version: None,
+        }),
+        ..kube::api::DeleteParams::background()
+    };
+    ctx.metrics.write("NonAdminDownloadRequest");
+    match api.delete(&obj.name_any(), &dp).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
     tracing::info!(object = %key_of(obj), "download request expired; deleted");
     ctx.downloads_waiting.forget(&ObjectRef::from_obj(obj));
     Ok(Action::await_change())
@@ -728,6 +744,24 @@ mod tests {
         );
         let s = plan(None, &Stage::NotFinished("waiting".into()), now);
         assert_eq!(s.phase, Some(NonAdminPhase::New));
+        // A file that cannot exist: a True/Error condition as OADP's refusals, so waiting clients stop.
+        let s = plan(
+            Some(&s),
+            &Stage::Unavailable("on another namespace's location".into()),
+            now,
+        );
+        assert_eq!(s.phase, Some(NonAdminPhase::BackingOff));
+        assert_eq!(s.conditions.len(), 1);
+        let c = &s.conditions[0];
+        assert_eq!(
+            (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            ),
+            (UNAVAILABLE, "True", ERROR, "on another namespace's location")
+        );
     }
 
     #[test]

@@ -404,7 +404,10 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
             .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
     };
     let mut next_sweep = tokio::time::Instant::now();
-    let mut second_looks: BTreeSet<(tokio::time::Instant, Candidate)> = BTreeSet::new();
+    // Origins to look at again (one delay for all: the queue stays in time order). The objects made for them
+    // are found again then, so one an in-flight reconcile created after the delete event is among them.
+    let mut second_looks: std::collections::VecDeque<(tokio::time::Instant, Origin, String, String)> =
+        std::collections::VecDeque::new();
     let mut first = true;
     loop {
         let sweep_at = async {
@@ -413,7 +416,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
                 _ => futures::future::pending::<()>().await,
             }
         };
-        let look_at = second_looks.first().map(|(at, _)| *at);
+        let look_at = second_looks.front().map(|(at, ..)| *at);
         let look = async {
             match look_at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -423,12 +426,13 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
         tokio::select! {
             t = triggers.next() => match t {
                 None => return,
-                // Before the stores are listed, the start sweep covers what a trigger would.
-                Some(_) if !stores_synced(&ctx) => {}
+                // Until the start sweep ran, it covers what a trigger would (it comes once the stores are listed,
+                // or after the wait above; later triggers are acted on whatever the stores say, each confirmed by
+                // the API server).
+                Some(_) if first => {}
                 Some(Trigger::Gone { origin, namespace, name }) => {
                     let found: BTreeSet<Candidate> = made_for(&ctx, &origin, &namespace, &name).into_iter().collect();
-                    let later = tokio::time::Instant::now() + SECOND_LOOK;
-                    second_looks.extend(found.iter().cloned().map(|c| (later, c)));
+                    second_looks.push_back((tokio::time::Instant::now() + SECOND_LOOK, origin, namespace, name));
                     collect_all(&ctx, found).await;
                 }
                 Some(Trigger::Object(c)) => {
@@ -436,8 +440,9 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
                 }
             },
             () = look => {
-                if let Some((_, c)) = second_looks.pop_first() {
-                    collect_all(&ctx, BTreeSet::from([c])).await;
+                if let Some((_, origin, namespace, name)) = second_looks.pop_front() {
+                    let found = made_for(&ctx, &origin, &namespace, &name).into_iter().collect();
+                    collect_all(&ctx, found).await;
                 }
             }
             () = sweep_at => {
