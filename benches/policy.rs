@@ -71,6 +71,7 @@ fn state(policy: &str) -> AdmissionState {
         privileged_users: vec!["system:serviceaccount:nac-system:nac".into()],
         policy_configmap: "nac-policy".into(),
         policy_namespace: "nac-system".into(),
+        locations: None,
     }
 }
 
@@ -91,7 +92,7 @@ fn benches(c: &mut Criterion) {
         (validate_nab, NAB_CREATE),
         (mutate_nar, NAR_CREATE),
     ] {
-        let out = handle_body(&st, ep, body).expect("fixture is a valid review");
+        let out = futures::executor::block_on(handle_body(&st, ep, body)).expect("fixture is a valid review");
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["response"]["allowed"], true, "{ep:?}: {v}");
     }
@@ -112,13 +113,13 @@ fn benches(c: &mut Criterion) {
         b.iter(|| decode_review(black_box(NAB_CREATE)))
     });
     g.bench_function("handle_body/mutate-nab", |b| {
-        b.iter(|| handle_body(&st, mutate_nab, black_box(NAB_CREATE)))
+        b.iter(|| futures::executor::block_on(handle_body(&st, mutate_nab, black_box(NAB_CREATE))))
     });
     g.bench_function("handle_body/validate-nab", |b| {
-        b.iter(|| handle_body(&st, validate_nab, black_box(NAB_CREATE)))
+        b.iter(|| futures::executor::block_on(handle_body(&st, validate_nab, black_box(NAB_CREATE))))
     });
     g.bench_function("handle_body/mutate-nar", |b| {
-        b.iter(|| handle_body(&st, mutate_nar, black_box(NAR_CREATE)))
+        b.iter(|| futures::executor::block_on(handle_body(&st, mutate_nar, black_box(NAR_CREATE))))
     });
     g.finish();
 }

@@ -76,7 +76,7 @@ for _ in $(seq 1 100); do
 	kill -0 "$nac_pid" 2>/dev/null || { echo "run: nac exited" >&2; exit 1; }
 	sleep 0.2
 done
-"$NAC" webhook-config --url "https://127.0.0.1:$port" --ca-file "$WEBHOOK_CA_CERT" --namespace "$NAC_NS" |
+"$NAC" webhook-config --url "https://127.0.0.1:$port" --ca-file "$WEBHOOK_CA_CERT" --namespace "$NAC_NS" --velero-namespace "${VELERO_NAMESPACE:-openshift-adp}" |
 	"$KUBECTL" apply -f - >/dev/null
 
 K="kubectl --as $DEMO_USER -n $DEMO_NS"

@@ -63,8 +63,9 @@ enum Command {
         /// nac's namespace (its policy ConfigMap lives there).
         #[arg(long, default_value = "nac-system")]
         namespace: String,
-        #[arg(long, default_value = "nac-policy")]
-        configmap: String,
+        /// Velero's namespace (the guard on Velero's own Backups and PodVolumeBackups watches it).
+        #[arg(long, default_value = "openshift-adp")]
+        velero_namespace: String,
         #[arg(long, default_value_t = 5)]
         timeout_seconds: u32,
     },
@@ -156,13 +157,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             url,
             ca_file,
             namespace,
-            configmap,
+            velero_namespace,
             timeout_seconds,
         } => {
             let ca = std::fs::read(&ca_file).with_context(|| format!("reading {}", ca_file.display()))?;
             print!(
                 "{}",
-                webhook_config::render(&url, &ca, &namespace, &configmap, timeout_seconds)
+                webhook_config::render(&url, &ca, &namespace, &velero_namespace, timeout_seconds)
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -18,6 +18,8 @@ use std::process::Command;
 
 const NS: &str = "nac-system";
 const RELEASE: &str = "nac";
+/// The chart's default velero.namespace.
+const VELERO_NS: &str = "openshift-adp";
 const CRDS_FILE: &str = "charts/nac/crds/oadp.openshift.io.yaml";
 
 fn root() -> &'static Path {
@@ -274,7 +276,7 @@ fn webhooks_are_the_ones_nac_serves() {
         "https://127.0.0.1:9443",
         DUMMY_CA_PEM.as_bytes(),
         NS,
-        "nac-policy",
+        VELERO_NS,
         5,
     ))
     .map(|d| serde::Deserialize::deserialize(d).unwrap())
@@ -306,7 +308,8 @@ fn webhooks_are_the_ones_nac_serves() {
         .collect();
     // The three mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
-    assert_eq!(hooks.len(), 4);
+    // Plus the guard on Velero's unfinished Backups and PodVolumeBackups.
+    assert_eq!(hooks.len(), 6);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);

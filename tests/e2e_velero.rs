@@ -688,11 +688,21 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     meta["metadata"]["labels"][nac::naming::NAB_ORIGIN_NACUUID_LABEL] = json!(planted);
     meta["metadata"]["annotations"][nac::naming::NAB_ORIGIN_NAMESPACE_ANNOTATION] = json!(other_ns);
     meta["metadata"]["annotations"][nac::naming::NAB_ORIGIN_NAME_ANNOTATION] = json!("planted");
-    put_object(
-        &bucket,
-        &format!("{ns}/nightly/backups/{planted}/velero-backup.json"),
-        &serde_json::to_vec(&meta).unwrap(),
-    );
+    // And one that has not run yet (phase New) for the other namespace: synced as written, Velero would back that
+    // namespace up into this tenant's bucket. nac's guard refuses its creation.
+    let unrun = nac::naming::generate_nacuuid(&ns, "unrun");
+    let mut unrun_meta = meta.clone();
+    unrun_meta["metadata"]["name"] = json!(unrun);
+    unrun_meta["metadata"]["labels"][nac::naming::NAB_ORIGIN_NACUUID_LABEL] = json!(unrun);
+    unrun_meta["spec"]["includedNamespaces"] = json!([other_ns]);
+    unrun_meta["status"] = json!({"phase": "New"});
+    for (name, body) in [(&unrun, &unrun_meta), (&planted, &meta)] {
+        put_object(
+            &bucket,
+            &format!("{ns}/nightly/backups/{name}/velero-backup.json"),
+            &serde_json::to_vec(body).unwrap(),
+        );
+    }
     let velero_backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
     wait_for(
         &velero_backups,
@@ -702,6 +712,27 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         |b| b.map(|_| ()),
     )
     .await;
+    // The sync pass that brought it is over once the location's last-synced time moves on.
+    let synced_at = |l: Option<&BackupStorageLocation>| {
+        l.and_then(|l| l.status.as_ref())
+            .and_then(|s| s.last_synced_time.clone())
+    };
+    let seen = synced_at(locations.get(&uuid).await.ok().as_ref());
+    wait_for(&locations, &uuid, Duration::from_secs(180), "sync pass over", |l| {
+        let now = synced_at(l)?;
+        (Some(&now) != seen.as_ref()).then_some(())
+    })
+    .await;
+    assert!(
+        velero_backups.get_opt(&unrun).await.unwrap().is_none(),
+        "an unfinished backup planted in a tenant's bucket was created"
+    );
+    assert!(
+        !files_in(&bucket, &format!("{ns}/nightly"), &unrun)
+            .iter()
+            .any(|f| f.ends_with(".tar.gz")),
+        "Velero ran the planted backup"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let victim: Api<NonAdminBackup> = Api::namespaced(admin.clone(), &other_ns);
     assert!(

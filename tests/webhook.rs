@@ -563,3 +563,122 @@ async fn storage_locations_are_refused_at_apply_time_with_the_rule() {
         "{msg}"
     );
 }
+
+fn velero_review(kind: &str, resource: &str, spec: Value, status: Value, user: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "5f1b7c1e-0000-4000-8000-00000000beef",
+            "kind": {"group": "velero.io", "version": "v1", "kind": kind},
+            "resource": {"group": "velero.io", "version": "v1", "resource": resource},
+            "namespace": "velero",
+            "name": "planted",
+            "operation": "CREATE",
+            "userInfo": {"username": user},
+            "object": {
+                "apiVersion": "velero.io/v1",
+                "kind": kind,
+                "metadata": {"name": "planted", "namespace": "velero"},
+                "spec": spec,
+                "status": status
+            },
+            "dryRun": false
+        }
+    })
+}
+
+#[tokio::test]
+async fn unfinished_velero_objects_on_a_tenant_location_come_only_from_nac() {
+    let s = TestServer::start(Some("{}")).await;
+    let velero = "system:serviceaccount:velero:velero";
+    let backup = |loc: &str, phase: Value, user: &str| {
+        velero_review(
+            "Backup",
+            "backups",
+            json!({"storageLocation": loc, "includedNamespaces": ["team-b"]}),
+            json!({ "phase": phase }),
+            user,
+        )
+    };
+    let allowed = |out: &Value| resp(out)["allowed"].as_bool().unwrap();
+    let path = "/validate/velero-backups";
+    // What backup sync of a planted file creates: phase New (or none) on the tenant's location.
+    for phase in [
+        json!("New"),
+        json!(""),
+        Value::Null,
+        json!("InProgress"),
+        json!("Finalizing"),
+    ] {
+        let (status, out) = s.post_json(path, &backup("tenant-loc", phase.clone(), velero)).await;
+        assert_eq!(status, 200);
+        assert!(!allowed(&out), "{phase}: {out}");
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("Velero Backup planted") && msg.contains("tenant-loc") && msg.contains("team-a/own"),
+            "{msg}"
+        );
+        assert_eq!(
+            resp(&out)["status"]["details"]["causes"][0]["field"],
+            "spec.storageLocation"
+        );
+    }
+    // A real backup synced back: finished.
+    for phase in ["Completed", "PartiallyFailed", "Failed", "FailedValidation"] {
+        let (_, out) = s.post_json(path, &backup("tenant-loc", json!(phase), velero)).await;
+        assert!(allowed(&out), "{phase}: {out}");
+    }
+    // nac's own backups; admin locations; the default location; a location that does not exist.
+    let (_, out) = s
+        .post_json(
+            path,
+            &backup("tenant-loc", json!(""), "system:serviceaccount:nac-system:nac"),
+        )
+        .await;
+    assert!(allowed(&out), "{out}");
+    for loc in ["admin-loc", "", "missing"] {
+        let (_, out) = s.post_json(path, &backup(loc, json!("New"), velero)).await;
+        assert!(allowed(&out), "{loc}: {out}");
+    }
+    // The lookup failing: closed, with the reason.
+    let (_, out) = s.post_json(path, &backup("broken", json!("New"), velero)).await;
+    assert!(!allowed(&out));
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("connection refused"));
+    // A non-string location is refused, not guessed.
+    let mut odd = backup("tenant-loc", json!("New"), velero);
+    odd["request"]["object"]["spec"]["storageLocation"] = json!(["tenant-loc"]);
+    let (_, out) = s.post_json(path, &odd).await;
+    assert!(!allowed(&out));
+    // Updates are Velero's own progress: not reviewed.
+    let mut update = backup("tenant-loc", json!("New"), velero);
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    let (_, out) = s.post_json(path, &update).await;
+    assert!(allowed(&out));
+
+    // Pod volume backups stored beside a backup are synced the same way.
+    let pvb = |phase: &str| {
+        velero_review(
+            "PodVolumeBackup",
+            "podvolumebackups",
+            json!({"backupStorageLocation": "tenant-loc", "pod": {"namespace": "team-b", "name": "db-0"}}),
+            json!({ "phase": phase }),
+            velero,
+        )
+    };
+    let (_, out) = s.post_json("/validate/velero-podvolumebackups", &pvb("New")).await;
+    assert!(!allowed(&out), "{out}");
+    let (_, out) = s
+        .post_json("/validate/velero-podvolumebackups", &pvb("Completed"))
+        .await;
+    assert!(allowed(&out), "{out}");
+    // The wrong kind on an endpoint is refused.
+    let (_, out) = s
+        .post_json("/validate/velero-podvolumebackups", &backup("x", json!("New"), velero))
+        .await;
+    assert!(!allowed(&out));
+}

@@ -23,6 +23,7 @@ fn state() -> &'static AdmissionState {
             privileged_users: vec!["system:serviceaccount:nac-system:nac".into()],
             policy_configmap: "nac-policy".into(),
             policy_namespace: "nac-system".into(),
+            locations: None,
         }
     })
 }
@@ -30,7 +31,7 @@ fn state() -> &'static AdmissionState {
 fuzz_target!(|data: &[u8]| {
     let st = state();
     for ep in Endpoint::ALL {
-        if let Ok(out) = handle_body(st, ep, data) {
+        if let Ok(out) = futures::executor::block_on(handle_body(st, ep, data)) {
             // A response is always a JSON AdmissionReview.
             let v: serde_json::Value = serde_json::from_slice(&out).expect("response is JSON");
             assert!(v["response"]["allowed"].is_boolean(), "{}: {v}", ep.path());

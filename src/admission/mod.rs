@@ -6,8 +6,10 @@
 
 mod configmap;
 mod proxy;
+pub mod velero_guard;
 
 pub use proxy::ProxyKind;
+pub use velero_guard::{GuardedKind, LocationLookup};
 
 use crate::metrics::{Metrics, Verdict};
 use crate::policy::live::PolicyStore;
@@ -34,6 +36,9 @@ pub struct AdmissionState {
     /// Name and namespace of the policy ConfigMap `/validate/policies` guards.
     pub policy_configmap: String,
     pub policy_namespace: String,
+    /// Velero's storage locations, for the guard on Velero's own objects (`velero_guard`); without it (no
+    /// cluster connection) the guard refuses what it would have to look up.
+    pub locations: Option<Arc<dyn LocationLookup>>,
 }
 
 /// The webhook endpoints.
@@ -42,10 +47,12 @@ pub enum Endpoint {
     Mutate(ProxyKind),
     Validate(ProxyKind),
     ValidatePolicy,
+    /// The guard on Velero's unfinished Backups and PodVolumeBackups (`velero_guard`).
+    Guard(GuardedKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 7] = [
+    pub const ALL: [Endpoint; 9] = [
         Endpoint::Mutate(ProxyKind::Backup),
         Endpoint::Validate(ProxyKind::Backup),
         Endpoint::Mutate(ProxyKind::Restore),
@@ -53,6 +60,8 @@ impl Endpoint {
         Endpoint::Mutate(ProxyKind::StorageLocation),
         Endpoint::Validate(ProxyKind::StorageLocation),
         Endpoint::ValidatePolicy,
+        Endpoint::Guard(GuardedKind::Backup),
+        Endpoint::Guard(GuardedKind::PodVolumeBackup),
     ];
 
     pub fn path(&self) -> &'static str {
@@ -64,6 +73,8 @@ impl Endpoint {
             Endpoint::Mutate(ProxyKind::StorageLocation) => "/mutate/nonadminbackupstoragelocations",
             Endpoint::Validate(ProxyKind::StorageLocation) => "/validate/nonadminbackupstoragelocations",
             Endpoint::ValidatePolicy => "/validate/policies",
+            Endpoint::Guard(GuardedKind::Backup) => "/validate/velero-backups",
+            Endpoint::Guard(GuardedKind::PodVolumeBackup) => "/validate/velero-podvolumebackups",
         }
     }
 }
@@ -107,19 +118,25 @@ fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
 }
 
-/// Runs one endpoint's rules on a decoded request. Pure apart from reading the current policy.
-pub fn review(state: &AdmissionState, endpoint: Endpoint, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+/// Runs one endpoint's rules on a decoded request: pure apart from reading the current policy, except where a
+/// rule needs the cluster (the guard's location lookup).
+pub async fn review(
+    state: &AdmissionState,
+    endpoint: Endpoint,
+    req: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
     match endpoint {
         Endpoint::Mutate(kind) => proxy::mutate(state, kind, req),
         Endpoint::Validate(kind) => proxy::validate(state, kind, req),
         Endpoint::ValidatePolicy => configmap::validate(state, req),
+        Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,
     }
 }
 
 /// Decodes, reviews and encodes: the whole webhook minus HTTP. Returns the response JSON or a 400 reason.
-pub fn handle_body(state: &AdmissionState, endpoint: Endpoint, body: &[u8]) -> Result<Vec<u8>, BadRequest> {
+pub async fn handle_body(state: &AdmissionState, endpoint: Endpoint, body: &[u8]) -> Result<Vec<u8>, BadRequest> {
     let req = decode_review(body)?;
-    let resp = review(state, endpoint, &req);
+    let resp = review(state, endpoint, &req).await;
     let out = resp.into_review();
     Ok(serde_json::to_vec(&out).expect("AdmissionReview serializes"))
 }
@@ -208,7 +225,7 @@ async fn handle(state: Arc<AdmissionState>, endpoint: Endpoint, headers: HeaderM
             )
         }
         Ok(req) => {
-            let resp = review(&state, endpoint, &req);
+            let resp = review(&state, endpoint, &req).await;
             let verdict = if resp.allowed {
                 Verdict::Allowed
             } else {

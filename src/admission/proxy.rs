@@ -140,7 +140,7 @@ fn synced_by_nac(
     kind == ProxyKind::Backup && label(object, NAB_SYNCED_FROM_NACUUID_LABEL).is_some() && is_privileged(state, req)
 }
 
-fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> bool {
+pub(super) fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> bool {
     req.user_info
         .username
         .as_deref()

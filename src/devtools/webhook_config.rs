@@ -2,12 +2,13 @@
 //! pointing at the Service).
 
 use base64::Engine;
+use nac::admission::{Endpoint, GuardedKind};
 
 /// Label that marks the policy ConfigMap, so the policy webhook's objectSelector sees only it.
 pub const POLICY_LABEL: &str = "nac.oadp.openshift.io/policy";
 
 /// Mutating and validating webhook configurations as a YAML stream.
-pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeout_seconds: u32) -> String {
+pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str, timeout_seconds: u32) -> String {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let url = url.trim_end_matches('/');
     let proxy_hook = |name: &str, path: &str, resource: &str| {
@@ -84,7 +85,37 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeou
   timeoutSeconds: {timeout_seconds}
 "#
     ));
-    let _ = configmap;
+    // Velero's unfinished Backups and PodVolumeBackups, so a tenant's bucket cannot start one (admission/velero_guard.rs);
+    // the match condition keeps finished ones (every real sync) from calling nac at all.
+    for kind in [GuardedKind::Backup, GuardedKind::PodVolumeBackup] {
+        out.push_str(&format!(
+            r#"- name: v{resource}.velero.nac.oadp.openshift.io
+  clientConfig:
+    url: {url}{path}
+    caBundle: {ca}
+  rules:
+  - apiGroups: ["velero.io"]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["{resource}"]
+    scope: Namespaced
+  namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {velero_namespace}
+  matchConditions:
+  - name: unfinished
+    expression: "{condition}"
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#,
+            resource = kind.resource(),
+            path = Endpoint::Guard(kind).path(),
+            condition = kind.match_condition(),
+        ));
+    }
     out
 }
 
@@ -92,11 +123,15 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, configmap: &str, timeou
 mod tests {
     #[test]
     fn renders_valid_yaml_with_both_configurations() {
-        let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "nac-policy", 5);
+        let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "velero", 5);
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 3);
-        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 1);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            docs[1]["webhooks"][1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "velero"
+        );
         assert_eq!(
             docs[1]["webhooks"][0]["clientConfig"]["url"],
             "https://127.0.0.1:9443/validate/policies"

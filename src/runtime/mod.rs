@@ -260,6 +260,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         privileged_users,
         policy_configmap: settings.policy.configmap.clone(),
         policy_namespace: settings.policy.namespace.clone(),
+        locations: client.as_ref().map(|c| {
+            Arc::new(admission::velero_guard::KubeLocations(kube::Api::namespaced(
+                c.clone(),
+                &settings.controllers.velero_namespace,
+            ))) as Arc<dyn admission::LocationLookup>
+        }),
     });
 
     let tls_listener = TcpListener::bind(settings.webhook.listen)

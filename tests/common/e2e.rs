@@ -455,7 +455,8 @@ impl Install for Direct {
                 .arg(format!("https://{}", nac.webhook))
                 .arg("--ca-file")
                 .arg(cluster.get("WEBHOOK_CA_CERT"))
-                .args(["--namespace", NAC_NAMESPACE, "--timeout-seconds", "5"])
+                .args(["--namespace", NAC_NAMESPACE, "--velero-namespace", VELERO_NAMESPACE])
+                .args(["--timeout-seconds", "5"])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

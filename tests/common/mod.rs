@@ -71,6 +71,7 @@ impl TestServer {
             privileged_users: vec!["system:serviceaccount:nac-system:nac".into()],
             policy_configmap: "nac-policy".into(),
             policy_namespace: "nac-system".into(),
+            locations: Some(Arc::new(FakeLocations)),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -150,4 +151,34 @@ pub fn patched_object(review: &Value, response: &Value) -> Value {
         json_patch::patch(&mut obj, &patch).unwrap();
     }
     obj
+}
+
+/// Velero storage locations as the guard's lookup sees them: `tenant-loc` made by nac for team-a's `own`,
+/// `admin-loc` an admin's, `broken` an API error, anything else missing.
+pub struct FakeLocations;
+
+impl nac::admission::LocationLookup for FakeLocations {
+    fn location<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>, String>,
+    > {
+        Box::pin(async move {
+            match name {
+                "tenant-loc" => Ok(Some(nac::naming::NABSL.stamp(
+                    name,
+                    "velero",
+                    "team-a-own-uuid",
+                    "team-a",
+                    "own",
+                    &[],
+                ))),
+                "admin-loc" => Ok(Some(Default::default())),
+                "broken" => Err("connection refused".into()),
+                _ => Ok(None),
+            }
+        })
+    }
 }
