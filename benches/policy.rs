@@ -72,6 +72,7 @@ fn state(policy: &str) -> AdmissionState {
         policy_configmap: "nac-policy".into(),
         policy_namespace: "nac-system".into(),
         locations: None,
+        access: Some(Arc::new(nac::rights::Fixed::common())),
     }
 }
 

@@ -12,5 +12,6 @@ pub mod controller;
 pub mod metrics;
 pub mod naming;
 pub mod policy;
+pub mod rights;
 pub mod runtime;
 pub mod velero;

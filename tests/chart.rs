@@ -552,6 +552,11 @@ fn rbac_is_least_privilege() {
             (set(&[""]), set(&["secrets"]), set(&["get", "list", "watch"])),
             (set(&["", "events.k8s.io"]), set(&["events"]), set(&["create", "patch"])),
             (set(&[""]), set(&["namespaces"]), set(&["get", "list", "watch"])),
+            (
+                set(&["authorization.k8s.io"]),
+                set(&["subjectaccessreviews"]),
+                set(&["create"])
+            ),
         ]
     );
     // Velero objects: only in the Velero namespace.

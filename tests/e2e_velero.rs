@@ -859,3 +859,71 @@ async fn wrong_credentials_make_the_location_unavailable_and_backups_on_it_are_r
         refused["status"]
     );
 }
+
+#[tokio::test]
+async fn a_backup_holds_only_what_its_requester_may_read() {
+    let (ns, _owner, admin) = tenant("vel-rights").await;
+    workload(&admin, &ns).await;
+    // A user who may create NonAdminBackups and read ConfigMaps, not Secrets.
+    let reader = format!("reader-{ns}");
+    bind_editor(&admin, &ns, &reader).await;
+    let role: k8s_openapi::api::rbac::v1::Role = serde_json::from_value(json!({
+        "metadata": {"name": "configmap-reader", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let rb: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "configmap-reader", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": reader}]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &rb)
+        .await
+        .unwrap();
+    let user = Cluster::load().as_user(&reader).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let created = nabs
+        .create(&PostParams::default(), &nab("narrow", json!({})))
+        .await
+        .unwrap();
+    let record: Value =
+        serde_json::from_str(&created.metadata.annotations.as_ref().unwrap()[nac::rights::BACKUP_RIGHTS_ANNOTATION])
+            .unwrap();
+    let excluded: Vec<&str> = record["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        excluded.contains(&"secrets") && !excluded.contains(&"configmaps"),
+        "{record}"
+    );
+
+    // The real backup: the ConfigMaps, no Secret.
+    let done = completed(&nabs, "narrow").await;
+    let vb = done["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let list = resource_list(&vb);
+    assert_eq!(
+        listed(&list, "v1/ConfigMap", &ns),
+        live_names::<ConfigMap>(&admin, &ns).await
+    );
+    assert!(!live_names::<Secret>(&admin, &ns).await.is_empty());
+    assert!(listed(&list, "v1/Secret", &ns).is_empty(), "{list:?}");
+    // Velero was told: the Velero Backup's exclusions carry the record.
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let b = serde_json::to_value(velero.get(&vb).await.unwrap()).unwrap();
+    assert!(
+        b["spec"]["excludedResources"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("secrets")),
+        "{b}"
+    );
+}

@@ -11,6 +11,7 @@ use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::naming::{is_nacuuid_for, NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
 use serde_json::{json, Value};
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
 static NAC: OnceCell<Env> = OnceCell::const_new();
@@ -278,4 +279,49 @@ async fn users_reach_nothing_outside_their_namespace() {
     let velero: Api<DynamicObject> = Api::namespaced_with(user.clone(), VELERO_NAMESPACE, &ApiResource::from_gvk(&gvk));
     assert!(velero.list(&Default::default()).await.is_err());
     let _ = ns;
+}
+
+/// The exclusions recorded on a created NonAdminBackup.
+fn excluded(n: &NonAdminBackup) -> Vec<String> {
+    let record: Value =
+        serde_json::from_str(&n.metadata.annotations.as_ref().unwrap()[nac::rights::BACKUP_RIGHTS_ANNOTATION]).unwrap();
+    serde_json::from_value(record["excluded"].clone()).unwrap()
+}
+
+#[tokio::test]
+async fn a_revoked_right_is_applied_to_backups_within_the_cache_lifetime() {
+    env().await;
+    let c = Cluster::load();
+    let admin = c.admin().await;
+    let ns = unique_ns("rights");
+    ensure_namespace(&admin, &ns).await;
+    let user = format!("user-{ns}");
+    grant_editor(&admin, &ns, &user).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(c.as_user(&user).await, &ns);
+    // A namespace owner may list Secrets: nothing of theirs is left out.
+    let first = nabs
+        .create(&PostParams::default(), &nab("first", json!({})))
+        .await
+        .unwrap();
+    assert!(
+        !excluded(&first).contains(&"secrets".to_string()),
+        "{:?}",
+        excluded(&first)
+    );
+    // Ownership revoked: only the backup role remains.
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)
+        .delete(&format!("{user}-admin"), &Default::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(nac::rights::CACHE_TTL + Duration::from_secs(1)).await;
+    let second = nabs
+        .create(&PostParams::default(), &nab("second", json!({})))
+        .await
+        .unwrap();
+    let left_out = excluded(&second);
+    for kind in ["secrets", "configmaps", "deployments.apps"] {
+        assert!(left_out.contains(&kind.to_string()), "{kind} not in {left_out:?}");
+    }
+    // The first keeps its own record.
+    assert_eq!(excluded(&nabs.get("first").await.unwrap()), excluded(&first));
 }

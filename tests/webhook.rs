@@ -682,3 +682,148 @@ async fn unfinished_velero_objects_on_a_tenant_location_come_only_from_nac() {
         .await;
     assert!(!allowed(&out));
 }
+
+#[tokio::test]
+async fn a_backup_leaves_out_what_its_requester_may_not_read_and_records_it() {
+    use nac::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
+    let as_user = |user: &str, spec: Value| {
+        let mut r = fixture("nab-create.json");
+        r["request"]["userInfo"] = json!({"username": user, "groups": ["system:authenticated"]});
+        r["request"]["object"]["spec"]["backupSpec"] = spec;
+        r
+    };
+    let record = |obj: &Value| -> Value {
+        serde_json::from_str(
+            obj["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    // The test access table: user "restricted" may not list secrets.
+    let s = TestServer::start(Some("{}")).await;
+    let review = as_user("restricted", json!({}));
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    assert_eq!(record(&obj), json!({"mode": "exclude", "excluded": ["secrets"]}));
+    let who: Value =
+        serde_json::from_str(obj["metadata"]["annotations"][REQUESTER_ANNOTATION].as_str().unwrap()).unwrap();
+    assert_eq!(
+        who,
+        json!({"username": "restricted", "groups": ["system:authenticated"]})
+    );
+    let warnings = resp(&out)["warnings"].to_string();
+    assert!(
+        warnings.contains("secrets left out of the backup: restricted may not list them in namespace team-a"),
+        "{warnings}"
+    );
+    // The user's spec is left as written: the exclusion is the reconciler's to apply from the record.
+    assert!(obj["spec"]["backupSpec"].get("excludedResources").is_none());
+    // Kinds the backup does not include are not asked about; a short or singular name is.
+    for (spec, excluded) in [
+        (json!({"includedResources": ["configmaps"]}), json!([])),
+        (json!({"includedResources": ["secret"]}), json!(["secrets"])),
+        (json!({"excludedResources": ["secrets"]}), json!([])),
+    ] {
+        let review = as_user("restricted", spec.clone());
+        let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+        assert_eq!(record(&patched_object(&review, &out))["excluded"], excluded, "{spec}");
+    }
+    // Someone who may read everything gets no warning.
+    let review = as_user("alice", json!({}));
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(record(&patched_object(&review, &out))["excluded"], json!([]));
+    assert!(!resp(&out)["warnings"].to_string().contains("left out"));
+    // A check that cannot be made refuses (closed).
+    let (_, out) = s
+        .post_json("/mutate/nonadminbackups", &as_user("broken", json!({})))
+        .await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot check what broken may read now (connection refused)"));
+
+    // rights.backup: deny refuses naming the kinds; leaving them out passes.
+    assert!(matches!(
+        s.policy.offer("rights: {backup: deny}", "test"),
+        nac::policy::live::Offer::Applied(_)
+    ));
+    let (_, out) = s
+        .post_json("/mutate/nonadminbackups", &as_user("restricted", json!({})))
+        .await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("resources restricted may not list in namespace team-a: secrets")
+            && msg.contains("rights.backup: deny"),
+        "{msg}"
+    );
+    let (_, out) = s
+        .post_json(
+            "/mutate/nonadminbackups",
+            &as_user("restricted", json!({"excludedResources": ["secrets"]})),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    // off: recorded as such, nothing asked.
+    assert!(matches!(
+        s.policy.offer("rights: {backup: off}", "test"),
+        nac::policy::live::Offer::Applied(_)
+    ));
+    let review = as_user("broken", json!({}));
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(
+        record(&patched_object(&review, &out)),
+        json!({"mode": "off", "excluded": []})
+    );
+
+    // The records are nac's: a supplied requester is replaced, and refused when it reaches validation.
+    assert!(matches!(
+        s.policy.offer("{}", "test"),
+        nac::policy::live::Offer::Applied(_)
+    ));
+    let mut forged = as_user("restricted", json!({}));
+    forged["request"]["object"]["metadata"]["annotations"] =
+        json!({ REQUESTER_ANNOTATION: "{\"username\":\"system:admin\"}" });
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &forged).await;
+    assert!(resp(&out)["warnings"].to_string().contains("was replaced"));
+    assert!(
+        patched_object(&forged, &out)["metadata"]["annotations"][REQUESTER_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .contains("restricted")
+    );
+    let (_, out) = s.post_json("/validate/nonadminbackups", &forged).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"].as_str().unwrap().contains("forged"));
+    // ...and cannot be changed afterwards; removed ones are put back.
+    let created = patched_object(&as_user("restricted", json!({})), &{
+        let (_, out) = s
+            .post_json("/mutate/nonadminbackups", &as_user("restricted", json!({})))
+            .await;
+        out
+    });
+    let mut update = as_user("restricted", json!({}));
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = created.clone();
+    let mut changed = created.clone();
+    changed["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION] = json!("{\"mode\":\"off\",\"excluded\":[]}");
+    update["request"]["object"] = changed;
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &update).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(resp(&out)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("recorded by nac and cannot be changed"));
+    let mut removed = created.clone();
+    removed["metadata"]["annotations"] = json!({});
+    update["request"]["object"] = removed;
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &update).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert_eq!(
+        patched_object(&update, &out)["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION],
+        created["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION]
+    );
+}

@@ -24,6 +24,7 @@ fn state() -> &'static AdmissionState {
             policy_configmap: "nac-policy".into(),
             policy_namespace: "nac-system".into(),
             locations: None,
+        access: Some(Arc::new(nac::rights::Fixed::common())),
         }
     })
 }

@@ -39,6 +39,8 @@ pub struct AdmissionState {
     /// Velero's storage locations, for the guard on Velero's own objects (`velero_guard`); without it (no
     /// cluster connection) the guard refuses what it would have to look up.
     pub locations: Option<Arc<dyn LocationLookup>>,
+    /// Users' rights, for what their backups may read (`crate::rights`); without it, checks fail closed.
+    pub access: Option<Arc<dyn crate::rights::Access>>,
 }
 
 /// The webhook endpoints.
@@ -126,7 +128,7 @@ pub async fn review(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     match endpoint {
-        Endpoint::Mutate(kind) => proxy::mutate(state, kind, req),
+        Endpoint::Mutate(kind) => proxy::mutate(state, kind, req).await,
         Endpoint::Validate(kind) => proxy::validate(state, kind, req),
         Endpoint::ValidatePolicy => configmap::validate(state, req),
         Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,

@@ -9,6 +9,7 @@
 use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::policy::{self, Outcome, Policy};
+use crate::rights::{BackupRights, Requester, RightsMode, BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
 use serde_json::{Map, Value};
@@ -189,7 +190,7 @@ fn deny_all(resp: AdmissionResponse, violations: Vec<(String, String)>) -> Admis
     deny(resp, message, violations)
 }
 
-pub(super) fn mutate(
+pub(super) async fn mutate(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
@@ -212,6 +213,7 @@ pub(super) fn mutate(
                 return deny(resp, no_policy_message(state, kind), []);
             };
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
+            let outcome_allowed = outcome.allowed();
             // Violations are reported by the validating webhook; here only what can be filled is filled.
             patched["spec"][kind.spec_key()] = Value::Object(outcome.spec);
             warnings.extend(outcome.warnings);
@@ -228,11 +230,43 @@ pub(super) fn mutate(
             }
             // The reconciler needs its finalizer anyway; adding it here saves it a write and a round trip.
             add_finalizer(&mut patched, kind.finalizer());
+            if !is_privileged(state, req) && kind != ProxyKind::StorageLocation {
+                let who = Requester::from_user_info(&req.user_info);
+                let stamped = serde_json::to_string(&who).expect("requester serializes");
+                if annotation(&p.object, REQUESTER_ANNOTATION).is_some_and(|v| v != stamped) {
+                    warnings.push(format!(
+                        "annotation {REQUESTER_ANNOTATION} is assigned by nac; the supplied value was replaced"
+                    ));
+                }
+                set_annotation(&mut patched, REQUESTER_ANNOTATION, stamped);
+                if kind == ProxyKind::Backup && outcome_allowed {
+                    let spec = patched["spec"][kind.spec_key()]
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default();
+                    match backup_rights(state, policy.rights.backup, &who, p.namespace, &spec).await {
+                        Ok((record, warning)) => {
+                            warnings.extend(warning);
+                            let v = serde_json::to_string(&record).expect("record serializes");
+                            set_annotation(&mut patched, BACKUP_RIGHTS_ANNOTATION, v);
+                        }
+                        Err((field, message)) => {
+                            return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings)
+                        }
+                    }
+                }
+            }
         }
         Some((old_obj, old_spec)) => {
             patched["spec"][kind.spec_key()] = Value::Object(policy::fill_from_old(&p.spec, old_spec));
             if let (None, Some(old_id)) = (label(&p.object, label_key), label(old_obj, label_key)) {
                 set_label(&mut patched, label_key, old_id.to_string());
+            }
+            // nac's records too, so `kubectl replace` of the user's original manifest works.
+            for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+                if let (None, Some(v)) = (annotation(&p.object, key), annotation(old_obj, key)) {
+                    set_annotation(&mut patched, key, v.to_string());
+                }
             }
         }
     }
@@ -300,6 +334,74 @@ fn wait_timeout_violation(
         format!("metadata.annotations[{}]", policy::WAIT_TIMEOUT_ANNOTATION),
         message,
     ))
+}
+
+/// The rights decision for a new NonAdminBackup of `who` (see `crate::rights`): the record to stamp and the
+/// warning to show, or the refused field and why.
+async fn backup_rights(
+    state: &AdmissionState,
+    mode: RightsMode,
+    who: &Requester,
+    namespace: &str,
+    spec: &Map<String, Value>,
+) -> Result<(BackupRights, Option<String>), (String, String)> {
+    let record = |excluded| BackupRights { mode, excluded };
+    if mode == RightsMode::Off {
+        return Ok((record(Vec::new()), None));
+    }
+    let field = "spec.backupSpec.includedResources".to_string();
+    let fail = |e: String| {
+        (
+            field.clone(),
+            format!(
+                "NonAdminBackup refused: nac cannot check what {} may read now ({e}); retry",
+                who.username
+            ),
+        )
+    };
+    let access = state
+        .access
+        .as_deref()
+        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
+    let kinds = access.kinds().await.map_err(fail)?;
+    let included = crate::rights::backup_kinds(spec, &kinds);
+    let denied = crate::rights::unreadable(access, who, namespace, &included)
+        .await
+        .map_err(fail)?;
+    if denied.is_empty() {
+        return Ok((record(denied), None));
+    }
+    let list = denied.join(", ");
+    match mode {
+        RightsMode::Deny => Err((
+            field,
+            format!(
+                "NonAdminBackup would include resources {} may not list in namespace {namespace}: {list}; leave them \
+                 out with spec.backupSpec.excludedResources or ask for read access (policy rights.backup: deny)",
+                who.username
+            ),
+        )),
+        _ => {
+            let warning = format!(
+                "spec.backupSpec: {list} left out of the backup: {} may not list them in namespace {namespace} \
+                 (policy rights.backup: exclude)",
+                who.username
+            );
+            Ok((record(denied), Some(warning)))
+        }
+    }
+}
+
+fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object["metadata"]["annotations"].get(key).and_then(Value::as_str)
+}
+
+fn set_annotation(object: &mut Value, key: &str, value: String) {
+    let meta = &mut object["metadata"];
+    if !meta["annotations"].is_object() {
+        meta["annotations"] = Value::Object(Map::new());
+    }
+    meta["annotations"][key] = Value::String(value);
 }
 
 fn add_finalizer(object: &mut Value, finalizer: &str) {
@@ -371,6 +473,18 @@ pub(super) fn validate(
                 }
             }
             violations.extend(wait_timeout_violation(kind, &p.object, None, &policy));
+            if !privileged {
+                let who = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
+                if annotation(&p.object, REQUESTER_ANNOTATION).is_some_and(|v| v != who) {
+                    violations.push((
+                        format!("metadata.annotations[{REQUESTER_ANNOTATION}]"),
+                        format!(
+                            "{} annotation {REQUESTER_ANNOTATION} is forged: it names another user",
+                            kind.kind()
+                        ),
+                    ));
+                }
+            }
             deny_all(resp, violations)
         }
         Some((old_obj, old_spec)) => {
@@ -410,6 +524,17 @@ pub(super) fn validate(
             }
             if let Some(policy) = state.policy.current() {
                 violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
+            }
+            for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+                if annotation(old_obj, key) != annotation(&p.object, key) && !privileged {
+                    violations.push((
+                        format!("metadata.annotations[{key}]"),
+                        format!(
+                            "{} annotation {key} is recorded by nac and cannot be changed or removed",
+                            kind.kind()
+                        ),
+                    ));
+                }
             }
             let (old_id, new_id) = (label(old_obj, label_key), label(&p.object, label_key));
             if old_id != new_id && !privileged {

@@ -90,7 +90,7 @@ impl LocationLookup for KubeLocations {
 
 /// What the guard needs to look up, or its answer when no lookup is needed.
 enum First {
-    Done(AdmissionResponse),
+    Done(Box<AdmissionResponse>),
     /// The name of the storage location the object would use.
     Lookup(String),
 }
@@ -98,10 +98,10 @@ enum First {
 fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<DynamicObject>) -> First {
     let resp = AdmissionResponse::from(req);
     if req.operation != Operation::Create {
-        return First::Done(resp);
+        return First::Done(Box::new(resp));
     }
     if req.kind.group != "velero.io" || req.kind.kind != kind.kind() {
-        return First::Done(deny(
+        return First::Done(Box::new(deny(
             resp,
             format!(
                 "this webhook endpoint handles velero.io {} only, not {}/{}: check the webhook configuration",
@@ -110,24 +110,28 @@ fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<Dynam
                 req.kind.kind
             ),
             [],
-        ));
+        )));
     }
     if super::proxy::is_privileged(state, req) {
-        return First::Done(resp);
+        return First::Done(Box::new(resp));
     }
     let Some(object) = req.object.as_ref() else {
-        return First::Done(deny(resp, format!("{} review has no object", kind.kind()), []));
+        return First::Done(Box::new(deny(
+            resp,
+            format!("{} review has no object", kind.kind()),
+            [],
+        )));
     };
     let phase = object.data["status"]["phase"].as_str().unwrap_or("");
     if kind.finished_phases().contains(&phase) {
-        return First::Done(resp);
+        return First::Done(Box::new(resp));
     }
     match &object.data["spec"][kind.location_field()] {
         // Velero's default location: the admin's.
-        Value::Null => First::Done(resp),
-        Value::String(s) if s.is_empty() => First::Done(resp),
+        Value::Null => First::Done(Box::new(resp)),
+        Value::String(s) if s.is_empty() => First::Done(Box::new(resp)),
         Value::String(s) => First::Lookup(s.clone()),
-        other => First::Done(deny(
+        other => First::Done(Box::new(deny(
             resp,
             format!(
                 "Velero {} spec.{} must be a string (got {other})",
@@ -135,7 +139,7 @@ fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<Dynam
                 kind.location_field()
             ),
             [],
-        )),
+        ))),
     }
 }
 
@@ -191,7 +195,7 @@ pub async fn review(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     let location = match first(state, kind, req) {
-        First::Done(resp) => return resp,
+        First::Done(resp) => return *resp,
         First::Lookup(l) => l,
     };
     let Some(lookup) = state.locations.as_ref() else {

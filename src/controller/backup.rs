@@ -285,6 +285,19 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
         return Err(outcome.message());
     }
     let mut spec = outcome.spec;
+    // The requester's rights as decided at admission, whatever the policy says now; none recorded means the
+    // object did not pass nac's webhook, and then only a policy that does not check rights lets it through.
+    match crate::rights::BackupRights::of(nab.metadata.annotations.as_ref())? {
+        Some(r) => crate::rights::exclude(&mut spec, &r.excluded),
+        None if policy.rights.backup != crate::rights::RightsMode::Off => {
+            return Err(format!(
+                "NonAdminBackup has no record of what its requester may read (annotation {}): it was not created \
+                 through nac's admission webhook; create it again",
+                crate::rights::BACKUP_RIGHTS_ANNOTATION
+            ))
+        }
+        None => {}
+    }
     add_backup_exclusions(&mut spec);
     serde_json::from_value(Value::Object(spec))
         .map_err(|e| format!("NonAdminBackup spec.backupSpec is not a valid Velero BackupSpec: {e}"))
@@ -518,6 +531,7 @@ mod tests {
     use crate::naming::*;
     use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
 
@@ -534,7 +548,39 @@ mod tests {
             },
         );
         n.metadata.namespace = Some("team-a".into());
+        n.metadata.annotations = Some(BTreeMap::from([(
+            crate::rights::BACKUP_RIGHTS_ANNOTATION.to_string(),
+            r#"{"mode":"exclude","excluded":[]}"#.to_string(),
+        )]));
         n
+    }
+
+    #[test]
+    fn the_rights_record_is_applied_and_required() {
+        let mut n = nab(json!({}));
+        n.metadata.annotations.as_mut().unwrap().insert(
+            crate::rights::BACKUP_RIGHTS_ANNOTATION.into(),
+            r#"{"mode":"exclude","excluded":["secrets","roles.rbac.authorization.k8s.io"]}"#.into(),
+        );
+        // Applied even when the policy no longer checks rights: the decision was made at creation.
+        for p in ["{}", "rights: {backup: off}"] {
+            let spec = serde_json::to_value(velero_backup_spec(&n, &policy(p)).unwrap()).unwrap();
+            let excluded = spec["excludedResources"].as_array().unwrap();
+            assert!(excluded.contains(&json!("secrets")), "{p}: {spec}");
+            assert!(
+                excluded.contains(&json!("roles.rbac.authorization.k8s.io")),
+                "{p}: {spec}"
+            );
+        }
+        n.metadata.annotations = None;
+        let e = velero_backup_spec(&n, &policy("{}")).unwrap_err();
+        assert!(e.contains("not created through nac's admission webhook"), "{e}");
+        assert!(velero_backup_spec(&n, &policy("rights: {backup: off}")).is_ok());
+        n.metadata.annotations = Some(BTreeMap::from([(
+            crate::rights::BACKUP_RIGHTS_ANNOTATION.to_string(),
+            "garbage".to_string(),
+        )]));
+        assert!(velero_backup_spec(&n, &policy("{}")).is_err());
     }
 
     fn policy(yaml: &str) -> Policy {

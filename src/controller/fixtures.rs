@@ -104,6 +104,7 @@ fn nab(backup_spec: Value) -> NonAdminBackup {
         "metadata": {
             "name": "nightly", "namespace": "team-a", "uid": "nab-uid", "resourceVersion": "1",
             "labels": {NAB_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "nightly", UUID)},
+            "annotations": {crate::rights::BACKUP_RIGHTS_ANNOTATION: r#"{"mode":"exclude","excluded":[]}"#},
             "finalizers": [NAB_FINALIZER],
         },
         "spec": {"backupSpec": backup_spec}

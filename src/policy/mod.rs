@@ -47,6 +47,15 @@ pub struct Policy {
     pub downloads: Downloads,
     /// The periodic sweep for orphaned Velero objects.
     pub garbage_collection: GarbageCollection,
+    /// What backups do with kinds their requester may not read.
+    pub rights: Rights,
+}
+
+/// Requesters' own rights as the limit of what their backups read (`crate::rights`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rights {
+    /// Kinds the requester may not `list` in the namespace: left out (default), refused, or not checked.
+    pub backup: crate::rights::RightsMode,
 }
 
 /// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
@@ -151,6 +160,15 @@ struct RawPolicy {
     downloads: Option<lifecycle::RawDownloads>,
     #[serde(default)]
     garbage_collection: Option<lifecycle::RawGarbageCollection>,
+    #[serde(default)]
+    rights: Option<RawRights>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRights {
+    #[serde(default)]
+    backup: Option<crate::rights::RightsMode>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -299,7 +317,11 @@ impl Policy {
         let non_admin_bsl = bsl::parse_bsl(raw.non_admin_bsl.unwrap_or_default(), &mut problems);
         let downloads = lifecycle::parse_downloads(raw.downloads.unwrap_or_default(), &mut problems);
         let garbage_collection = lifecycle::parse_gc(raw.garbage_collection.unwrap_or_default(), &mut problems);
+        let rights = Rights {
+            backup: raw.rights.and_then(|r| r.backup).unwrap_or_default(),
+        };
         let policy = Policy {
+            rights,
             non_admin_bsl,
             downloads,
             garbage_collection,
@@ -410,6 +432,15 @@ impl Policy {
                 "tenants may download files of their backups on admin storage locations {}",
                 names.join(", ")
             )),
+        }
+        match self.rights.backup {
+            crate::rights::RightsMode::Exclude => {}
+            crate::rights::RightsMode::Deny => {
+                lines.push("backups that would include kinds their requester may not list are refused".into())
+            }
+            crate::rights::RightsMode::Off => {
+                lines.push("backups read with Velero's rights, not their requester's (rights.backup: off)".into())
+            }
         }
         if self.garbage_collection != GarbageCollection::default() {
             lines.push(if self.garbage_collection.period.is_zero() {

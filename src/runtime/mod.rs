@@ -266,6 +266,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 &settings.controllers.velero_namespace,
             ))) as Arc<dyn admission::LocationLookup>
         }),
+        access: client
+            .as_ref()
+            .map(|c| Arc::new(crate::rights::KubeAccess::new(c.clone())) as Arc<dyn crate::rights::Access>),
     });
 
     let tls_listener = TcpListener::bind(settings.webhook.listen)

@@ -338,9 +338,27 @@ pub async fn apply_yaml(client: &Client, yaml: &str) {
 pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
     install().editor_role(admin).await;
     bind_editor(admin, ns, user).await;
+    // A namespace owner: Kubernetes' `admin` role there, so their backups may read the namespace (a backup
+    // leaves out what its requester may not list). Tests of narrower users use `bind_editor` alone.
+    bind(admin, ns, user, "admin").await;
 }
 
-async fn bind_editor(admin: &Client, ns: &str, user: &str) {
+/// Binds `user` to the ClusterRole `role` in `ns`.
+pub async fn bind(admin: &Client, ns: &str, user: &str, role: &str) {
+    let name = format!("{user}-{role}");
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .patch(&name, &PatchParams::apply("nac-e2e").force(), &Patch::Apply(&rb))
+        .await
+        .unwrap();
+}
+
+pub async fn bind_editor(admin: &Client, ns: &str, user: &str) {
     let rb: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": format!("{user}-editor"), "namespace": ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EDITOR_ROLE},

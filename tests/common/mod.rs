@@ -72,6 +72,10 @@ impl TestServer {
             policy_configmap: "nac-policy".into(),
             policy_namespace: "nac-system".into(),
             locations: Some(Arc::new(FakeLocations)),
+            access: Some(Arc::new(nac::rights::Fixed {
+                denied: vec![("restricted".into(), "list".into(), "secrets".into())],
+                ..nac::rights::Fixed::common()
+            })),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

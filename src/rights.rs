@@ -1,0 +1,504 @@
+//! A backup never reads more than its requester could: the resource kinds a NonAdminBackup would include are
+//! checked against the requesting user's own rights (SubjectAccessReview, `list` in the namespace) when it is
+//! created, and the decision is recorded on the object for the reconciler to apply.
+//!
+//! Velero reads with its own cluster-wide rights; without this, a user who may create NonAdminBackups but not
+//! read Secrets would get the namespace's Secrets into a bucket they control.
+
+use futures::future::BoxFuture;
+use kube::api::{Api, PostParams};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Annotation recording who created a NonAdminBackup or NonAdminRestore (stamped at admission, nac's alone).
+pub const REQUESTER_ANNOTATION: &str = "nac.oadp.openshift.io/requester";
+/// Annotation recording the rights decision for a NonAdminBackup (stamped at admission, nac's alone).
+pub const BACKUP_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/backup-rights";
+
+/// How long an answer of the API server about one right is reused.
+pub const CACHE_TTL: Duration = Duration::from_secs(10);
+/// How long the list of namespaced resource kinds is reused (new CRDs are seen within this).
+const KINDS_TTL: Duration = Duration::from_secs(60);
+
+/// What the policy does with kinds the requester may not read (`rights.backup`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RightsMode {
+    /// Left out of the backup, with a warning.
+    #[default]
+    Exclude,
+    /// The backup is refused, naming them.
+    Deny,
+    /// Not checked (Velero's rights decide, as in OADP).
+    Off,
+}
+
+impl std::fmt::Display for RightsMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RightsMode::Exclude => "exclude",
+            RightsMode::Deny => "deny",
+            RightsMode::Off => "off",
+        })
+    }
+}
+
+/// The user a request came from, as the API server authenticated them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Requester {
+    pub username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl Requester {
+    pub fn from_user_info(u: &k8s_openapi::api::authentication::v1::UserInfo) -> Requester {
+        Requester {
+            username: u.username.clone().unwrap_or_default(),
+            uid: u.uid.clone().filter(|s| !s.is_empty()),
+            groups: u.groups.clone().unwrap_or_default(),
+            extra: u.extra.clone().unwrap_or_default().into_iter().collect(),
+        }
+    }
+}
+
+/// The decision recorded on a NonAdminBackup: the mode it was made under and the kinds left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupRights {
+    pub mode: RightsMode,
+    /// Kinds as Velero names them in resource filters (`secrets`, `roles.rbac.authorization.k8s.io`).
+    #[serde(default)]
+    pub excluded: Vec<String>,
+}
+
+impl BackupRights {
+    pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Result<Option<BackupRights>, String> {
+        match annotations.and_then(|a| a.get(BACKUP_RIGHTS_ANNOTATION)) {
+            None => Ok(None),
+            Some(v) => serde_json::from_str(v)
+                .map(Some)
+                .map_err(|e| format!("annotation {BACKUP_RIGHTS_ANNOTATION} is not nac's record: {e}")),
+        }
+    }
+}
+
+/// A namespaced resource kind that can be listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kind {
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+    pub singular: String,
+    pub kind: String,
+    pub short_names: Vec<String>,
+}
+
+impl Kind {
+    /// The name Velero's resource filters take: `resource` for the core group, `resource.group` otherwise.
+    pub fn filter_name(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// Whether a resource filter entry names this kind (Velero resolves resource, singular, kind and short
+    /// names, optionally qualified by the group; `*` is everything). Ambiguous bare names match every group,
+    /// which only ever checks a kind more.
+    pub fn named_by(&self, pattern: &str) -> bool {
+        let p = pattern.trim().to_ascii_lowercase();
+        if p == "*" {
+            return true;
+        }
+        let (name, group) = match p.split_once('.') {
+            Some((n, g)) => (n, Some(g)),
+            None => (p.as_str(), None),
+        };
+        if group.is_some_and(|g| g != self.group) {
+            return false;
+        }
+        name == self.resource
+            || name == self.singular
+            || name == self.kind.to_ascii_lowercase()
+            || self.short_names.iter().any(|s| s == name)
+    }
+}
+
+fn strings(spec: &Map<String, Value>, field: &str) -> Vec<String> {
+    spec.get(field)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The kinds of `all` a backup spec would include: Velero's include/exclude resource filters, old style
+/// (`includedResources`) and new (`includedNamespaceScopedResources`), exclusions winning.
+pub fn backup_kinds<'a>(spec: &Map<String, Value>, all: &'a [Kind]) -> Vec<&'a Kind> {
+    let included = |field: &str, k: &Kind| {
+        let list = strings(spec, field);
+        list.is_empty() || list.iter().any(|p| k.named_by(p))
+    };
+    let excluded = |field: &str, k: &Kind| strings(spec, field).iter().any(|p| k.named_by(p));
+    all.iter()
+        .filter(|k| included("includedResources", k) && included("includedNamespaceScopedResources", k))
+        .filter(|k| !excluded("excludedResources", k) && !excluded("excludedNamespaceScopedResources", k))
+        .collect()
+}
+
+/// Adds kinds to a Velero BackupSpec's exclusions, in the filter style the spec uses (Velero refuses a mix).
+pub fn exclude(spec: &mut Map<String, Value>, kinds: &[String]) {
+    if kinds.is_empty() {
+        return;
+    }
+    let new_style = [
+        "includedNamespaceScopedResources",
+        "excludedNamespaceScopedResources",
+        "includedClusterScopedResources",
+        "excludedClusterScopedResources",
+    ]
+    .iter()
+    .any(|f| spec.get(*f).is_some_and(|v| !v.is_null()));
+    let field = if new_style {
+        "excludedNamespaceScopedResources"
+    } else {
+        "excludedResources"
+    };
+    let mut list = strings(spec, field);
+    for k in kinds {
+        if !list.contains(k) {
+            list.push(k.clone());
+        }
+    }
+    spec.insert(field.into(), Value::from(list));
+}
+
+/// Answers about rights: the namespaced kinds the cluster serves, and whether a user may do something.
+pub trait Access: Send + Sync {
+    fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>>;
+    fn allowed<'a>(
+        &'a self,
+        who: &'a Requester,
+        verb: &'a str,
+        kind: &'a Kind,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>>;
+}
+
+/// The kinds among `kinds` that `who` may not `list` in `namespace`, as filter names, sorted. Asked all at once;
+/// any failed answer fails the whole check (closed).
+pub async fn unreadable(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    kinds: &[&Kind],
+) -> Result<Vec<String>, String> {
+    let answers = futures::future::join_all(kinds.iter().map(|k| access.allowed(who, "list", k, namespace))).await;
+    let mut out = Vec::new();
+    for (k, a) in kinds.iter().zip(answers) {
+        if !a? {
+            out.push(k.filter_name());
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+type Key = (Requester, String, String, String, String);
+
+/// [`Access`] against the API server: discovery and SubjectAccessReviews, each answer cached for [`CACHE_TTL`].
+pub struct KubeAccess {
+    client: kube::Client,
+    answers: Mutex<HashMap<Key, (bool, Instant)>>,
+    kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
+}
+
+impl KubeAccess {
+    pub fn new(client: kube::Client) -> KubeAccess {
+        KubeAccess {
+            client,
+            answers: Mutex::new(HashMap::new()),
+            kinds: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn discover(&self) -> Result<Vec<Kind>, String> {
+        let fail = |e: kube::Error| format!("discovery of the cluster's resource kinds failed: {e}");
+        // Resource lists rather than kube's Discovery: they carry the short names Velero's filters accept.
+        let mut lists = Vec::new();
+        for v in self.client.list_core_api_versions().await.map_err(fail)?.versions {
+            lists.push(self.client.list_core_api_resources(&v).await.map_err(fail)?);
+        }
+        for g in self.client.list_api_groups().await.map_err(fail)?.groups {
+            let Some(v) = g.preferred_version.or_else(|| g.versions.into_iter().next()) else {
+                continue;
+            };
+            lists.push(
+                self.client
+                    .list_api_group_resources(&v.group_version)
+                    .await
+                    .map_err(fail)?,
+            );
+        }
+        let mut out = Vec::new();
+        for list in lists {
+            let group = list
+                .group_version
+                .split_once('/')
+                .map(|(g, _)| g)
+                .unwrap_or("")
+                .to_string();
+            for r in list.resources {
+                if !r.namespaced || r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
+                    continue;
+                }
+                out.push(Kind {
+                    group: group.clone(),
+                    singular: if r.singular_name.is_empty() {
+                        r.kind.to_ascii_lowercase()
+                    } else {
+                        r.singular_name.clone()
+                    },
+                    resource: r.name,
+                    kind: r.kind,
+                    short_names: r.short_names.unwrap_or_default(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn review(&self, who: &Requester, verb: &str, kind: &Kind, namespace: &str) -> Result<bool, String> {
+        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(who.username.clone()),
+                uid: who.uid.clone(),
+                groups: Some(who.groups.clone()),
+                extra: (!who.extra.is_empty()).then(|| who.extra.clone().into_iter().collect()),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(namespace.to_string()),
+                    verb: Some(verb.to_string()),
+                    group: Some(kind.group.clone()),
+                    resource: Some(kind.resource.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api.create(&PostParams::default(), &review).await.map_err(|e| {
+            format!(
+                "asking the API server whether {} may {verb} {}: {e}",
+                who.username,
+                kind.filter_name()
+            )
+        })?;
+        Ok(answer.status.is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
+    }
+}
+
+impl Access for KubeAccess {
+    fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>> {
+        Box::pin(async move {
+            let mut cached = self.kinds.lock().await;
+            if let Some((k, at)) = cached.as_ref() {
+                if at.elapsed() < KINDS_TTL {
+                    return Ok(k.clone());
+                }
+            }
+            let k = Arc::new(self.discover().await?);
+            *cached = Some((k.clone(), Instant::now()));
+            Ok(k)
+        })
+    }
+
+    fn allowed<'a>(
+        &'a self,
+        who: &'a Requester,
+        verb: &'a str,
+        kind: &'a Kind,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            let key: Key = (
+                who.clone(),
+                verb.to_string(),
+                kind.group.clone(),
+                kind.resource.clone(),
+                namespace.to_string(),
+            );
+            if let Some((a, at)) = self.answers.lock().expect("rights cache").get(&key) {
+                if at.elapsed() < CACHE_TTL {
+                    return Ok(*a);
+                }
+            }
+            let a = self.review(who, verb, kind, namespace).await?;
+            let mut answers = self.answers.lock().expect("rights cache");
+            // Expired answers go when the cache grows; it never holds more than a TTL's worth of questions.
+            if answers.len() > 10_000 {
+                answers.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+            }
+            answers.insert(key, (a, Instant::now()));
+            Ok(a)
+        })
+    }
+}
+
+/// [`Access`] from a fixed table: the kinds, and the (user, verb, filter name) answers that are "no". For
+/// benchmarks, fuzzing and handler tests, where the answers of a warm cache are what is measured.
+pub struct Fixed {
+    pub kinds: Arc<Vec<Kind>>,
+    pub denied: Vec<(String, String, String)>,
+}
+
+impl Fixed {
+    /// A few core and apps kinds, everything allowed.
+    pub fn common() -> Fixed {
+        let k = |group: &str, resource: &str, kind: &str, short: &[&str]| Kind {
+            group: group.into(),
+            resource: resource.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+        };
+        Fixed {
+            kinds: Arc::new(vec![
+                k("", "configmaps", "ConfigMap", &["cm"]),
+                k("", "secrets", "Secret", &[]),
+                k("", "pods", "Pod", &["po"]),
+                k("", "persistentvolumeclaims", "PersistentVolumeClaim", &["pvc"]),
+                k("apps", "deployments", "Deployment", &["deploy"]),
+                k("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", &[]),
+            ]),
+            denied: Vec::new(),
+        }
+    }
+}
+
+impl Access for Fixed {
+    fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>> {
+        Box::pin(async move { Ok(self.kinds.clone()) })
+    }
+
+    fn allowed<'a>(
+        &'a self,
+        who: &'a Requester,
+        verb: &'a str,
+        kind: &'a Kind,
+        _namespace: &'a str,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            if who.username == "broken" {
+                return Err("connection refused".into());
+            }
+            let name = kind.filter_name();
+            Ok(!self
+                .denied
+                .iter()
+                .any(|(u, v, k)| *u == who.username && v == verb && *k == name))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kind(group: &str, resource: &str, kind: &str, short: &[&str]) -> Kind {
+        Kind {
+            group: group.into(),
+            resource: resource.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn all() -> Vec<Kind> {
+        vec![
+            kind("", "secrets", "Secret", &[]),
+            kind("", "configmaps", "ConfigMap", &["cm"]),
+            kind("apps", "deployments", "Deployment", &["deploy"]),
+            kind("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", &[]),
+        ]
+    }
+
+    fn names(ks: Vec<&Kind>) -> Vec<String> {
+        ks.into_iter().map(Kind::filter_name).collect()
+    }
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_kinds_a_backup_includes_follow_velero_filters() {
+        let all = all();
+        assert_eq!(names(backup_kinds(&map(json!({})), &all)).len(), 4);
+        assert_eq!(
+            names(backup_kinds(
+                &map(json!({"includedResources": ["*"], "excludedResources": ["secret"]})),
+                &all
+            )),
+            [
+                "configmaps",
+                "deployments.apps",
+                "rolebindings.rbac.authorization.k8s.io"
+            ]
+        );
+        assert_eq!(
+            names(backup_kinds(
+                &map(json!({"includedResources": ["cm", "Deployment.apps"]})),
+                &all
+            )),
+            ["configmaps", "deployments.apps"]
+        );
+        // A group that does not match names nothing.
+        assert!(backup_kinds(&map(json!({"includedResources": ["deployments.batch"]})), &all).is_empty());
+        assert_eq!(
+            names(backup_kinds(
+                &map(json!({"includedNamespaceScopedResources": ["secrets", "rolebindings"]})),
+                &all
+            )),
+            ["secrets", "rolebindings.rbac.authorization.k8s.io"]
+        );
+    }
+
+    #[test]
+    fn exclusions_go_in_the_style_of_the_spec() {
+        let mut old = map(json!({"excludedResources": ["pods"]}));
+        exclude(&mut old, &["secrets".into(), "pods".into()]);
+        assert_eq!(old["excludedResources"], json!(["pods", "secrets"]));
+        let mut new = map(json!({"includedNamespaceScopedResources": ["*"]}));
+        exclude(&mut new, &["secrets".into()]);
+        assert_eq!(new["excludedNamespaceScopedResources"], json!(["secrets"]));
+        assert!(new.get("excludedResources").is_none());
+        let mut none = map(json!({}));
+        exclude(&mut none, &[]);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn the_record_reads_back_and_refuses_garbage() {
+        let r = BackupRights {
+            mode: RightsMode::Exclude,
+            excluded: vec!["secrets".into()],
+        };
+        let a = BTreeMap::from([(BACKUP_RIGHTS_ANNOTATION.to_string(), serde_json::to_string(&r).unwrap())]);
+        assert_eq!(BackupRights::of(Some(&a)).unwrap(), Some(r));
+        assert_eq!(BackupRights::of(None).unwrap(), None);
+        let bad = BTreeMap::from([(BACKUP_RIGHTS_ANNOTATION.to_string(), "{\"mode\":\"all\"}".to_string())]);
+        assert!(BackupRights::of(Some(&bad)).is_err());
+    }
+}
