@@ -308,8 +308,8 @@ fn webhooks_are_the_ones_nac_serves() {
         .collect();
     // The three mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
-    // Plus the guard on Velero's unfinished Backups and PodVolumeBackups.
-    assert_eq!(hooks.len(), 6);
+    // Plus the guard on Velero's unfinished Backups.
+    assert_eq!(hooks.len(), 5);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);

@@ -87,7 +87,10 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str,
     ));
     // Velero's unfinished Backups and PodVolumeBackups, so a tenant's bucket cannot start one (admission/velero_guard.rs);
     // the match condition keeps finished ones (every real sync) from calling nac at all.
-    for kind in [GuardedKind::Backup, GuardedKind::PodVolumeBackup] {
+    // PodVolumeBackups are served but not registered yet: Velero itself creates unfinished ones for nac's own fs
+    // backups, and telling those from synced ones needs a look at their Backup's phase.
+    #[allow(clippy::single_element_loop)]
+    for kind in [GuardedKind::Backup] {
         out.push_str(&format!(
             r#"- name: v{resource}.velero.nac.oadp.openshift.io
   clientConfig:
@@ -127,7 +130,7 @@ mod tests {
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 3);
-        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 2);
         assert_eq!(
             docs[1]["webhooks"][1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
             "velero"
