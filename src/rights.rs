@@ -101,6 +101,17 @@ pub struct Kind {
 }
 
 impl Kind {
+    /// A kind whose singular name is its lower-cased kind.
+    pub fn new(group: &str, resource: &str, kind: &str, short_names: &[&str]) -> Kind {
+        Kind {
+            group: group.into(),
+            resource: resource.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            short_names: short_names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
     /// The name Velero's resource filters take: `resource` for the core group, `resource.group` otherwise.
     pub fn filter_name(&self) -> String {
         if self.group.is_empty() {
@@ -364,13 +375,7 @@ pub struct Fixed {
 impl Fixed {
     /// A few core and apps kinds, everything allowed.
     pub fn common() -> Fixed {
-        let k = |group: &str, resource: &str, kind: &str, short: &[&str]| Kind {
-            group: group.into(),
-            resource: resource.into(),
-            singular: kind.to_ascii_lowercase(),
-            kind: kind.into(),
-            short_names: short.iter().map(|s| s.to_string()).collect(),
-        };
+        let k = Kind::new;
         Fixed {
             kinds: Arc::new(vec![
                 k("", "configmaps", "ConfigMap", &["cm"]),
@@ -415,22 +420,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn kind(group: &str, resource: &str, kind: &str, short: &[&str]) -> Kind {
-        Kind {
-            group: group.into(),
-            resource: resource.into(),
-            singular: kind.to_ascii_lowercase(),
-            kind: kind.into(),
-            short_names: short.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
     fn all() -> Vec<Kind> {
         vec![
-            kind("", "secrets", "Secret", &[]),
-            kind("", "configmaps", "ConfigMap", &["cm"]),
-            kind("apps", "deployments", "Deployment", &["deploy"]),
-            kind("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", &[]),
+            Kind::new("", "secrets", "Secret", &[]),
+            Kind::new("", "configmaps", "ConfigMap", &["cm"]),
+            Kind::new("apps", "deployments", "Deployment", &["deploy"]),
+            Kind::new("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", &[]),
         ]
     }
 
