@@ -136,6 +136,9 @@ const STORED_BACKUP_PHASES: &[&str] = &[
 fn backup_kept(b: &Backup) -> Option<&'static str> {
     let s = b.status.as_ref();
     let phase = s.and_then(|s| s.phase.as_deref());
+    if !crate::velero::deletable_now(phase) {
+        return Some("Velero is starting it (deleting it now would stall Velero's backup queue)");
+    }
     (phase.is_some_and(|p| STORED_BACKUP_PHASES.contains(&p))
         || s.and_then(|s| s.completion_timestamp.as_ref()).is_some())
     .then_some("its data is in object storage (Velero's sync would bring it back; its TTL expires it)")
@@ -537,7 +540,14 @@ mod tests {
         let mut b = Backup::new("u1", Default::default());
         b.metadata = m.clone();
         assert_eq!(backup_kept(&b), None, "never started: nothing in storage");
-        for phase in ["Completed", "PartiallyFailed", "Failed", "Finalizing", "Deleting"] {
+        for phase in [
+            "Completed",
+            "PartiallyFailed",
+            "Failed",
+            "Finalizing",
+            "Deleting",
+            "ReadyToStart",
+        ] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
@@ -546,7 +556,7 @@ mod tests {
             assert!(kept.is_some(), "{phase}");
             assert!(matches!(verdict(&m, &NAB, kept, &Presence::Missing), Verdict::Keep(_)));
         }
-        for phase in ["New", "InProgress", "FailedValidation"] {
+        for phase in ["New", "Queued", "InProgress", "FailedValidation"] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
                 ..Default::default()

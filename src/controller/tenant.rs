@@ -43,6 +43,8 @@ pub trait VeleroObject:
     fn observe(&self) -> Observed;
     /// Drops everything but the queue fields (Velero objects nac did not make are only counted in the queue).
     fn keep_queue_fields_only(&mut self);
+    /// Velero's phase of it.
+    fn phase(&self) -> Option<&str>;
 }
 
 /// The table entries of a tenant kind's types: its Velero object's queue fields and its status's common fields.
@@ -67,6 +69,10 @@ macro_rules! tenant_types {
                     status.and_then(|s| s.queue_position),
                     $unfinished,
                 )
+            }
+
+            fn phase(&self) -> Option<&str> {
+                self.status.as_ref().and_then(|s| s.phase.as_deref())
             }
 
             fn keep_queue_fields_only(&mut self) {
@@ -506,6 +512,16 @@ pub async fn target<K: Tenant>(obj: &K, ctx: &Ctx) -> Result<Option<Target<K>>, 
 pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero) -> Result<bool, Error> {
     if velero.meta().deletion_timestamp.is_some() {
         return Ok(false);
+    }
+    if !crate::velero::deletable_now(velero.phase()) {
+        // Woken by Velero's next phase change of the object.
+        return Err(Error::Waiting(format!(
+            "waiting for Velero to start {} {}/{name} before deleting it (deleting it in phase {} would stall \
+             Velero's queue)",
+            <K::Velero as VeleroObject>::KIND,
+            ctx.opts.velero_namespace,
+            velero.phase().unwrap_or_default()
+        )));
     }
     let kind = <K::Velero as VeleroObject>::KIND;
     Ok(delete_if_present(&ctx.velero_api::<K::Velero>(), name, &ctx.metrics, kind).await?)

@@ -145,6 +145,14 @@ pub struct BackupStatus {
 /// Backup phases after which Velero does no more work on a backup.
 pub const BACKUP_FINAL_PHASES: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation", "Deleting"];
 
+/// Whether a Velero object in `phase` may be deleted now. Velero 1.18's backup queue counts a `ReadyToStart`
+/// backup as running until its backup controller picks it up; deleted in that phase, it is never uncounted and
+/// Velero starts no other backup until it restarts (measured: the whole queue stalls). A moment later it is
+/// `InProgress`, which Velero finishes (and uncounts) even when the object is gone.
+pub fn deletable_now(phase: Option<&str>) -> bool {
+    phase != Some("ReadyToStart")
+}
+
 /// Whether Velero still has work to do on a backup in `phase` (an empty phase is a backup Velero has not seen yet).
 pub fn backup_phase_unfinished(phase: Option<&str>) -> bool {
     !matches!(phase, Some(p) if BACKUP_FINAL_PHASES.contains(&p))
