@@ -557,6 +557,11 @@ fn rbac_is_least_privilege() {
                 set(&["subjectaccessreviews"]),
                 set(&["create"])
             ),
+            (
+                set(&["rbac.authorization.k8s.io"]),
+                set(&["roles", "clusterroles"]),
+                set(&["get"])
+            ),
         ]
     );
     // Velero objects: only in the Velero namespace.

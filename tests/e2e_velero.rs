@@ -927,3 +927,207 @@ async fn a_backup_holds_only_what_its_requester_may_read() {
         "{b}"
     );
 }
+
+/// The message of a NonAdminRestore's ResourcesLeftOut condition.
+fn left_out(n: &Value) -> String {
+    n["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "ResourcesLeftOut"))
+        .map(|c| c["message"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| panic!("no ResourcesLeftOut condition: {n:#}"))
+}
+
+/// A tarball entry of a Velero backup for `ns`: both layouts Velero writes (plain and preferred version).
+fn item_entries(resource: &str, ns: &str, name: &str, obj: &Value) -> Vec<(String, Vec<u8>)> {
+    let body = serde_json::to_vec(obj).unwrap();
+    vec![
+        (
+            format!("resources/{resource}/namespaces/{ns}/{name}.json"),
+            body.clone(),
+        ),
+        (
+            format!("resources/{resource}/v1-preferredversion/namespaces/{ns}/{name}.json"),
+            body,
+        ),
+    ]
+}
+
+/// `tarball` (gzipped) with `extra` entries appended: what a tenant can write into their own bucket.
+fn with_entries(tarball: &[u8], extra: Vec<(String, Vec<u8>)>) -> Vec<u8> {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut out = tar::Builder::new(gz);
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        let mut h = e.header().clone();
+        let path = e.path().unwrap().into_owned();
+        let mut body = Vec::new();
+        std::io::Read::read_to_end(&mut e, &mut body).unwrap();
+        out.append_data(&mut h, path, body.as_slice()).unwrap();
+    }
+    for (path, body) in extra {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        out.append_data(&mut h, path, body.as_slice()).unwrap();
+    }
+    out.into_inner().unwrap().finish().unwrap()
+}
+
+#[tokio::test]
+async fn a_crafted_backup_in_a_tenants_bucket_restores_only_what_the_restoring_user_could_create() {
+    let (ns, owner, admin) = tenant("vel-craft").await;
+    workload(&admin, &ns).await;
+    let bucket = format!("craft-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(owner.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(owner.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("base", json!({"storageLocation": "own"})))
+        .await
+        .unwrap();
+    let base = completed(&nabs, "base").await["status"]["veleroBackup"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The tenant controls the bucket: they write a backup of their own namespace that Velero never made, holding
+    // a RoleBinding of themselves to cluster-admin, a Pod running as root and a harmless ConfigMap. Its resource list
+    // (copied from the real backup) does not mention them.
+    let crafted = nac::naming::generate_nacuuid(&ns, "crafted");
+    let dir = std::path::PathBuf::from(Cluster::load().get("S3_DATA_DIR"))
+        .join(&bucket)
+        .join(format!("{ns}/p/backups/{base}"));
+    let mut extra = item_entries(
+        "rolebindings.rbac.authorization.k8s.io",
+        &ns,
+        "escalate",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "escalate", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": format!("user-{ns}")}]}),
+    );
+    extra.extend(item_entries(
+        "pods",
+        &ns,
+        "root",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root", "namespace": ns},
+                "spec": {"containers": [{"name": "root", "image": "registry.example/root:1",
+                         "securityContext": {"runAsUser": 0}}]}}),
+    ));
+    extra.extend(item_entries(
+        "configmaps",
+        &ns,
+        "planted",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "planted", "namespace": ns},
+                "data": {"k": "v"}}),
+    ));
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let file = entry.unwrap().file_name().into_string().unwrap();
+        let body = std::fs::read(dir.join(&file)).unwrap();
+        let body = if file == format!("{base}.tar.gz") {
+            with_entries(&body, extra.clone())
+        } else if file == "velero-backup.json" {
+            let mut meta: Value = serde_json::from_slice(&body).unwrap();
+            meta["metadata"]["name"] = json!(crafted);
+            meta["metadata"]["labels"][nac::naming::NAB_ORIGIN_NACUUID_LABEL] = json!(crafted);
+            meta["metadata"]["annotations"][nac::naming::NAB_ORIGIN_NAME_ANNOTATION] = json!("crafted");
+            serde_json::to_vec(&meta).unwrap()
+        } else {
+            body
+        };
+        let renamed = file.replace(&base, &crafted);
+        put_object(&bucket, &format!("{ns}/p/backups/{crafted}/{renamed}"), &body);
+    }
+    // Velero syncs it from the bucket, nac gives it to the namespace (it is the tenant's own location).
+    wait_json(
+        &nabs,
+        "crafted",
+        Duration::from_secs(180),
+        "crafted backup synced",
+        |n| n["status"]["veleroBackup"]["status"]["phase"] == "Completed",
+    )
+    .await;
+
+    // The owner (Kubernetes `admin` in the namespace) restores it: they may create Pods and ConfigMaps, but not
+    // bind cluster-admin, which they do not hold. The binding stays out, and the restore says so. (Nor may they
+    // write Endpoints, which `admin` no longer grants: those stay out too.)
+    let nars: Api<NonAdminRestore> = Api::namespaced(owner.clone(), &ns);
+    nars.create(&PostParams::default(), &nar("as-owner", "crafted"))
+        .await
+        .unwrap();
+    assert_eq!(restore_finished(&nars, "as-owner").await, "Completed");
+    let n = serde_json::to_value(nars.get("as-owner").await.unwrap()).unwrap();
+    assert_eq!(
+        condition_of(&n, "ResourcesLeftOut"),
+        ("True".into(), "RequesterRightsExceeded".into())
+    );
+    let message = left_out(&n);
+    assert!(message.contains("rolebindings.rbac.authorization.k8s.io"), "{message}");
+    assert!(
+        message.contains("RoleBinding escalate binds ClusterRole cluster-admin"),
+        "{message}"
+    );
+    assert_eq!(message.matches("RoleBinding escalate").count(), 1, "{message}");
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        bindings.get_opt("escalate").await.unwrap().is_none(),
+        "the escalating binding was restored"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    assert!(cms.get_opt("planted").await.unwrap().is_some());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        pods.get_opt("root").await.unwrap().is_some(),
+        "the owner may create Pods"
+    );
+
+    // A narrower user of the namespace (nac's editor role, and ConfigMaps) restores it too: only ConfigMaps come back.
+    cms.delete("planted", &DeleteParams::default()).await.unwrap();
+    pods.delete("root", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    wait_gone(&pods, "root", T, "pod deleted").await;
+    let restorer = format!("restorer-{ns}");
+    bind_editor(&admin, &ns, &restorer).await;
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: configmaps, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [create, get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: restorer-configmaps, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmaps}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {restorer}}}]
+"#
+        ),
+    )
+    .await;
+    let narrow: Api<NonAdminRestore> = Api::namespaced(Cluster::load().as_user(&restorer).await, &ns);
+    narrow
+        .create(&PostParams::default(), &nar("as-restorer", "crafted"))
+        .await
+        .unwrap();
+    assert_eq!(restore_finished(&narrow, "as-restorer").await, "Completed");
+    let n = serde_json::to_value(narrow.get("as-restorer").await.unwrap()).unwrap();
+    let message = left_out(&n);
+    assert!(
+        message.contains(&format!("{restorer} may not create pods")),
+        "{message}"
+    );
+    assert!(
+        cms.get_opt("planted").await.unwrap().is_some(),
+        "ConfigMaps are the restorer's to create"
+    );
+    assert!(
+        pods.get_opt("root").await.unwrap().is_none(),
+        "a Pod the restorer may not create was restored"
+    );
+    assert!(bindings.get_opt("escalate").await.unwrap().is_none());
+}

@@ -352,6 +352,9 @@ pub struct Ctx {
     pub data_uploads_synced: Synced,
     pub pod_volume_backups_synced: Synced,
     pub recent: RecentWrites,
+    /// Requesters' rights (restores are checked against the restoring user's) and where backups' contents are read.
+    pub access: Arc<dyn crate::rights::Access>,
+    pub contents: Arc<dyn super::contents::ContentsSource>,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -389,6 +392,10 @@ impl Ctx {
         let (download_requests, download_requests_writer) = reflector::store();
         let (downloads_trigger, downloads_triggers) = futures::channel::mpsc::unbounded();
         let ctx = Ctx {
+            access: Arc::new(crate::rights::KubeAccess::new(client.clone())),
+            contents: Arc::new(super::contents::VeleroContents {
+                limits: Default::default(),
+            }),
             downloads,
             download_requests,
             download_requests_synced: Synced::default(),

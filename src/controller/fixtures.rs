@@ -73,7 +73,19 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             instance: Some("test".into()),
         },
     );
-    let (ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder);
+    let (mut ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder);
+    // Rights from a table, and a backup whose contents hold a ConfigMap and a Pod: no network in these tests.
+    ctx.access = Arc::new(crate::rights::Fixed {
+        denied: vec![("mallory".into(), "create".into(), "pods".into())],
+        ..crate::rights::Fixed::common()
+    });
+    ctx.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
+        kinds: [("", "configmaps"), ("", "pods")]
+            .iter()
+            .map(|(g, r)| (g.to_string(), r.to_string()))
+            .collect(),
+        ..Default::default()
+    }));
     for synced in [
         &ctx.nab.synced,
         &ctx.nar.synced,
@@ -372,11 +384,17 @@ const NAR_STATUS: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/non
 
 /// A NonAdminRestore of `backup` as the mutating webhook leaves it.
 fn nar(backup: &str) -> NonAdminRestore {
+    nar_by(backup, "alice")
+}
+
+/// A NonAdminRestore as the webhook leaves it when `user` creates it.
+fn nar_by(backup: &str, user: &str) -> NonAdminRestore {
     serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
         "metadata": {
             "name": "undo", "namespace": "team-a", "uid": "nar-uid", "resourceVersion": "1",
             "labels": {crate::naming::NAR_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "undo", NAR_UUID)},
+            "annotations": {crate::rights::REQUESTER_ANNOTATION: json!({"username": user}).to_string()},
             "finalizers": [crate::naming::NAR_FINALIZER],
         },
         "spec": {"restoreSpec": {"backupName": backup}}
@@ -406,6 +424,60 @@ async fn a_restore_of_a_completed_backup_is_three_writes() {
         ]
     );
     assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn a_restore_leaves_out_what_its_requester_may_not_create_and_says_so() {
+    let (mut f, handle) = fixture("{}");
+    completed_source(&mut f, "Completed");
+    let (calls, events) = run_nar(&f, handle, nar_by("nightly", "mallory")).await;
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::POST, "/apis/velero.io/v1/namespaces/openshift-adp/restores"),
+            call(Method::PUT, NAR_STATUS),
+        ]
+    );
+    let restore = &calls[0].body;
+    let excluded = restore["spec"]["excludedResources"].as_array().unwrap();
+    assert!(excluded.contains(&json!("pods")), "{restore}");
+    assert!(!excluded.contains(&json!("configmaps")), "{restore}");
+    let record = restore["metadata"]["annotations"][crate::rights::restore::RESTORE_RIGHTS_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert!(record.contains("mallory"), "{record}");
+    let conditions = calls[1].body["status"]["conditions"].as_array().unwrap();
+    let left_out = conditions
+        .iter()
+        .find(|c| c["type"] == "ResourcesLeftOut")
+        .expect("the condition");
+    assert_eq!(left_out["reason"], "RequesterRightsExceeded");
+    assert!(
+        left_out["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pods left out of the restore into namespace team-a, created with the rights of mallory"),
+        "{left_out}"
+    );
+    assert_eq!(events, 2, "created, and the warning");
+
+    // The same refused under rights.restore: deny, and a restore nobody is recorded for.
+    for (policy, nar) in [
+        ("rights: {restore: deny}", nar_by("nightly", "mallory")),
+        ("{}", {
+            let mut n = nar("nightly");
+            n.metadata.annotations = None;
+            n
+        }),
+    ] {
+        let (mut f, handle) = fixture(policy);
+        completed_source(&mut f, "Completed");
+        let (calls, _) = run_nar(&f, handle, nar).await;
+        assert_eq!(calls, vec![call(Method::PUT, NAR_STATUS)], "{policy}");
+        let status = &calls[0].body["status"];
+        assert_eq!(status["phase"], "BackingOff");
+        assert!(status.to_string().contains("RequesterRightsExceeded"), "{status}");
+    }
 }
 
 #[tokio::test]

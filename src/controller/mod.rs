@@ -17,6 +17,7 @@
 
 pub mod backup;
 pub mod conditions;
+pub mod contents;
 pub mod context;
 pub mod counts;
 pub mod download;

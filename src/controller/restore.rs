@@ -15,12 +15,16 @@ use super::conditions::{now_seconds, set_condition};
 use super::context::{key_of, Ctx, Error, KindState};
 use super::objects::{add_restore_exclusions, to_map};
 use super::queue::reported;
-use super::status::{self, Words, BACKUP_PARTIALLY_FAILED, WAITING_FOR_BACKUP};
+use super::status::{
+    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
+};
 use super::tenant::{self, set_status, Admission, Tenant, Waiting};
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
+use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
+use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore, RestoreSpec, RestoreStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
@@ -44,10 +48,18 @@ pub struct RestoreView {
     pub queue_position: i64,
     /// The warning about a PartiallyFailed source backup, if it is one.
     pub source_warning: Option<String>,
+    /// What the restore leaves out for its requester's rights (the record on the Velero Restore), as a message.
+    pub left_out: Option<String>,
+}
+
+/// What admission hands to `build`: the Velero RestoreSpec and the rights decision to record with it.
+pub struct RestorePlan {
+    pub spec: RestoreSpec,
+    pub rights: Option<RestoreRights>,
 }
 
 crate::tenant_types! {
-    velero: Restore, spec: RestoreSpec, velero_status: RestoreStatus, kind: "Restore",
+    velero: Restore, spec: RestorePlan, velero_status: RestoreStatus, kind: "Restore",
     unfinished: restore_phase_unfinished,
     failure: |v: &RestoreStatus| {
         v.failure_reason.clone().or_else(|| {
@@ -80,7 +92,7 @@ impl Tenant for NonAdminRestore {
 
     /// The policy and tenant rules, then the source: ready, worth waiting for (within the wait timeout), or not
     /// restorable.
-    async fn admit(nar: &Self, policy: &Policy, ctx: &Ctx) -> Result<Admission<RestoreSpec>, Error> {
+    async fn admit(nar: &Self, policy: &Policy, ctx: &Ctx) -> Result<Admission<RestorePlan>, Error> {
         // The rules first (they also require backupName), with a stand-in for the Velero backup name.
         if let Err(message) = velero_restore_spec(nar, "", policy) {
             return Ok(Admission::from_spec::<Self>(Err(message)));
@@ -95,9 +107,13 @@ impl Tenant for NonAdminRestore {
             .await?;
         let source = observe_source(nar, ctx, wait.is_zero()).await?;
         Ok(match judge(&source, &policy.restore) {
-            Source::Ready(velero_backup) => {
-                Admission::from_spec::<Self>(velero_restore_spec(nar, &velero_backup, policy))
-            }
+            Source::Ready(velero_backup) => match velero_restore_spec(nar, &velero_backup, policy) {
+                Err(message) => Admission::from_spec::<Self>(Err(message)),
+                Ok(spec) => {
+                    let backup = source.backup.as_ref().expect("a ready source has its Velero Backup");
+                    return check_rights(nar, spec, backup, policy.rights.restore, ctx).await;
+                }
+            },
             Source::Unusable(why) => Admission::Refuse {
                 reason: BACKUP_NOT_RESTORABLE,
                 message: invalid(&why),
@@ -132,8 +148,15 @@ impl Tenant for NonAdminRestore {
         })
     }
 
-    fn build(nar: &Self, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
-        velero_restore(nar, nacuuid, velero_namespace, spec)
+    fn build(nar: &Self, nacuuid: &str, velero_namespace: &str, plan: RestorePlan) -> Restore {
+        let mut r = velero_restore(nar, nacuuid, velero_namespace, plan.spec);
+        if let Some(rights) = plan.rights {
+            r.metadata.annotations.get_or_insert_with(Default::default).insert(
+                RESTORE_RIGHTS_ANNOTATION.into(),
+                serde_json::to_string(&rights).expect("record serializes"),
+            );
+        }
+        r
     }
 
     async fn view(ctx: &Ctx, vr: &Restore, nacuuid: &str) -> RestoreView {
@@ -153,6 +176,9 @@ impl Tenant for NonAdminRestore {
                 s
             }),
             source_warning: source.and_then(|b| partially_failed_warning(&b)),
+            left_out: RestoreRights::of(vr.metadata.annotations.as_ref())
+                .filter(|r| !r.excluded.is_empty())
+                .map(|r| r.message(NAR.origin_of(&vr.metadata).map(|(ns, _)| ns).unwrap_or_default())),
         }
     }
 
@@ -173,6 +199,16 @@ impl Tenant for NonAdminRestore {
                 BACKUP_PARTIALLY_FAILED,
                 true,
                 BACKUP_PARTIALLY_FAILED,
+                w,
+                now_seconds(),
+            );
+        }
+        if let Some(w) = &vr.left_out {
+            set_condition(
+                &mut s.conditions,
+                RESOURCES_LEFT_OUT,
+                true,
+                REQUESTER_RIGHTS_EXCEEDED,
                 w,
                 now_seconds(),
             );
@@ -226,6 +262,72 @@ pub fn restore_finalizer_stalled_message(namespace: &str, name: &str, finalizers
          the Velero Restore is gone",
         finalizers.join(", ")
     )
+}
+
+/// The user who created a NonAdminRestore, as nac's webhook recorded it.
+fn requester(nar: Option<&NonAdminRestore>) -> Option<Requester> {
+    serde_json::from_str(nar?.annotations().get(REQUESTER_ANNOTATION)?).ok()
+}
+
+/// The requester's rights applied to a restore that is otherwise ready: what the backup holds for the namespace
+/// (read from its contents) checked against what the restoring user may create there. Kinds they may not create
+/// are left out (`rights.restore: exclude`) or the restore is refused (`deny`).
+async fn check_rights(
+    nar: &NonAdminRestore,
+    mut spec: RestoreSpec,
+    backup: &Backup,
+    mode: RightsMode,
+    ctx: &Ctx,
+) -> Result<Admission<RestorePlan>, Error> {
+    if mode == RightsMode::Off {
+        return Ok(Admission::Admit(RestorePlan { spec, rights: None }));
+    }
+    let refuse = |message: String| {
+        Ok(Admission::Refuse {
+            reason: REQUESTER_RIGHTS_EXCEEDED,
+            message,
+        })
+    };
+    let Some(who) = requester(Some(nar)) else {
+        return refuse(format!(
+            "NonAdminRestore has no record of who created it (annotation {REQUESTER_ANNOTATION}): it was not created \
+             through nac's admission webhook, so its rights cannot be checked (policy rights.restore: {mode}); create \
+             it again"
+        ));
+    };
+    let ns = nar.namespace().unwrap_or_default();
+    let key = nar.uid().unwrap_or_else(|| nar.name_any());
+    let contents = match ctx.contents.contents(ctx, backup, &ns, &key).await? {
+        Ok(c) => c,
+        Err(why) => {
+            return refuse(format!(
+                "the contents of Velero Backup {} cannot be checked against {}'s rights: {why}",
+                backup.name_any(),
+                who.username
+            ))
+        }
+    };
+    let map = to_map(&spec);
+    let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode)
+        .await
+        .map_err(Error::NotReady)?;
+    if !rights.excluded.is_empty() {
+        tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, "restore limited to its requester's rights");
+        if mode == RightsMode::Deny {
+            return refuse(format!("NonAdminRestore refused: {}", rights.message(&ns)));
+        }
+        let mut list = spec.excluded_resources.take().unwrap_or_default();
+        for k in &rights.excluded {
+            if !list.contains(k) {
+                list.push(k.clone());
+            }
+        }
+        spec.excluded_resources = Some(list);
+    }
+    Ok(Admission::Admit(RestorePlan {
+        spec,
+        rights: Some(rights),
+    }))
 }
 
 /// Accepted=False reason of a restore whose backup can never be restored (failed, deleted, refused).

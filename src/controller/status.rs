@@ -69,6 +69,11 @@ pub const WAITING_FOR_BACKUP: &str = "WaitingForBackup";
 /// A condition warning about a Created restore: its backup finished PartiallyFailed (an Event says so once).
 pub const BACKUP_PARTIALLY_FAILED: &str = "BackupPartiallyFailed";
 
+/// A condition on a restore that leaves out kinds its requester may not create (an Event says so once).
+pub const RESOURCES_LEFT_OUT: &str = "ResourcesLeftOut";
+/// Its reason, and the Accepted=False reason of a restore refused for the same (`rights.restore: deny`).
+pub const REQUESTER_RIGHTS_EXCEEDED: &str = "RequesterRightsExceeded";
+
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
 pub fn rejected<K: Tenant>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
     refused::<K>(old, K::WORDS.invalid_reason, message, now)
@@ -238,9 +243,11 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
             out.push(note(reason != WAITING_FOR_BACKUP, reason, message));
         }
     }
-    if let Some(("True", reason, message)) = cond(new, BACKUP_PARTIALLY_FAILED) {
-        if !matches!(cond(old, BACKUP_PARTIALLY_FAILED), Some(("True", ..))) {
-            out.push(note(true, reason, message));
+    for warning in [BACKUP_PARTIALLY_FAILED, RESOURCES_LEFT_OUT] {
+        if let Some(("True", reason, message)) = cond(new, warning) {
+            if !matches!(cond(old, warning), Some(("True", ..))) {
+                out.push(note(true, reason, message));
+            }
         }
     }
     if new.velero_phase != old.velero_phase {
@@ -582,6 +589,7 @@ mod tests {
             }),
             queue_position: 1,
             source_warning: None,
+            left_out: None,
         }
     }
 

@@ -47,7 +47,7 @@ pub struct Policy {
     pub downloads: Downloads,
     /// The periodic sweep for orphaned Velero objects.
     pub garbage_collection: GarbageCollection,
-    /// What backups do with kinds their requester may not read.
+    /// What backups and restores do with kinds their requester may not read or create.
     pub rights: Rights,
 }
 
@@ -56,6 +56,9 @@ pub struct Policy {
 pub struct Rights {
     /// Kinds the requester may not `list` in the namespace: left out (default), refused, or not checked.
     pub backup: crate::rights::RightsMode,
+    /// Kinds in the backup the restoring user may not `create` in the namespace (and RBAC objects they could not
+    /// create themselves): left out (default), refused, or not checked.
+    pub restore: crate::rights::RightsMode,
 }
 
 /// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
@@ -169,6 +172,8 @@ struct RawPolicy {
 struct RawRights {
     #[serde(default)]
     backup: Option<crate::rights::RightsMode>,
+    #[serde(default)]
+    restore: Option<crate::rights::RightsMode>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -317,8 +322,10 @@ impl Policy {
         let non_admin_bsl = bsl::parse_bsl(raw.non_admin_bsl.unwrap_or_default(), &mut problems);
         let downloads = lifecycle::parse_downloads(raw.downloads.unwrap_or_default(), &mut problems);
         let garbage_collection = lifecycle::parse_gc(raw.garbage_collection.unwrap_or_default(), &mut problems);
+        let raw_rights = raw.rights.unwrap_or_default();
         let rights = Rights {
-            backup: raw.rights.and_then(|r| r.backup).unwrap_or_default(),
+            backup: raw_rights.backup.unwrap_or_default(),
+            restore: raw_rights.restore.unwrap_or_default(),
         };
         let policy = Policy {
             rights,
@@ -440,6 +447,15 @@ impl Policy {
             }
             crate::rights::RightsMode::Off => {
                 lines.push("backups read with Velero's rights, not their requester's (rights.backup: off)".into())
+            }
+        }
+        match self.rights.restore {
+            crate::rights::RightsMode::Exclude => {}
+            crate::rights::RightsMode::Deny => {
+                lines.push("restores of backups holding kinds their requester may not create are refused".into())
+            }
+            crate::rights::RightsMode::Off => {
+                lines.push("restores create with Velero's rights, not their requester's (rights.restore: off)".into())
             }
         }
         if self.garbage_collection != GarbageCollection::default() {

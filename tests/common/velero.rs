@@ -425,3 +425,30 @@ pub async fn decide(admin: &Client, request: &str, decision: &str) {
         .await
         .unwrap();
 }
+
+/// The tenant's storage location `own` on `bucket` (prefix `p`), with its Secret, approved by the admin, Available.
+pub async fn own_location(
+    admin: &kube::Client,
+    nabsls: &Api<nac::api::NonAdminBackupStorageLocation>,
+    ns: &str,
+    bucket: &str,
+) {
+    tenant_secret(admin, ns, "s3", None).await;
+    nabsls
+        .create(&kube::api::PostParams::default(), &nabsl("own", bucket, "p", "s3"))
+        .await
+        .unwrap();
+    let n = wait_json(nabsls, "own", T, "location requested", |n| {
+        n["status"]["veleroBackupStorageLocation"]["nacuuid"].is_string()
+    })
+    .await;
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"].as_str().unwrap();
+    let requests: Api<nac::api::NonAdminBackupStorageLocationRequest> =
+        Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_for(&requests, uuid, T, "the admin's request", |r| r.map(|_| ())).await;
+    decide(admin, uuid, "approve").await;
+    wait_json(nabsls, "own", T, "location Available", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+}

@@ -5,7 +5,11 @@
 //! Velero reads with its own cluster-wide rights; without this, a user who may create NonAdminBackups but not
 //! read Secrets would get the namespace's Secrets into a bucket they control.
 
+pub mod contents;
+pub mod restore;
+
 use futures::future::BoxFuture;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -191,27 +195,92 @@ pub fn exclude(spec: &mut Map<String, Value>, kinds: &[String]) {
     spec.insert(field.into(), Value::from(list));
 }
 
-/// Answers about rights: the namespaced kinds the cluster serves, and whether a user may do something.
-pub trait Access: Send + Sync {
-    fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>>;
-    fn allowed<'a>(
-        &'a self,
-        who: &'a Requester,
-        verb: &'a str,
-        kind: &'a Kind,
-        namespace: &'a str,
-    ) -> BoxFuture<'a, Result<bool, String>>;
+/// One question to the API server's authorizer: may a user `verb` this resource (the object `name`, when set)
+/// in `namespace`. Empty strings are absent attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Question {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub name: String,
+    pub namespace: String,
 }
 
-/// The kinds among `kinds` that `who` may not `list` in `namespace`, as filter names, sorted. Asked all at once;
-/// any failed answer fails the whole check (closed).
-pub async fn unreadable(
+impl Question {
+    /// `verb` on every object of `kind` in `namespace`.
+    pub fn on(kind: &Kind, verb: &str, namespace: &str) -> Question {
+        Question {
+            verb: verb.into(),
+            group: kind.group.clone(),
+            resource: kind.resource.clone(),
+            namespace: namespace.into(),
+            ..Default::default()
+        }
+    }
+
+    /// What it asks about, as resource filters name it: `secrets`, `pods/log`, `clusterroles.rbac.authorization.k8s.io/admin`
+    /// (the name after the kind).
+    pub fn target(&self) -> String {
+        let mut t = self.resource.clone();
+        if !self.subresource.is_empty() {
+            t = format!("{t}/{}", self.subresource);
+        }
+        if !self.group.is_empty() {
+            t = match t.split_once('/') {
+                Some((r, sub)) => format!("{r}.{}/{sub}", self.group),
+                None => format!("{t}.{}", self.group),
+            };
+        }
+        if !self.name.is_empty() {
+            t = format!("{t}/{}", self.name);
+        }
+        t
+    }
+}
+
+/// Which role a RoleBinding refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleKind {
+    Role,
+    ClusterRole,
+}
+
+/// Answers about rights: the namespaced kinds the cluster serves, whether a user may do something, and what a
+/// role grants.
+pub trait Access: Send + Sync {
+    fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>>;
+    fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>>;
+    /// The rules of a live Role (in `namespace`) or ClusterRole; `None` when it does not exist.
+    fn role_rules<'a>(
+        &'a self,
+        kind: RoleKind,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<PolicyRule>>, String>>;
+}
+
+/// Whether `who` may `verb` every object of `kind` in `namespace`.
+pub async fn allowed(
     access: &dyn Access,
     who: &Requester,
+    verb: &str,
+    kind: &Kind,
+    namespace: &str,
+) -> Result<bool, String> {
+    access.ask(who, &Question::on(kind, verb, namespace)).await
+}
+
+/// The kinds among `kinds` that `who` may not `verb` in `namespace`, as filter names, sorted. Asked all at once;
+/// any failed answer fails the whole check (closed).
+pub async fn refused(
+    access: &dyn Access,
+    who: &Requester,
+    verb: &str,
     namespace: &str,
     kinds: &[&Kind],
 ) -> Result<Vec<String>, String> {
-    let answers = futures::future::join_all(kinds.iter().map(|k| access.allowed(who, "list", k, namespace))).await;
+    let answers = futures::future::join_all(kinds.iter().map(|k| allowed(access, who, verb, k, namespace))).await;
     let mut out = Vec::new();
     for (k, a) in kinds.iter().zip(answers) {
         if !a? {
@@ -223,9 +292,20 @@ pub async fn unreadable(
     Ok(out)
 }
 
-type Key = (Requester, String, String, String, String);
+/// The kinds among `kinds` that `who` may not `list` in `namespace` (what a backup may not read).
+pub async fn unreadable(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    kinds: &[&Kind],
+) -> Result<Vec<String>, String> {
+    refused(access, who, "list", namespace, kinds).await
+}
 
-/// [`Access`] against the API server: discovery and SubjectAccessReviews, each answer cached for [`CACHE_TTL`].
+type Key = (Requester, Question);
+
+/// [`Access`] against the API server: discovery, SubjectAccessReviews (each answer cached for [`CACHE_TTL`]) and
+/// role reads.
 pub struct KubeAccess {
     client: kube::Client,
     answers: Mutex<HashMap<Key, (bool, Instant)>>,
@@ -287,8 +367,9 @@ impl KubeAccess {
         Ok(out)
     }
 
-    async fn review(&self, who: &Requester, verb: &str, kind: &Kind, namespace: &str) -> Result<bool, String> {
+    async fn review(&self, who: &Requester, q: &Question) -> Result<bool, String> {
         use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(who.username.clone()),
@@ -296,10 +377,12 @@ impl KubeAccess {
                 groups: Some(who.groups.clone()),
                 extra: (!who.extra.is_empty()).then(|| who.extra.clone().into_iter().collect()),
                 resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(namespace.to_string()),
-                    verb: Some(verb.to_string()),
-                    group: Some(kind.group.clone()),
-                    resource: Some(kind.resource.clone()),
+                    namespace: some(&q.namespace),
+                    verb: Some(q.verb.clone()),
+                    group: Some(q.group.clone()),
+                    resource: Some(q.resource.clone()),
+                    subresource: some(&q.subresource),
+                    name: some(&q.name),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -309,9 +392,10 @@ impl KubeAccess {
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let answer = api.create(&PostParams::default(), &review).await.map_err(|e| {
             format!(
-                "asking the API server whether {} may {verb} {}: {e}",
+                "asking the API server whether {} may {} {}: {e}",
                 who.username,
-                kind.filter_name()
+                q.verb,
+                q.target()
             )
         })?;
         Ok(answer.status.is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
@@ -333,27 +417,15 @@ impl Access for KubeAccess {
         })
     }
 
-    fn allowed<'a>(
-        &'a self,
-        who: &'a Requester,
-        verb: &'a str,
-        kind: &'a Kind,
-        namespace: &'a str,
-    ) -> BoxFuture<'a, Result<bool, String>> {
+    fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
-            let key: Key = (
-                who.clone(),
-                verb.to_string(),
-                kind.group.clone(),
-                kind.resource.clone(),
-                namespace.to_string(),
-            );
+            let key: Key = (who.clone(), q.clone());
             if let Some((a, at)) = self.answers.lock().expect("rights cache").get(&key) {
                 if at.elapsed() < CACHE_TTL {
                     return Ok(*a);
                 }
             }
-            let a = self.review(who, verb, kind, namespace).await?;
+            let a = self.review(who, q).await?;
             let mut answers = self.answers.lock().expect("rights cache");
             // Expired answers go when the cache grows; it never holds more than a TTL's worth of questions.
             if answers.len() > 10_000 {
@@ -363,13 +435,40 @@ impl Access for KubeAccess {
             Ok(a)
         })
     }
+
+    fn role_rules<'a>(
+        &'a self,
+        kind: RoleKind,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<PolicyRule>>, String>> {
+        use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+        Box::pin(async move {
+            let fail = |e: kube::Error| format!("reading {kind:?} {name}: {e}");
+            Ok(match kind {
+                RoleKind::ClusterRole => Api::<ClusterRole>::all(self.client.clone())
+                    .get_opt(name)
+                    .await
+                    .map_err(fail)?
+                    .map(|r| r.rules.unwrap_or_default()),
+                RoleKind::Role => Api::<Role>::namespaced(self.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map_err(fail)?
+                    .map(|r| r.rules.unwrap_or_default()),
+            })
+        })
+    }
 }
 
-/// [`Access`] from a fixed table: the kinds, and the (user, verb, filter name) answers that are "no". For
+/// [`Access`] from a fixed table: the kinds, the (user, verb, target) answers that are "no" (target as
+/// [`Question::target`] writes it; a target without a name also refuses every name), and the roles. For
 /// benchmarks, fuzzing and handler tests, where the answers of a warm cache are what is measured.
 pub struct Fixed {
     pub kinds: Arc<Vec<Kind>>,
     pub denied: Vec<(String, String, String)>,
+    /// (kind, namespace or "" for ClusterRoles, name) and the rules.
+    pub roles: Vec<((RoleKind, String, String), Vec<PolicyRule>)>,
 }
 
 impl Fixed {
@@ -384,8 +483,10 @@ impl Fixed {
                 k("", "persistentvolumeclaims", "PersistentVolumeClaim", &["pvc"]),
                 k("apps", "deployments", "Deployment", &["deploy"]),
                 k("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", &[]),
+                k("rbac.authorization.k8s.io", "roles", "Role", &[]),
             ]),
             denied: Vec::new(),
+            roles: Vec::new(),
         }
     }
 }
@@ -395,22 +496,37 @@ impl Access for Fixed {
         Box::pin(async move { Ok(self.kinds.clone()) })
     }
 
-    fn allowed<'a>(
-        &'a self,
-        who: &'a Requester,
-        verb: &'a str,
-        kind: &'a Kind,
-        _namespace: &'a str,
-    ) -> BoxFuture<'a, Result<bool, String>> {
+    fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
             if who.username == "broken" {
                 return Err("connection refused".into());
             }
-            let name = kind.filter_name();
+            let target = q.target();
+            let unnamed = Question {
+                name: String::new(),
+                ..q.clone()
+            }
+            .target();
             Ok(!self
                 .denied
                 .iter()
-                .any(|(u, v, k)| *u == who.username && v == verb && *k == name))
+                .any(|(u, v, t)| *u == who.username && *v == q.verb && (*t == target || *t == unnamed)))
+        })
+    }
+
+    fn role_rules<'a>(
+        &'a self,
+        kind: RoleKind,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<PolicyRule>>, String>> {
+        let ns = if kind == RoleKind::ClusterRole { "" } else { namespace };
+        Box::pin(async move {
+            Ok(self
+                .roles
+                .iter()
+                .find(|((k, n, m), _)| *k == kind && n == ns && m == name)
+                .map(|(_, r)| r.clone()))
         })
     }
 }

@@ -1,0 +1,202 @@
+//! The contents of a Velero Backup, read for a restore's rights check (`crate::rights::restore`): a Velero
+//! DownloadRequest for its BackupContents, then the tarball from the signed URL Velero answers with, streamed
+//! through the scanner (never held whole in memory).
+//!
+//! The URL points at the backup's storage location, which may be a tenant's own endpoint: the body is untrusted
+//! data, read within the scanner's limits and a deadline.
+
+use super::context::{Ctx, Error};
+use super::write::create_or_get;
+use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
+use crate::rights::contents::{scan, Contents, Limits};
+use crate::velero::{Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget};
+use base64::Engine;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::TryStreamExt;
+use http_body_util::{BodyExt, Empty};
+use kube::api::DeleteParams;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long Velero may take to answer the DownloadRequest.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long reading the whole tarball may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The contents, or why they cannot be read.
+pub type Scanned = Result<Contents, String>;
+
+/// Where a restore's rights check reads a backup's contents from.
+pub trait ContentsSource: Send + Sync {
+    /// What backup `backup` holds for `namespace`. `key` names the DownloadRequest (one per restore). The inner
+    /// `Err` is contents that cannot be read (not a tarball, over the limits): that will not change on retry.
+    fn contents<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        backup: &'a Backup,
+        namespace: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Scanned, Error>>;
+}
+
+/// [`ContentsSource`] through Velero and the backup's storage location.
+pub struct VeleroContents {
+    pub limits: Limits,
+}
+
+impl ContentsSource for VeleroContents {
+    fn contents<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        backup: &'a Backup,
+        namespace: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Scanned, Error>> {
+        Box::pin(async move {
+            let name = format!("rights-{key}");
+            let url = signed_url(ctx, &backup.name_any(), &name).await;
+            let api = ctx.velero_api::<DownloadRequest>();
+            // Velero deletes expired requests itself; this one is done with as soon as it is read.
+            let _ = api.delete(&name, &DeleteParams::background()).await;
+            let url = url?;
+            let ca = backup
+                .spec
+                .storage_location
+                .as_deref()
+                .and_then(|l| ctx.locations.get(&ctx.velero_ref(l)))
+                .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
+            let read = fetch_and_scan(url, ca, namespace.to_string(), self.limits.clone());
+            tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
+                Error::NotReady(format!(
+                    "reading the contents of Velero Backup {} timed out",
+                    backup.name_any()
+                ))
+            })?
+        })
+    }
+}
+
+/// Asks Velero for a signed URL of the backup's contents and waits for the answer.
+async fn signed_url(ctx: &Ctx, backup: &str, name: &str) -> Result<String, Error> {
+    let api = ctx.velero_api::<DownloadRequest>();
+    let mut dr = DownloadRequest::new(
+        name,
+        DownloadRequestSpec {
+            target: DownloadTarget {
+                kind: "BackupContents".into(),
+                name: backup.into(),
+            },
+        },
+    );
+    dr.metadata.namespace = Some(ctx.opts.velero_namespace.clone());
+    dr.metadata.labels = Some(BTreeMap::from([
+        (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
+        (OADP_LABEL.to_string(), OADP_LABEL_VALUE.to_string()),
+    ]));
+    let made = create_or_get(&api, &dr, &ctx.metrics, "DownloadRequest").await?;
+    if made.spec.target != dr.spec.target {
+        return Err(Error::Inconsistent(format!(
+            "Velero DownloadRequest {name} exists for another target"
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
+    loop {
+        if let Some(dr) = api.get_opt(name).await? {
+            let s = dr.status.unwrap_or_default();
+            if s.phase.as_deref() == Some("Processed") {
+                return s.download_url.filter(|u| !u.is_empty()).ok_or_else(|| {
+                    Error::NotReady(format!(
+                        "Velero processed DownloadRequest {name} for the contents of Backup {backup} without a URL"
+                    ))
+                });
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::NotReady(format!(
+                "Velero did not answer DownloadRequest {name} for the contents of Backup {backup} within {}s; is \
+                 Velero running?",
+                ANSWER_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The TLS settings for a storage endpoint: the system's roots plus the location's own CA (base64 PEM, as Velero
+/// keeps `caCert`).
+fn tls_config(ca: Option<String>) -> Result<rustls::ClientConfig, Error> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(ca) = ca.filter(|c| !c.is_empty()) {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(ca.trim())
+            .unwrap_or_else(|_| ca.into_bytes());
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
+            let cert =
+                cert.map_err(|e| Error::Inconsistent(format!("the storage location's caCert is not PEM: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| Error::Inconsistent(format!("the storage location's caCert is not usable: {e}")))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Inconsistent(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+async fn fetch_and_scan(url: String, ca: Option<String>, namespace: String, limits: Limits) -> Result<Scanned, Error> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| Error::Inconsistent(format!("Velero's download URL is not a URL: {e}")))?;
+    let shown = format!(
+        "{}://{}{}",
+        uri.scheme_str().unwrap_or("?"),
+        uri.authority().map(|a| a.as_str()).unwrap_or("?"),
+        uri.path()
+    );
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(ca)?)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, Empty<Bytes>>(https);
+    let res = client
+        .get(uri)
+        .await
+        .map_err(|e| Error::NotReady(format!("downloading the backup's contents from {shown}: {e}")))?;
+    if !res.status().is_success() {
+        return Err(Error::NotReady(format!(
+            "downloading the backup's contents from {shown}: HTTP {}",
+            res.status()
+        )));
+    }
+    let stream = res.into_body().into_data_stream().map_err(std::io::Error::other);
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
+        .await
+        .map_err(|e| Error::Inconsistent(format!("scanning the backup's contents: {e}")))
+}
+
+/// [`ContentsSource`] with fixed contents, for reconcile tests.
+pub struct FixedContents(pub Contents);
+
+impl ContentsSource for FixedContents {
+    fn contents<'a>(
+        &'a self,
+        _ctx: &'a Ctx,
+        _backup: &'a Backup,
+        _namespace: &'a str,
+        _key: &'a str,
+    ) -> BoxFuture<'a, Result<Scanned, Error>> {
+        Box::pin(async move { Ok(Ok(self.0.clone())) })
+    }
+}

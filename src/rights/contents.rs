@@ -1,0 +1,289 @@
+//! What a backup's contents hold for one namespace: the kinds with items there and the RBAC objects, read from
+//! the gzipped tarball Velero restores from, as a stream and within limits.
+//!
+//! The tarball, not the backup's resource list: the list is a separate file, and in a bucket the tenant controls
+//! (their own storage location) it can say anything. What Velero restores is what is in the tarball.
+
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
+use std::collections::BTreeSet;
+use std::io::Read;
+
+/// Bounds on what a scan reads: a crafted tarball cannot make nac read forever or hold much in memory.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Uncompressed bytes of the whole tarball.
+    pub max_bytes: u64,
+    /// Entries of the tarball.
+    pub max_entries: u64,
+    /// Bytes of one RBAC object that is parsed.
+    pub max_item_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: 8 << 30,
+            max_entries: 2_000_000,
+            max_item_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One RBAC object of the namespace in the backup: its name and what it says, or why it could not be read.
+pub type Item<T> = (String, Result<T, String>);
+
+/// The namespace's part of a backup.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Contents {
+    /// (group, resource) of every kind with an item in the namespace.
+    pub kinds: BTreeSet<(String, String)>,
+    /// Roles and their rules (every copy: Velero stores an object once per API version).
+    pub roles: Vec<Item<Vec<PolicyRule>>>,
+    /// RoleBindings and the role each refers to.
+    pub role_bindings: Vec<Item<RoleRef>>,
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// Where an entry of a Velero tarball puts its item: `resources/<resource>[.<group>]/[<version dir>/]namespaces/
+/// <namespace>/<name>.json`. `None` for anything else (metadata, cluster-scoped items).
+fn item_path(path: &str) -> Option<(String, String, &str, &str)> {
+    let path = path.strip_prefix("./").unwrap_or(path);
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.first() != Some(&"resources") {
+        return None;
+    }
+    // With a version directory the path has one part more.
+    if parts.len() == 6 {
+        parts.remove(2);
+    }
+    if parts.len() != 5 || parts[2] != "namespaces" {
+        return None;
+    }
+    let name = parts[4].strip_suffix(".json")?;
+    let (resource, group) = parts[1].split_once('.').unwrap_or((parts[1], ""));
+    if resource.is_empty() || name.is_empty() {
+        return None;
+    }
+    Some((group.to_string(), resource.to_string(), parts[3], name))
+}
+
+/// Reads the gzipped tarball from `r` and gathers what it holds for `namespace`.
+pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, String> {
+    let gz = flate2::read::GzDecoder::new(r);
+    let mut counted = Counted {
+        inner: gz,
+        read: 0,
+        max: limits.max_bytes,
+    };
+    let mut archive = tar::Archive::new(&mut counted);
+    let mut out = Contents::default();
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("the backup's contents are not a tarball: {e}"))?;
+    for (n, entry) in entries.enumerate() {
+        if n as u64 >= limits.max_entries {
+            return Err(format!(
+                "the backup's contents have more than {} entries; nac does not check more",
+                limits.max_entries
+            ));
+        }
+        let mut entry = entry.map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+        let path = entry
+            .path()
+            .map_err(|e| format!("the backup's contents have an unreadable path: {e}"))?
+            .to_string_lossy()
+            .into_owned();
+        let Some((group, resource, ns, name)) = item_path(&path) else {
+            continue;
+        };
+        if ns != namespace {
+            continue;
+        }
+        let name = name.to_string();
+        let rbac = group == RBAC && (resource == "roles" || resource == "rolebindings");
+        out.kinds.insert((group, resource.clone()));
+        if !rbac {
+            continue;
+        }
+        let mut body = Vec::new();
+        (&mut entry)
+            .take(limits.max_item_bytes + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+        let too_big = body.len() as u64 > limits.max_item_bytes;
+        let fail = |e: String| {
+            if too_big {
+                format!("it is larger than {} bytes", limits.max_item_bytes)
+            } else {
+                format!("it is not a valid object: {e}")
+            }
+        };
+        if resource == "roles" {
+            let rules = serde_json::from_slice::<Role>(&body)
+                .map(|r| r.rules.unwrap_or_default())
+                .map_err(|e| fail(e.to_string()));
+            out.roles.push((name, rules));
+        } else {
+            let role_ref = serde_json::from_slice::<RoleBinding>(&body)
+                .map(|b| b.role_ref)
+                .map_err(|e| fail(e.to_string()));
+            out.role_bindings.push((name, role_ref));
+        }
+    }
+    if counted.read > counted.max {
+        return Err(format!(
+            "the backup's contents are larger than {} bytes uncompressed; nac does not check more",
+            limits.max_bytes
+        ));
+    }
+    Ok(out)
+}
+
+/// A reader that stops (with an error) after `max` bytes.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+    max: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.read > self.max {
+            return Err(std::io::Error::other(format!(
+                "larger than {} bytes uncompressed",
+                self.max
+            )));
+        }
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// A gzipped tarball of (path, JSON) entries, as Velero writes one.
+    pub fn tarball(entries: &[(&str, Value)]) -> Vec<u8> {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut b = tar::Builder::new(gz);
+        for (path, v) in entries {
+            let body = serde_json::to_vec(v).unwrap();
+            let mut h = tar::Header::new_gnu();
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, path, body.as_slice()).unwrap();
+        }
+        b.into_inner().unwrap().finish().unwrap()
+    }
+
+    pub fn binding(name: &str, kind: &str, role: &str) -> Value {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": "team-a"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+               "subjects": [{"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}]})
+    }
+
+    #[test]
+    fn the_namespaces_kinds_and_rbac_objects_are_found_in_both_layouts() {
+        let t = tarball(&[
+            ("metadata/version", json!("1.1.0")),
+            ("resources/configmaps/namespaces/team-a/cfg.json", json!({})),
+            (
+                "resources/configmaps/v1-preferredversion/namespaces/team-a/cfg.json",
+                json!({}),
+            ),
+            ("resources/secrets/namespaces/team-b/theirs.json", json!({})),
+            ("resources/namespaces/cluster/team-a.json", json!({})),
+            (
+                "resources/deployments.apps/v1-preferredversion/namespaces/team-a/web.json",
+                json!({}),
+            ),
+            (
+                "resources/rolebindings.rbac.authorization.k8s.io/v1-preferredversion/namespaces/team-a/all.json",
+                binding("all", "ClusterRole", "cluster-admin"),
+            ),
+            (
+                "resources/roles.rbac.authorization.k8s.io/namespaces/team-a/reader.json",
+                json!({"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+            ),
+            (
+                "resources/rolebindings.rbac.authorization.k8s.io/namespaces/team-a/broken.json",
+                json!(["not", "an", "object"]),
+            ),
+        ]);
+        let c = scan(t.as_slice(), "team-a", &Limits::default()).unwrap();
+        let kinds: Vec<_> = c.kinds.iter().map(|(g, r)| format!("{r}.{g}")).collect();
+        assert_eq!(
+            kinds,
+            [
+                "configmaps.",
+                "deployments.apps",
+                "rolebindings.rbac.authorization.k8s.io",
+                "roles.rbac.authorization.k8s.io"
+            ]
+        );
+        assert_eq!(c.roles.len(), 1);
+        assert_eq!(c.roles[0].1.as_ref().unwrap()[0].verbs, ["get"]);
+        assert_eq!(c.role_bindings.len(), 2);
+        assert_eq!(c.role_bindings[0].1.as_ref().unwrap().name, "cluster-admin");
+        assert!(c.role_bindings[1]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .contains("not a valid object"));
+    }
+
+    #[test]
+    fn garbage_and_oversized_contents_are_errors_not_panics() {
+        assert!(scan(&b"not gzip at all"[..], "team-a", &Limits::default()).is_err());
+        let t = tarball(&[(
+            "resources/configmaps/namespaces/team-a/cfg.json",
+            json!({"data": "x".repeat(4096)}),
+        )]);
+        let small = Limits {
+            max_bytes: 1024,
+            ..Limits::default()
+        };
+        assert!(scan(t.as_slice(), "team-a", &small)
+            .unwrap_err()
+            .contains("larger than 1024"));
+        let few = Limits {
+            max_entries: 0,
+            ..Limits::default()
+        };
+        assert!(scan(t.as_slice(), "team-a", &few)
+            .unwrap_err()
+            .contains("more than 0 entries"));
+        let t = tarball(&[(
+            "resources/roles.rbac.authorization.k8s.io/namespaces/team-a/big.json",
+            json!({"metadata": {"name": "big", "annotations": {"a": "x".repeat(4096)}}}),
+        )]);
+        let tight = Limits {
+            max_item_bytes: 100,
+            ..Limits::default()
+        };
+        let c = scan(t.as_slice(), "team-a", &tight).unwrap();
+        assert!(c.roles[0].1.as_ref().unwrap_err().contains("larger than 100 bytes"));
+    }
+
+    #[test]
+    fn paths_outside_the_item_layout_are_ignored() {
+        assert_eq!(item_path("resources/pods/namespaces/a/p.json").unwrap().1, "pods");
+        assert_eq!(item_path("./resources/pods/v1/namespaces/a/p.json").unwrap().2, "a");
+        for p in [
+            "metadata/version",
+            "resources/pods/cluster/p.json",
+            "resources/pods/namespaces/a/p.yaml",
+            "resources/pods/namespaces/a/b/c/p.json",
+            "other/pods/namespaces/a/p.json",
+            "resources/.x/namespaces/a/p.json",
+        ] {
+            assert!(item_path(p).is_none(), "{p}");
+        }
+    }
+}

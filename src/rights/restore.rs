@@ -1,0 +1,460 @@
+//! A restore never creates more than its requester could: every kind the backup holds for the namespace is
+//! checked against the restoring user's own rights (`create` in the namespace), and RBAC objects get the API
+//! server's own escalation rule on top: a RoleBinding only if the user may bind its role (`bind`, or holding every
+//! permission it grants), a Role only if the user may `escalate` or holds every permission it grants.
+//!
+//! Velero creates restored objects with its own cluster-wide rights; without this, anyone who controls a bucket
+//! (their own storage location) could restore a RoleBinding to `cluster-admin` into their namespace.
+
+use super::contents::Contents;
+use super::{backup_kinds, refused, Access, Kind, Question, Requester, RightsMode, RoleKind};
+use futures::StreamExt;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Annotation on the Velero Restore recording what nac left out and why (nac's; the status shows it).
+pub const RESTORE_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/restore-rights";
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+const ROLES: &str = "roles.rbac.authorization.k8s.io";
+const ROLE_BINDINGS: &str = "rolebindings.rbac.authorization.k8s.io";
+/// Questions one role may cost before nac gives up on it (it is then treated as not held).
+const MAX_QUESTIONS: usize = 2_000;
+/// SubjectAccessReviews in flight for one check.
+const IN_FLIGHT: usize = 16;
+
+/// The decision for a restore: the mode, the kinds left out and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreRights {
+    pub mode: RightsMode,
+    /// Whose rights: the restoring user.
+    #[serde(default)]
+    pub requester: String,
+    #[serde(default)]
+    pub excluded: Vec<String>,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+impl RestoreRights {
+    pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Option<RestoreRights> {
+        serde_json::from_str(annotations?.get(RESTORE_RIGHTS_ANNOTATION)?).ok()
+    }
+
+    /// One sentence for conditions and refusals.
+    pub fn message(&self, namespace: &str) -> String {
+        format!(
+            "{} left out of the restore into namespace {namespace}, created with the rights of {} (policy \
+             rights.restore: {}): {}",
+            self.excluded.join(", "),
+            self.requester,
+            self.mode,
+            self.reasons.join("; ")
+        )
+    }
+
+    fn exclude(&mut self, kind: &str, reason: String) {
+        if !self.excluded.iter().any(|k| k == kind) {
+            self.excluded.push(kind.to_string());
+        }
+        // Velero stores an object once per API version: one reason each.
+        if !self.reasons.contains(&reason) {
+            self.reasons.push(reason);
+        }
+    }
+}
+
+/// Checks what a restore with Velero RestoreSpec `spec` (nac's exclusions applied) would create in `namespace`
+/// from `contents` against `who`'s rights. Any failed answer fails the check (closed).
+pub async fn decide(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    spec: &Map<String, Value>,
+    contents: &Contents,
+    mode: RightsMode,
+) -> Result<RestoreRights, String> {
+    let all = access.kinds().await?;
+    // Kinds the cluster does not serve cannot be restored by Velero either.
+    let present: Vec<Kind> = all
+        .iter()
+        .filter(|k| contents.kinds.contains(&(k.group.clone(), k.resource.clone())))
+        .cloned()
+        .collect();
+    let restored = backup_kinds(spec, &present);
+    let mut out = RestoreRights {
+        mode,
+        requester: who.username.clone(),
+        ..Default::default()
+    };
+    let user = &who.username;
+    let kinds = refused(access, who, "create", namespace, &restored).await?;
+    if !kinds.is_empty() {
+        out.reasons.push(format!("{user} may not create {}", kinds.join(", ")));
+        out.excluded.extend(kinds);
+    }
+    let restores = |name: &str, out: &RestoreRights| {
+        restored.iter().any(|k| k.filter_name() == name) && !out.excluded.iter().any(|k| k == name)
+    };
+
+    // Roles first: a binding may refer to a Role restored with it.
+    let roles_restored = restores(ROLES, &out);
+    if roles_restored {
+        for (name, rules) in &contents.roles {
+            let why = match rules {
+                Err(e) => Some(format!("Role {name} cannot be checked: {e}")),
+                Ok(_) if may(access, who, "escalate", "roles", name, namespace).await? => None,
+                Ok(rules) => lacks(access, who, namespace, rules)
+                    .await?
+                    .map(|p| format!("Role {name} grants {p}, which {user} does not hold")),
+            };
+            if let Some(why) = why {
+                out.exclude(ROLES, why);
+            }
+        }
+    }
+    let roles_restored = roles_restored && !out.excluded.iter().any(|k| k == ROLES);
+
+    if restores(ROLE_BINDINGS, &out) {
+        for (name, role_ref) in &contents.role_bindings {
+            let why = match role_ref {
+                Err(e) => Some(format!("RoleBinding {name} cannot be checked: {e}")),
+                Ok(r) => {
+                    let kind = match (r.api_group.as_str(), r.kind.as_str()) {
+                        (RBAC, "ClusterRole") => Some(RoleKind::ClusterRole),
+                        (RBAC, "Role") => Some(RoleKind::Role),
+                        _ => None,
+                    };
+                    match kind {
+                        None => Some(format!(
+                            "RoleBinding {name} refers to {} {} of API group {:?}, which is not a role",
+                            r.kind, r.name, r.api_group
+                        )),
+                        Some(kind) => {
+                            binding_refused(access, who, namespace, contents, roles_restored, kind, &r.name).await?
+                        }
+                    }
+                    .map(|w| format!("RoleBinding {name} {w}"))
+                }
+            };
+            if let Some(why) = why {
+                out.exclude(ROLE_BINDINGS, why);
+            }
+        }
+    }
+    out.excluded.sort();
+    Ok(out)
+}
+
+/// Why `who` may not create a binding to role `name` of `kind` in `namespace` (the API server's rule: `bind` on
+/// the role, or holding every permission it grants); `None` when they may.
+async fn binding_refused(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    contents: &Contents,
+    roles_restored: bool,
+    kind: RoleKind,
+    name: &str,
+) -> Result<Option<String>, String> {
+    let (resource, label) = match kind {
+        RoleKind::ClusterRole => ("clusterroles", "ClusterRole"),
+        RoleKind::Role => ("roles", "Role"),
+    };
+    if may(access, who, "bind", resource, name, namespace).await? {
+        return Ok(None);
+    }
+    // The live role, and for a Role the copies restored with the binding: the binding may end up bound to either.
+    let mut rules: Option<Vec<PolicyRule>> = access.role_rules(kind, namespace, name).await?;
+    if kind == RoleKind::Role && roles_restored {
+        for (n, r) in &contents.roles {
+            if n == name {
+                match r {
+                    Ok(r) => rules.get_or_insert_with(Vec::new).extend(r.iter().cloned()),
+                    Err(_) => return Ok(Some(format!("binds Role {name}, which cannot be checked"))),
+                }
+            }
+        }
+    }
+    let Some(rules) = rules else {
+        return Ok(Some(format!(
+            "binds {label} {name}, which does not exist, and {} may not bind it",
+            who.username
+        )));
+    };
+    Ok(lacks(access, who, namespace, &rules).await?.map(|p| {
+        format!(
+            "binds {label} {name}, which grants {p}: {} may neither bind it nor holds that",
+            who.username
+        )
+    }))
+}
+
+async fn may(
+    access: &dyn Access,
+    who: &Requester,
+    verb: &str,
+    resource: &str,
+    name: &str,
+    namespace: &str,
+) -> Result<bool, String> {
+    let q = Question {
+        verb: verb.into(),
+        group: RBAC.into(),
+        resource: resource.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        ..Default::default()
+    };
+    access.ask(who, &q).await
+}
+
+/// The questions a set of rules stands for in `namespace`: one per verb, API group, resource and name. Rules for
+/// non-resource URLs grant nothing in a namespace; a rule without API groups matches nothing.
+pub fn questions(rules: &[PolicyRule], namespace: &str) -> Vec<Question> {
+    let mut out = Vec::new();
+    for rule in rules {
+        let names: Vec<&str> = match &rule.resource_names {
+            Some(n) if !n.is_empty() => n.iter().map(String::as_str).collect(),
+            _ => vec![""],
+        };
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+                for verb in &rule.verbs {
+                    for name in &names {
+                        out.push(Question {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource: resource.into(),
+                            subresource: subresource.into(),
+                            name: name.to_string(),
+                            namespace: namespace.into(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.target().cmp(&b.target()).then(a.verb.cmp(&b.verb)));
+    out.dedup();
+    out
+}
+
+/// The first permission of `rules` that `who` does not hold in `namespace` ("verb target"), if any. Wildcards are
+/// asked as themselves: the authorizer grants `*` only to a rule that has `*`, as the API server's escalation
+/// check does.
+pub async fn lacks(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    rules: &[PolicyRule],
+) -> Result<Option<String>, String> {
+    let qs = questions(rules, namespace);
+    if qs.len() > MAX_QUESTIONS {
+        return Ok(Some(format!(
+            "more than {MAX_QUESTIONS} distinct permissions (too many for nac to check)"
+        )));
+    }
+    // Collected first: a lazily mapped stream of borrowing closures is not provably Send.
+    let asks: Vec<_> = qs.iter().map(|q| access.ask(who, q)).collect();
+    let answers: Vec<Result<bool, String>> = futures::stream::iter(asks).buffered(IN_FLIGHT).collect().await;
+    for (q, a) in qs.iter().zip(answers) {
+        if !a? {
+            return Ok(Some(format!("{} {}", q.verb, q.target())));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::contents::tests::{binding, tarball};
+    use super::super::contents::{scan, Limits};
+    use super::super::Fixed;
+    use super::*;
+    use serde_json::json;
+
+    fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+        PolicyRule {
+            api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+            resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn user(name: &str) -> Requester {
+        Requester {
+            username: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn deny(u: &str, verb: &str, target: &str) -> (String, String, String) {
+        (u.into(), verb.into(), target.into())
+    }
+
+    fn access(denied: Vec<(String, String, String)>) -> Fixed {
+        Fixed {
+            denied,
+            roles: vec![
+                (
+                    (RoleKind::ClusterRole, String::new(), "cluster-admin".into()),
+                    vec![rule(&["*"], &["*"], &["*"])],
+                ),
+                (
+                    (RoleKind::ClusterRole, String::new(), "view".into()),
+                    vec![rule(&[""], &["configmaps", "pods", "pods/log"], &["get", "list"])],
+                ),
+            ],
+            ..Fixed::common()
+        }
+    }
+
+    fn crafted() -> Contents {
+        let t = tarball(&[
+            ("resources/configmaps/namespaces/team-a/cfg.json", json!({})),
+            ("resources/pods/namespaces/team-a/root.json", json!({})),
+            (
+                "resources/rolebindings.rbac.authorization.k8s.io/namespaces/team-a/all.json",
+                binding("all", "ClusterRole", "cluster-admin"),
+            ),
+            (
+                "resources/rolebindings.rbac.authorization.k8s.io/namespaces/team-a/viewers.json",
+                binding("viewers", "ClusterRole", "view"),
+            ),
+            ("resources/widgets.example.com/namespaces/team-a/w.json", json!({})),
+        ]);
+        scan(t.as_slice(), "team-a", &Limits::default()).unwrap()
+    }
+
+    fn spec() -> Map<String, Value> {
+        json!({"excludedResources": ["nonadminbackups"]})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[tokio::test]
+    async fn kinds_the_user_may_not_create_are_left_out() {
+        let a = access(vec![deny("alice", "create", "pods")]);
+        let d = decide(&a, &user("alice"), "team-a", &spec(), &crafted(), RightsMode::Exclude)
+            .await
+            .unwrap();
+        assert!(d.excluded.contains(&"pods".to_string()), "{d:?}");
+        assert!(!d.excluded.contains(&"configmaps".to_string()));
+        assert!(d.message("team-a").contains("alice may not create pods"), "{d:?}");
+        // A kind the restore spec leaves out is not asked about.
+        let mut s = spec();
+        s.insert("excludedResources".into(), json!(["pods"]));
+        let d = decide(&a, &user("alice"), "team-a", &s, &crafted(), RightsMode::Exclude)
+            .await
+            .unwrap();
+        assert!(!d.excluded.contains(&"pods".to_string()), "{d:?}");
+    }
+
+    #[tokio::test]
+    async fn a_binding_to_a_role_the_user_does_not_hold_is_left_out() {
+        // A namespace owner: everything in their namespace but the wildcard cluster-admin grants.
+        let a = access(vec![
+            deny("owner", "bind", "clusterroles.rbac.authorization.k8s.io"),
+            deny("owner", "*", "*.*"),
+        ]);
+        let d = decide(&a, &user("owner"), "team-a", &spec(), &crafted(), RightsMode::Exclude)
+            .await
+            .unwrap();
+        assert_eq!(d.excluded, [ROLE_BINDINGS]);
+        assert_eq!(d.reasons.len(), 1, "the view binding passes: {d:?}");
+        assert!(
+            d.reasons[0].contains("RoleBinding all binds ClusterRole cluster-admin"),
+            "{d:?}"
+        );
+        // Who may bind it (or holds it), may restore it.
+        let d = decide(
+            &access(vec![]),
+            &user("root"),
+            "team-a",
+            &spec(),
+            &crafted(),
+            RightsMode::Exclude,
+        )
+        .await
+        .unwrap();
+        assert!(d.excluded.is_empty(), "{d:?}");
+        let binder = access(vec![deny("binder", "*", "*.*")]);
+        let d = decide(
+            &binder,
+            &user("binder"),
+            "team-a",
+            &spec(),
+            &crafted(),
+            RightsMode::Exclude,
+        )
+        .await
+        .unwrap();
+        assert!(d.excluded.is_empty(), "bind on the role is enough: {d:?}");
+    }
+
+    #[tokio::test]
+    async fn roles_need_escalate_or_their_permissions_and_bindings_to_missing_roles_are_refused() {
+        let t = tarball(&[
+            (
+                "resources/roles.rbac.authorization.k8s.io/namespaces/team-a/secrets.json",
+                json!({"metadata": {"name": "secrets"}, "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+            ),
+            (
+                "resources/rolebindings.rbac.authorization.k8s.io/namespaces/team-a/ghost.json",
+                binding("ghost", "Role", "nowhere"),
+            ),
+        ]);
+        let c = scan(t.as_slice(), "team-a", &Limits::default()).unwrap();
+        let a = access(vec![
+            deny("dev", "get", "secrets"),
+            deny("dev", "escalate", "roles.rbac.authorization.k8s.io"),
+            deny("dev", "bind", "roles.rbac.authorization.k8s.io"),
+        ]);
+        let d = decide(&a, &user("dev"), "team-a", &spec(), &c, RightsMode::Deny)
+            .await
+            .unwrap();
+        assert_eq!(d.excluded, [ROLE_BINDINGS, ROLES]);
+        let all = d.reasons.join("; ");
+        assert!(
+            all.contains("Role secrets grants get secrets, which dev does not hold"),
+            "{all}"
+        );
+        assert!(
+            all.contains("RoleBinding ghost binds Role nowhere, which does not exist"),
+            "{all}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_question_fails_the_check() {
+        let e = decide(
+            &access(vec![]),
+            &user("broken"),
+            "team-a",
+            &spec(),
+            &crafted(),
+            RightsMode::Exclude,
+        )
+        .await
+        .unwrap_err();
+        assert!(e.contains("connection refused"), "{e}");
+    }
+
+    #[test]
+    fn rules_become_one_question_per_permission() {
+        let mut r = rule(&["", "apps"], &["pods/log", "deployments"], &["get", "list"]);
+        r.resource_names = Some(vec!["a".into()]);
+        let qs = questions(&[r, rule(&[], &["secrets"], &["get"])], "ns");
+        assert_eq!(qs.len(), 8);
+        assert!(qs.iter().any(|q| q.target() == "pods.apps/log/a" && q.verb == "list"));
+        let mut urls = rule(&[], &[], &["get"]);
+        urls.non_resource_urls = Some(vec!["/metrics".into()]);
+        assert!(questions(&[urls], "ns").is_empty());
+    }
+}
