@@ -113,6 +113,9 @@ impl Tenant for NonAdminBackup {
             Ok(s) => s,
             Err(e) => return Ok(Admission::from_spec::<Self>(Err(e))),
         };
+        if let Err(message) = recheck_rights(nab, &mut spec, policy, ctx).await? {
+            return Ok(Admission::from_spec::<Self>(Err(message)));
+        }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
             ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
                 .await?;
@@ -274,6 +277,69 @@ pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String
         ));
     }
     Ok(nacuuid)
+}
+
+/// The webhook recorded what the requester could read at creation; nac asks again before the Velero Backup is
+/// made (answers are shared with the webhook's cache, so right after admission this costs no request). A record
+/// written by hand, with nac's mutating webhook bypassed, cannot widen a backup: kinds the requester may not list
+/// now are left out as well (or the backup is refused), under the stricter of the recorded and the current mode.
+async fn recheck_rights(
+    nab: &NonAdminBackup,
+    spec: &mut BackupSpec,
+    policy: &Policy,
+    ctx: &Ctx,
+) -> Result<Result<(), String>, Error> {
+    use crate::rights::{backup_kinds, exclude, unreadable, BackupRights, Requester, RightsMode};
+    let recorded = BackupRights::of(nab.metadata.annotations.as_ref())
+        .ok()
+        .flatten()
+        .map(|r| r.mode);
+    let strictness = |m: RightsMode| match m {
+        RightsMode::Off => 0,
+        RightsMode::Exclude => 1,
+        RightsMode::Deny => 2,
+    };
+    let mode = recorded
+        .into_iter()
+        .chain([policy.rights.backup])
+        .max_by_key(|m| strictness(*m))
+        .unwrap_or_default();
+    if mode == RightsMode::Off {
+        return Ok(Ok(()));
+    }
+    let who: Option<Requester> = nab
+        .annotations()
+        .get(crate::rights::REQUESTER_ANNOTATION)
+        .and_then(|v| serde_json::from_str(v).ok());
+    let Some(who) = who else {
+        return Ok(Err(format!(
+            "NonAdminBackup has no record of who created it (annotation {}): it was not created through nac's \
+             admission webhook, so what it may read cannot be checked; create it again",
+            crate::rights::REQUESTER_ANNOTATION
+        )));
+    };
+    let ns = nab.namespace().unwrap_or_default();
+    let mut map = to_map(spec);
+    let kinds = ctx.access.kinds().await.map_err(Error::NotReady)?;
+    let included = backup_kinds(&map, &kinds);
+    let more = unreadable(ctx.access.as_ref(), &who, &ns, &included)
+        .await
+        .map_err(Error::NotReady)?;
+    if more.is_empty() {
+        return Ok(Ok(()));
+    }
+    tracing::warn!(nab = %key_of(nab), kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
+    if mode == RightsMode::Deny {
+        return Ok(Err(format!(
+            "NonAdminBackup refused: {} may not list {} in namespace {ns} (policy rights.backup: deny)",
+            who.username,
+            more.join(", ")
+        )));
+    }
+    exclude(&mut map, &more);
+    *spec = serde_json::from_value(Value::Object(map))
+        .map_err(|e| Error::Inconsistent(format!("Velero BackupSpec after exclusions: {e}")))?;
+    Ok(Ok(()))
 }
 
 /// The Velero BackupSpec for a NonAdminBackup: the policy and tenant rules applied, then the exclusions. `Err`

@@ -380,6 +380,7 @@ impl Ctx {
         policy: Arc<PolicyStore>,
         metrics: Arc<Metrics>,
         recorder: Recorder,
+        access: Arc<dyn crate::rights::Access>,
     ) -> (Self, Wiring) {
         let (nab, nab_wiring) = KindState::new(&metrics, &opts.velero_namespace);
         let (nar, nar_wiring) = KindState::new(&metrics, &opts.velero_namespace);
@@ -392,7 +393,7 @@ impl Ctx {
         let (download_requests, download_requests_writer) = reflector::store();
         let (downloads_trigger, downloads_triggers) = futures::channel::mpsc::unbounded();
         let ctx = Ctx {
-            access: Arc::new(crate::rights::KubeAccess::new(client.clone())),
+            access,
             contents: Arc::new(super::contents::VeleroContents {
                 limits: Default::default(),
             }),

@@ -73,12 +73,15 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             instance: Some("test".into()),
         },
     );
-    let (mut ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder);
     // Rights from a table, and a backup whose contents hold a ConfigMap and a Pod: no network in these tests.
-    ctx.access = Arc::new(crate::rights::Fixed {
-        denied: vec![("mallory".into(), "create".into(), "pods".into())],
+    let access = Arc::new(crate::rights::Fixed {
+        denied: vec![
+            ("mallory".into(), "create".into(), "pods".into()),
+            ("mallory".into(), "list".into(), "secrets".into()),
+        ],
         ..crate::rights::Fixed::common()
     });
+    let (mut ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder, access);
     ctx.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
         kinds: [("", "configmaps"), ("", "pods")]
             .iter()
@@ -111,12 +114,20 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
 
 /// A NonAdminBackup as the mutating webhook leaves it: identity label and finalizer, no status yet.
 fn nab(backup_spec: Value) -> NonAdminBackup {
+    nab_by(backup_spec, "alice")
+}
+
+/// A NonAdminBackup as the webhook leaves it when `user` creates it (the rights record says nothing is left out).
+fn nab_by(backup_spec: Value, user: &str) -> NonAdminBackup {
     serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
         "metadata": {
             "name": "nightly", "namespace": "team-a", "uid": "nab-uid", "resourceVersion": "1",
             "labels": {NAB_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "nightly", UUID)},
-            "annotations": {crate::rights::BACKUP_RIGHTS_ANNOTATION: r#"{"mode":"exclude","excluded":[]}"#},
+            "annotations": {
+                crate::rights::BACKUP_RIGHTS_ANNOTATION: r#"{"mode":"exclude","excluded":[]}"#,
+                crate::rights::REQUESTER_ANNOTATION: json!({"username": user}).to_string(),
+            },
             "finalizers": [NAB_FINALIZER],
         },
         "spec": {"backupSpec": backup_spec}
@@ -212,6 +223,29 @@ async fn happy_path_is_three_writes_velero_backup_status_event() {
         "the happy path: the Velero Backup, then one status write straight to Created"
     );
     assert_eq!(events, 1, "and one Event: three writes in all");
+}
+
+#[tokio::test]
+async fn a_record_that_leaves_out_too_little_is_completed_before_the_velero_backup_is_made() {
+    // As if written by hand with nac's mutating webhook bypassed: nothing left out, though mallory may not list
+    // Secrets. nac asks again and leaves them out.
+    let (f, handle) = fixture("{}");
+    let (calls, _) = run(&f, handle, nab_by(json!({}), "mallory")).await;
+    assert_eq!(
+        calls[0],
+        call(Method::POST, "/apis/velero.io/v1/namespaces/openshift-adp/backups")
+    );
+    let excluded = calls[0].body["spec"]["excludedResources"].as_array().unwrap();
+    assert!(excluded.contains(&json!("secrets")), "{excluded:?}");
+    // Refused under rights.backup: deny, as the webhook would have.
+    let (f, handle) = fixture("rights: {backup: deny}");
+    let (calls, _) = run(&f, handle, nab_by(json!({}), "mallory")).await;
+    assert_eq!(calls, vec![call(Method::PUT, NAB_STATUS)]);
+    assert!(
+        calls[0].body.to_string().contains("mallory may not list secrets"),
+        "{}",
+        calls[0].body
+    );
 }
 
 #[tokio::test]

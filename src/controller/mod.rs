@@ -136,14 +136,25 @@ pub fn default_identity() -> String {
 /// Runs the NonAdminBackup and NonAdminRestore controllers until `shutdown` is cancelled: behind the leader Lease
 /// when leader election is enabled, directly otherwise. Returns after the controllers stopped and the Lease was
 /// released.
+/// `access` answers about requesters' rights (shared with the webhooks, so a reconcile right after admission
+/// reuses their answers).
 pub async fn run(
     client: Client,
     settings: Settings,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
+    access: Arc<dyn crate::rights::Access>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    run_with(client, Options::from_settings(&settings), policy, metrics, shutdown).await
+    run_with(
+        client,
+        Options::from_settings(&settings),
+        policy,
+        metrics,
+        access,
+        shutdown,
+    )
+    .await
 }
 
 /// [`run`] with explicit options (tests shorten the timings).
@@ -152,6 +163,7 @@ pub async fn run_with(
     opts: Options,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
+    access: Arc<dyn crate::rights::Access>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(
@@ -162,7 +174,7 @@ pub async fn run_with(
     );
     if !opts.leader_election {
         metrics.leader.set(1);
-        let res = term(client, opts, policy, metrics.clone(), shutdown).await;
+        let res = term(client, opts, policy, metrics.clone(), access, shutdown).await;
         metrics.leader.set(0);
         return res;
     }
@@ -180,7 +192,14 @@ pub async fn run_with(
     let grace = opts.shutdown_grace + Duration::from_secs(1);
     let m = metrics.clone();
     let res = run_elected(elector, shutdown.clone(), grace, metrics, move |stop| {
-        term(client.clone(), opts.clone(), policy.clone(), m.clone(), stop)
+        term(
+            client.clone(),
+            opts.clone(),
+            policy.clone(),
+            m.clone(),
+            access.clone(),
+            stop,
+        )
     })
     .await;
     shutdown.cancelled().await;
@@ -194,6 +213,7 @@ async fn term(
     opts: Options,
     policy: Arc<PolicyStore>,
     metrics: Arc<Metrics>,
+    access: Arc<dyn crate::rights::Access>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let vns = opts.velero_namespace.clone();
@@ -204,7 +224,7 @@ async fn term(
             instance: Some(opts.identity.clone()),
         },
     );
-    let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder);
+    let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder, access);
     let ctx = Arc::new(ctx);
     // Velero Backups without a NonAdminBackup, for backup sync and garbage collection.
     let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();

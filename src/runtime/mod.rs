@@ -254,6 +254,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             ),
         }
     }
+    // One cache of answers about requesters' rights for the webhooks and the reconcilers.
+    let access = client
+        .as_ref()
+        .map(|c| Arc::new(crate::rights::KubeAccess::new(c.clone())) as Arc<dyn crate::rights::Access>);
     let state = Arc::new(AdmissionState {
         policy: store.clone(),
         metrics: metrics.clone(),
@@ -266,9 +270,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 &settings.controllers.velero_namespace,
             ))) as Arc<dyn admission::LocationLookup>
         }),
-        access: client
-            .as_ref()
-            .map(|c| Arc::new(crate::rights::KubeAccess::new(c.clone())) as Arc<dyn crate::rights::Access>),
+        access: access.clone(),
     });
 
     let tls_listener = TcpListener::bind(settings.webhook.listen)
@@ -295,11 +297,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     if settings.controllers.enabled {
         let client = client.clone().expect("client exists when controllers are enabled");
+        let access = access.clone().expect("client exists when controllers are enabled");
         tasks.spawn(crate::controller::run(
             client,
             settings.clone(),
             store.clone(),
             metrics.clone(),
+            access,
             shutdown.clone(),
         ));
     }
