@@ -58,8 +58,9 @@ hack/install-crds.sh "$NAC"
 "$KUBECTL" apply -f hack/demo-rbac.yaml >/dev/null
 "$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-nab-editor" --clusterrole=nonadminbackup-editor-role \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-# The namespace owner also edits their own application (Kubernetes' built-in `edit` role), like a real tenant.
-"$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-edit" --clusterrole=edit \
+# The namespace owner also administers their own namespace (Kubernetes' built-in `admin` role), like a real
+# tenant: backups read and restores create only what they may themselves (policy `rights`).
+"$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-admin" --clusterrole=admin \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
 "$KUBECTL" -n "$DEMO_NS" apply -f hack/demo-app.yaml >/dev/null
 

@@ -25,7 +25,7 @@ use common::e2e::*;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use nac::api::NonAdminBackup;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -89,15 +89,18 @@ enum Config {
     Nac,
     NacTwoCalls,
     NacH1,
+    /// `nac` with the policy's `rights.backup: off` (no SubjectAccessReviews for the requester's rights).
+    NacRightsOff,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 5] = [
+    const ALL: [Config; 6] = [
         Config::None,
         Config::Nac,
         Config::NacTwoCalls,
         Config::NacH1,
+        Config::NacRightsOff,
         Config::Cel,
     ];
     fn name(self) -> &'static str {
@@ -106,6 +109,7 @@ impl Config {
             Config::Nac => "nac",
             Config::NacTwoCalls => "nac-two-calls",
             Config::NacH1 => "nac-h1",
+            Config::NacRightsOff => "nac-rights-off",
             Config::Cel => "cel",
         }
     }
@@ -169,9 +173,16 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
         .delete("nac-bench-validating", &DeleteParams::default())
         .await;
     let nac = if config == Config::NacH1 { h1 } else { &env.nac };
+    let rights_off = config == Config::NacRightsOff;
+    let policy = if rights_off {
+        format!("{POLICY}rights: {{backup: off}}\n")
+    } else {
+        POLICY.to_string()
+    };
+    set_policy(admin, &policy).await.unwrap();
     match config {
         Config::None => {}
-        Config::Nac | Config::NacH1 => register_webhooks(&env.cluster, admin, nac).await,
+        Config::Nac | Config::NacH1 | Config::NacRightsOff => register_webhooks(&env.cluster, admin, nac).await,
         Config::NacTwoCalls => {
             register_webhooks(&env.cluster, admin, nac).await;
             apply_yaml(admin, &second_call(env)).await;
@@ -179,6 +190,10 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
         Config::Cel => apply_yaml(admin, CEL).await,
     }
     let want = if config == Config::NacH1 { Config::Nac } else { config };
+    let rights_mode = |o: &NonAdminBackup| {
+        let record = o.annotations().get(nac::rights::BACKUP_RIGHTS_ANNOTATION)?;
+        Some(serde_json::from_str::<nac::rights::BackupRights>(record).ok()?.mode)
+    };
     // nac's mutating webhook stamps the nacuuid label, a validating call counts in nac's metrics; the CEL policy
     // sets includedNamespaces and nothing else.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -195,8 +210,10 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
                 .as_ref()
                 .is_some_and(|l| l.contains_key(nac::naming::NAB_ORIGIN_NACUUID_LABEL));
             let scoped = o.spec.backup_spec.included_namespaces.is_some();
+            let off = rights_mode(&o) == Some(nac::rights::RightsMode::Off);
             match (labelled, validated, scoped) {
                 (false, false, false) => Some(Config::None),
+                (true, false, _) if off => Some(Config::NacRightsOff),
                 (true, false, _) => Some(Config::Nac),
                 (true, true, _) => Some(Config::NacTwoCalls),
                 (false, false, true) => Some(Config::Cel),
