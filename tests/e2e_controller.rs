@@ -22,10 +22,12 @@ const T: Duration = Duration::from_secs(20);
 
 async fn env() -> &'static Env {
     // Restores here do not wait for their backup unless they ask to (the annotation): the refusals stay immediate.
+    // The played Velero answers no DownloadRequests of its own, so restores are not checked against their
+    // requester's rights here (rights.restore: off); the real Velero's suite (e2e_velero) checks them.
     NAC.get_or_init(|| async {
         Env::start(
             "backup:\n  maxTtl: 2160h\nrestore:\n  waitTimeout: 0\nnonAdminBSL:\n  enabled: true\n  requireApproval: false\n\
-             downloads:\n  adminLocations: [default]\n",
+             downloads:\n  adminLocations: [default]\nrights:\n  restore: off\n",
             NacOptions::default(),
         )
         .await
