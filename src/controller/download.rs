@@ -254,8 +254,14 @@ pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy
 /// from another tenant's never.
 fn check_location(b: &crate::velero::Backup, ns: &str, look: &dyn Lookup, policy: &Policy) -> Result<(), Stage> {
     let name = b.spec.storage_location.as_deref().unwrap_or("default");
-    let tenant = look
-        .location(name)
+    // Velero answers a request only through the backup's location: without it the request would wait forever.
+    let Some(location) = look.location(name) else {
+        return Err(Stage::Unavailable(format!(
+            "the storage location {name} of backup {} is gone: its files cannot be reached",
+            b.name_any()
+        )));
+    };
+    let tenant = Some(location)
         .filter(|l| NABSL.is_tagged(&l.metadata))
         .and_then(|l| NABSL.origin_of(&l.metadata).map(|(o, _)| o == ns));
     match tenant {
@@ -530,7 +536,12 @@ mod tests {
 
     impl World {
         /// NonAdminBackup `ns/name` with Velero Backup `<ns>-<name>` in `phase` on `location`.
+        /// NonAdminBackup `ns/name` and its Velero Backup `<ns>-<name>` in `phase` on `location` (the admin's
+        /// `default` location exists in every world).
         fn add_backup(&mut self, ns: &str, name: &str, phase: &str, location: &str) {
+            self.locations
+                .entry("default".into())
+                .or_insert_with(|| Arc::new(BackupStorageLocation::new("default", Default::default())));
             let velero = format!("{ns}-{name}");
             let mut nab = NonAdminBackup::new(name, NonAdminBackupSpec::default());
             nab.metadata.namespace = Some(ns.into());
@@ -629,6 +640,18 @@ mod tests {
         assert_eq!(dr.spec.target.name, "team-a-nightly");
         assert!(NADR.owns(&dr.metadata, "team-a", "dl"));
         assert_eq!(NADR.nacuuid(&dr.metadata), req.metadata.uid.as_deref());
+    }
+
+    #[test]
+    fn a_backup_whose_location_is_gone_is_unavailable_not_waited_for() {
+        let mut w = World::default();
+        w.add_backup("team-a", "nightly", "Completed", "team-a-bsl");
+        let req = request("team-a", DownloadTargetKind::BackupLog, "nightly");
+        let stage = resolve(&req, &w, &policy("downloads: {adminLocations: allow}"));
+        assert!(
+            matches!(&stage, Err(Stage::Unavailable(m)) if m.contains("storage location team-a-bsl of backup team-a-nightly is gone")),
+            "{stage:?}"
+        );
     }
 
     #[test]
