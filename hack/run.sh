@@ -143,7 +143,7 @@ cat <<TXT
  policy: $POLICY (ConfigMap $NAC_NS/nac-policy; edit it live with kubectl edit)
  Velero ${VELERO_VERSION:-} in namespace ${VELERO_NAMESPACE:-openshift-adp}$( [[ -n ${VELERO_LOG:-} ]] && echo ", log $VELERO_LOG" )
 
- In another shell, be "$DEMO_USER", who owns namespace "$DEMO_NS" (nonadminbackup-editor-role and edit there,
+ In another shell, be "$DEMO_USER", who owns namespace "$DEMO_NS" (nonadminbackup-editor-role and admin there,
  no cluster rights). The namespace runs a small shop: ConfigMaps, a Secret, a Deployment and a Service.
    export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$KUBECTL"):\$PATH
    $K get configmaps,secrets,deployments,services

@@ -382,14 +382,29 @@ async fn backup_rights(
             ),
         )),
         _ => {
-            let warning = format!(
-                "spec.backupSpec: {list} left out of the backup: {} may not list them in namespace {namespace} \
-                 (policy rights.backup: exclude)",
-                who.username
-            );
+            let warning = left_out_warning(&denied, &who.username, namespace);
             Ok((record(denied), Some(warning)))
         }
     }
+}
+
+/// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
+/// controllers' kinds): it names a few, the record all of them.
+fn left_out_warning(denied: &[String], user: &str, namespace: &str) -> String {
+    const SHOWN: usize = 6;
+    let shown = if denied.len() > SHOWN {
+        format!(
+            "{} and {} more kinds (annotation {BACKUP_RIGHTS_ANNOTATION} lists them all)",
+            denied[..SHOWN].join(", "),
+            denied.len() - SHOWN
+        )
+    } else {
+        denied.join(", ")
+    };
+    format!(
+        "spec.backupSpec: {shown} left out of the backup: {user} may not list them in namespace {namespace} (policy \
+         rights.backup: exclude)"
+    )
 }
 
 fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
@@ -550,5 +565,25 @@ pub(super) fn validate(
             }
             deny_all(resp, violations)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_list_of_left_out_kinds_is_cut_in_the_warning() {
+        let kinds: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
+        let w = left_out_warning(&kinds, "alice", "team-a");
+        assert!(
+            w.starts_with("spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds (annotation"),
+            "{w}"
+        );
+        assert!(
+            w.ends_with("alice may not list them in namespace team-a (policy rights.backup: exclude)"),
+            "{w}"
+        );
+        assert!(left_out_warning(&kinds[..2], "alice", "team-a").starts_with("spec.backupSpec: k0, k1 left out"));
     }
 }
