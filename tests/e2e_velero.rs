@@ -114,6 +114,25 @@ async fn backup_completes_and_holds_exactly_the_namespace() {
     assert_eq!(listed(&list, "v1/Service", &ns), services);
     assert_eq!(list["v1/Namespace"], vec![ns.clone()]);
 
+    // The backup manifest built from the real tarball holds the same items as the resource list, and links the
+    // Deployment to its ReplicaSet by owner UID.
+    let tarball = std::fs::File::open(bucket_dir(&vb_name).join(format!("{vb_name}.tar.gz"))).unwrap();
+    let manifest = nac::manifest::Manifest::from_tarball(tarball, &Default::default()).unwrap();
+    assert_eq!(
+        manifest.len(),
+        list.values().map(Vec::len).sum::<usize>(),
+        "{manifest:?}"
+    );
+    let web = manifest
+        .get("deployments.apps", &ns, "web")
+        .expect("the Deployment in the manifest");
+    let replicasets = manifest.children(web);
+    assert!(
+        !replicasets.is_empty() && replicasets.iter().all(|r| r.api_group == "replicasets.apps"),
+        "{replicasets:?}"
+    );
+    assert_eq!(manifest.owners(replicasets[0])[0].name, "web");
+
     // Its files are on the admin's location, which the policy does not open for downloads: refused with OADP's
     // condition, and nothing is asked of Velero.
     let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user, &ns);
