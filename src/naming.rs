@@ -235,9 +235,33 @@ pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
             .unwrap_or_default()
 }
 
+/// Whether `value` has the shape of a nacuuid nac generates for some object of `namespace` (any name, any uuid):
+/// how a Velero object nac made for a tenant is told from an admin's when only its name is left.
+pub fn is_nacuuid_in(value: &str, namespace: &str) -> bool {
+    if value.len() <= UUID_LEN || value.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let (prefix, uuid) = value.split_at(value.len() - UUID_LEN);
+    // The namespace is the first part, cut to what fits beside the uuid.
+    let ns = trim_part(namespace, MAX_NAME_LEN - UUID_LEN - 1);
+    Uuid::parse_str(uuid).is_ok() && !ns.is_empty() && prefix.starts_with(&format!("{ns}-"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nacuuid_is_recognised_as_of_its_namespace() {
+        let long = "a".repeat(40);
+        for (ns, name) in [("team-a", "own"), (long.as_str(), "own"), ("team-a", long.as_str())] {
+            let id = generate_nacuuid(ns, name);
+            assert!(is_nacuuid_in(&id, ns), "{id}");
+            assert!(!is_nacuuid_in(&id, "team-b"), "{id}");
+        }
+        assert!(!is_nacuuid_in("default", "team-a"));
+        assert!(!is_nacuuid_in("team-a-archive", "team-a"));
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -15,7 +15,7 @@ use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
     VeleroDownloadRequest,
 };
-use crate::naming::{NAB, NABSL, NADR, NAR};
+use crate::naming::{self, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
 use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
@@ -255,11 +255,16 @@ pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy
 fn check_location(b: &crate::velero::Backup, ns: &str, look: &dyn Lookup, policy: &Policy) -> Result<(), Stage> {
     let name = b.spec.storage_location.as_deref().unwrap_or("default");
     // Velero answers a request only through the backup's location: without it the request would wait forever.
+    // A location that is gone was the tenant's (a name nac gave one of theirs) or an admin location the policy
+    // opens; any other is closed to them, as OADP answers.
     let Some(location) = look.location(name) else {
-        return Err(Stage::Unavailable(format!(
-            "the storage location {name} of backup {} is gone: its files cannot be reached",
-            b.name_any()
-        )));
+        if naming::is_nacuuid_in(name, ns) || policy.downloads.admin_location_open(name) {
+            return Err(Stage::Unavailable(format!(
+                "the storage location {name} of backup {} is gone: its files cannot be reached",
+                b.name_any()
+            )));
+        }
+        return Err(Stage::LocationClosed);
     };
     let tenant = Some(location)
         .filter(|l| NABSL.is_tagged(&l.metadata))
@@ -645,13 +650,20 @@ mod tests {
     #[test]
     fn a_backup_whose_location_is_gone_is_unavailable_not_waited_for() {
         let mut w = World::default();
-        w.add_backup("team-a", "nightly", "Completed", "team-a-bsl");
+        let own = crate::naming::generate_nacuuid("team-a", "own");
+        w.add_backup("team-a", "nightly", "Completed", &own);
+        w.add_backup("team-a", "archived", "Completed", "archive");
         let req = request("team-a", DownloadTargetKind::BackupLog, "nightly");
-        let stage = resolve(&req, &w, &policy("downloads: {adminLocations: allow}"));
+        let stage = resolve(&req, &w, &policy(""));
         assert!(
-            matches!(&stage, Err(Stage::Unavailable(m)) if m.contains("storage location team-a-bsl of backup team-a-nightly is gone")),
+            matches!(&stage, Err(Stage::Unavailable(m)) if m.contains(&format!("storage location {own} of backup team-a-nightly is gone"))),
             "{stage:?}"
         );
+        // An admin location that is gone: closed unless the policy opens it, then unavailable.
+        let req = request("team-a", DownloadTargetKind::BackupLog, "archived");
+        assert_eq!(resolve(&req, &w, &policy("")), Err(Stage::LocationClosed));
+        let open = resolve(&req, &w, &policy("downloads: {adminLocations: allow}"));
+        assert!(matches!(open, Err(Stage::Unavailable(_))), "{open:?}");
     }
 
     #[test]
