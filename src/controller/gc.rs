@@ -133,11 +133,17 @@ const STORED_BACKUP_PHASES: &[&str] = &[
     "Deleting",
 ];
 
-fn backup_kept(b: &Backup) -> Option<&'static str> {
+/// Why a Velero Backup whose origin is gone stays. `location_gone`: its storage location no longer exists, so
+/// Velero can neither expire it nor sync it back, and the object only blocks a later sync of the same data from
+/// a new location (Velero skips backups whose name exists): it goes, the data stays in the bucket.
+fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
     let s = b.status.as_ref();
     let phase = s.and_then(|s| s.phase.as_deref());
     if !crate::velero::deletable_now(phase) {
         return Some("Velero is starting it (deleting it now would stall Velero's backup queue)");
+    }
+    if location_gone {
+        return None;
     }
     (phase.is_some_and(|p| STORED_BACKUP_PHASES.contains(&p))
         || s.and_then(|s| s.completion_timestamp.as_ref()).is_some())
@@ -224,7 +230,11 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
     }
     let n = c.name.as_str();
     match c.made {
-        Made::Backup => meta(ctx, &ctx.nab.velero, n, backup_kept),
+        Made::Backup => ctx.nab.velero.get(&ctx.velero_ref(n)).map(|b| {
+            let location = b.spec.storage_location.as_deref().unwrap_or("default");
+            let gone = ctx.locations.get(&ctx.velero_ref(location)).is_none();
+            (b.meta().clone(), backup_kept(&b, gone))
+        }),
         Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
         Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),
         Made::BackupStorageLocation => meta(ctx, &ctx.locations, n, |_| None),
@@ -539,7 +549,7 @@ mod tests {
         let m = meta(&NAB, "u1");
         let mut b = Backup::new("u1", Default::default());
         b.metadata = m.clone();
-        assert_eq!(backup_kept(&b), None, "never started: nothing in storage");
+        assert_eq!(backup_kept(&b, false), None, "never started: nothing in storage");
         for phase in [
             "Completed",
             "PartiallyFailed",
@@ -552,8 +562,14 @@ mod tests {
                 phase: Some(phase.into()),
                 ..Default::default()
             });
-            let kept = backup_kept(&b);
+            let kept = backup_kept(&b, false);
             assert!(kept.is_some(), "{phase}");
+            let stranded = backup_kept(&b, true);
+            assert_eq!(
+                stranded.is_some(),
+                phase == "ReadyToStart",
+                "{phase}: its location is gone"
+            );
             assert!(matches!(verdict(&m, &NAB, kept, &Presence::Missing), Verdict::Keep(_)));
         }
         for phase in ["New", "Queued", "InProgress", "FailedValidation"] {
@@ -561,7 +577,7 @@ mod tests {
                 phase: Some(phase.into()),
                 ..Default::default()
             });
-            assert_eq!(backup_kept(&b), None, "{phase}");
+            assert_eq!(backup_kept(&b, false), None, "{phase}");
         }
         let mut r = DeleteBackupRequest::new("u1", Default::default());
         assert!(delete_request_kept(&r).is_some());
