@@ -204,7 +204,7 @@ impl Default for Limits {
 
 /// `resources/<group resource>/[<version dir>/](namespaces/<ns>|cluster)/<name>.json` → (group resource, namespace,
 /// name).
-fn parse_path(path: &str) -> Option<(String, String, String)> {
+pub(crate) fn parse_path(path: &str) -> Option<(String, String, String)> {
     let path = path.strip_prefix("./").unwrap_or(path);
     let mut parts: Vec<&str> = path.split('/').collect();
     if parts.first() != Some(&"resources") || parts.len() < 4 {
@@ -303,21 +303,8 @@ pub fn diff(a: &Manifest, b: &Manifest) -> Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
-
-    fn tarball(entries: &[(&str, Value)]) -> Vec<u8> {
-        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        let mut b = tar::Builder::new(gz);
-        for (path, v) in entries {
-            let body = serde_json::to_vec(v).unwrap();
-            let mut h = tar::Header::new_gnu();
-            h.set_size(body.len() as u64);
-            h.set_mode(0o644);
-            h.set_cksum();
-            b.append_data(&mut h, path, body.as_slice()).unwrap();
-        }
-        b.into_inner().unwrap().finish().unwrap()
-    }
+    use crate::rights::contents::tests::tarball;
+    use serde_json::json;
 
     fn item(group: &str, ns: &str, name: &str, uid: &str, owners: &[&str]) -> Item {
         Item {

@@ -45,29 +45,6 @@ pub struct Contents {
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
-/// Where an entry of a Velero tarball puts its item: `resources/<resource>[.<group>]/[<version dir>/]namespaces/
-/// <namespace>/<name>.json`. `None` for anything else (metadata, cluster-scoped items).
-fn item_path(path: &str) -> Option<(String, String, &str, &str)> {
-    let path = path.strip_prefix("./").unwrap_or(path);
-    let mut parts: Vec<&str> = path.split('/').collect();
-    if parts.first() != Some(&"resources") {
-        return None;
-    }
-    // With a version directory the path has one part more.
-    if parts.len() == 6 {
-        parts.remove(2);
-    }
-    if parts.len() != 5 || parts[2] != "namespaces" {
-        return None;
-    }
-    let name = parts[4].strip_suffix(".json")?;
-    let (resource, group) = parts[1].split_once('.').unwrap_or((parts[1], ""));
-    if resource.is_empty() || name.is_empty() {
-        return None;
-    }
-    Some((group.to_string(), resource.to_string(), parts[3], name))
-}
-
 /// Reads the gzipped tarball from `r` and gathers what it holds for `namespace`.
 pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, String> {
     let gz = flate2::read::GzDecoder::new(r);
@@ -94,13 +71,15 @@ pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, 
             .map_err(|e| format!("the backup's contents have an unreadable path: {e}"))?
             .to_string_lossy()
             .into_owned();
-        let Some((group, resource, ns, name)) = item_path(&path) else {
+        // Cluster-scoped items have no namespace: never this one.
+        let Some((group_resource, ns, name)) = crate::manifest::parse_path(&path) else {
             continue;
         };
         if ns != namespace {
             continue;
         }
-        let name = name.to_string();
+        let (resource, group) = group_resource.split_once('.').unwrap_or((&group_resource, ""));
+        let (group, resource) = (group.to_string(), resource.to_string());
         let rbac = group == RBAC && (resource == "roles" || resource == "rolebindings");
         out.kinds.insert((group, resource.clone()));
         if !rbac {
@@ -269,21 +248,5 @@ pub mod tests {
         };
         let c = scan(t.as_slice(), "team-a", &tight).unwrap();
         assert!(c.roles[0].1.as_ref().unwrap_err().contains("larger than 100 bytes"));
-    }
-
-    #[test]
-    fn paths_outside_the_item_layout_are_ignored() {
-        assert_eq!(item_path("resources/pods/namespaces/a/p.json").unwrap().1, "pods");
-        assert_eq!(item_path("./resources/pods/v1/namespaces/a/p.json").unwrap().2, "a");
-        for p in [
-            "metadata/version",
-            "resources/pods/cluster/p.json",
-            "resources/pods/namespaces/a/p.yaml",
-            "resources/pods/namespaces/a/b/c/p.json",
-            "other/pods/namespaces/a/p.json",
-            "resources/.x/namespaces/a/p.json",
-        ] {
-            assert!(item_path(p).is_none(), "{p}");
-        }
     }
 }
