@@ -405,9 +405,13 @@ mod tests {
             "metadata/version",
             "resources/pods/namespaces/a/b/c.json",
             "resources/pods/x/y/z/w.yaml",
+            "resources/pods/namespaces/a/p.yaml",
+            "other/pods/namespaces/a/p.json",
+            "resources//namespaces/a/p.json",
         ] {
             assert!(parse_path(p).is_none(), "{p}");
         }
+        assert_eq!(parse_path("./resources/pods/cluster/p.json").unwrap().1, "");
         assert_eq!(parse_path("resources/pods/v1/namespaces/a/p.json").unwrap().1, "a");
     }
 
