@@ -303,12 +303,16 @@ pub async fn unreadable(
 }
 
 type Key = (Requester, Question);
+/// An answer and when it was given; empty while it is being asked.
+type Answer = Arc<tokio::sync::OnceCell<(bool, Instant)>>;
 
 /// [`Access`] against the API server: discovery, SubjectAccessReviews (each answer cached for [`CACHE_TTL`]) and
 /// role reads.
 pub struct KubeAccess {
     client: kube::Client,
-    answers: Mutex<HashMap<Key, (bool, Instant)>>,
+    /// One cell per question: concurrent askers of a question that is not answered (or whose answer expired)
+    /// wait for one SubjectAccessReview instead of each sending their own.
+    answers: Mutex<HashMap<Key, Answer>>,
     kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
 }
 
@@ -420,19 +424,29 @@ impl Access for KubeAccess {
     fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
             let key: Key = (who.clone(), q.clone());
-            if let Some((a, at)) = self.answers.lock().expect("rights cache").get(&key) {
-                if at.elapsed() < CACHE_TTL {
-                    return Ok(*a);
+            let fresh =
+                |c: &tokio::sync::OnceCell<(bool, Instant)>| c.get().is_none_or(|(_, at)| at.elapsed() < CACHE_TTL);
+            let cell = {
+                let mut answers = self.answers.lock().expect("rights cache");
+                match answers.get(&key) {
+                    // Answered and fresh, or being asked right now.
+                    Some(c) if fresh(c) => c.clone(),
+                    _ => {
+                        // Expired answers go when the cache grows; it never holds more than a TTL's worth.
+                        if answers.len() > 10_000 {
+                            answers.retain(|_, c| fresh(c));
+                        }
+                        let c = Arc::new(tokio::sync::OnceCell::new());
+                        answers.insert(key, c.clone());
+                        c
+                    }
                 }
-            }
-            let a = self.review(who, q).await?;
-            let mut answers = self.answers.lock().expect("rights cache");
-            // Expired answers go when the cache grows; it never holds more than a TTL's worth of questions.
-            if answers.len() > 10_000 {
-                answers.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-            }
-            answers.insert(key, (a, Instant::now()));
-            Ok(a)
+            };
+            // A failed review leaves the cell empty: the next asker tries again.
+            let (a, _) = cell
+                .get_or_try_init(|| async { Ok::<_, String>((self.review(who, q).await?, Instant::now())) })
+                .await?;
+            Ok(*a)
         })
     }
 
@@ -535,6 +549,7 @@ impl Access for Fixed {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn all() -> Vec<Kind> {
         vec![
@@ -598,6 +613,57 @@ mod tests {
         let mut none = map(json!({}));
         exclude(&mut none, &[]);
         assert!(none.is_empty());
+    }
+
+    #[tokio::test]
+    async fn concurrent_askers_of_one_question_cost_one_review_and_failures_are_not_kept() {
+        use hyper::http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let access = Arc::new(KubeAccess::new(kube::Client::new(service, "default")));
+        // The API server: each SubjectAccessReview answered after a pause (so the askers overlap), the first one
+        // with an error, every other one allowed; the count of reviews comes back when the mock is dropped.
+        let server = tokio::spawn(async move {
+            let mut reviews = 0;
+            while let Some((req, send)) = handle.next_request().await {
+                assert!(req.uri().path().ends_with("/subjectaccessreviews"), "{}", req.uri());
+                reviews += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let (status, body) = if reviews == 1 {
+                    (
+                        500,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "message": "etcd down"}),
+                    )
+                } else {
+                    (
+                        201,
+                        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                 "spec": {}, "status": {"allowed": true}}),
+                    )
+                };
+                send.send_response(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                );
+            }
+            reviews
+        });
+        let who = Requester {
+            username: "alice".into(),
+            ..Default::default()
+        };
+        let q = Question::on(&Kind::new("", "secrets", "Secret", &[]), "list", "team-a");
+        // The first question fails, for its one asker only.
+        assert!(access.ask(&who, &q).await.unwrap_err().contains("etcd down"));
+        // Sixteen at once: one review.
+        let answers = futures::future::join_all((0..16).map(|_| access.ask(&who, &q))).await;
+        assert!(answers.iter().all(|a| *a == Ok(true)), "{answers:?}");
+        // Answered from the cache.
+        assert_eq!(access.ask(&who, &q).await, Ok(true));
+        drop(access);
+        assert_eq!(server.await.unwrap(), 2, "one failed review, then one for all sixteen");
     }
 
     #[test]
