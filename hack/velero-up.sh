@@ -150,8 +150,39 @@ apply_velero_objects() {
 	EOF
 }
 
+# Velero's own identity, as in a real installation (ServiceAccount velero, cluster-admin): a kubeconfig with a
+# token of it. With the admin's kubeconfig Velero's writes would look like nac's (the same user), and nac's guard
+# on Velero's objects, which tells them apart by user, could not refuse what Velero's backup sync creates.
+velero_kubeconfig() {
+	local kc=$VDIR/kubeconfig token
+	kubectl apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: ServiceAccount
+		metadata: {name: velero, namespace: $VELERO_NAMESPACE}
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRoleBinding
+		metadata: {name: velero-server}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+		subjects: [{kind: ServiceAccount, name: velero, namespace: $VELERO_NAMESPACE}]
+	EOF
+	token=$(kubectl -n "$VELERO_NAMESPACE" create token velero --duration=8760h) || die "no token for ServiceAccount velero"
+	(
+		umask 077
+		cat >"$kc" <<-EOF
+			apiVersion: v1
+			kind: Config
+			clusters: [{name: local, cluster: {server: "$(env_get KUBE_APISERVER_URL)", certificate-authority: "$(env_get CA_CERT)"}}]
+			users: [{name: velero, user: {token: "$token"}}]
+			contexts: [{name: velero, context: {cluster: local, user: velero, namespace: $VELERO_NAMESPACE}}]
+			current-context: velero
+		EOF
+	)
+	echo "$kc"
+}
+
 start_velero() {
-	local pid metrics profiler deadline offset
+	local pid metrics profiler deadline offset kc
 	pid=$(env_get VELERO_PID)
 	if pid_is velero "$pid"; then
 		return 0
@@ -169,7 +200,8 @@ print(a.getsockname()[1], b.getsockname()[1])')
 	# Velero's argv[0] must be absolute: it starts its built-in plugins as `argv[0] run-plugins`.
 	touch "$CLUSTER_DIR/velero.log"
 	offset=$(stat -c %s "$CLUSTER_DIR/velero.log")
-	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$KUBECONFIG_FILE \
+	kc=$(velero_kubeconfig)
+	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$kc \
 		setsid "$BIN_DIR/velero" server --namespace "$VELERO_NAMESPACE" --plugin-dir "$VDIR/plugins" \
 		--metrics-address "127.0.0.1:$metrics" --profiler-address "127.0.0.1:$profiler" \
 		--backup-sync-period 1m --store-validation-frequency 10s --log-level info \

@@ -746,6 +746,15 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         velero_backups.get_opt(&unrun).await.unwrap().is_none(),
         "an unfinished backup planted in a tenant's bucket was created"
     );
+    // Refused by the guard at Velero's create (Velero has its own identity), not created and collected later.
+    let metrics = env().await.nac.metrics_text().await;
+    let refused: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("nac_webhook_requests_total") && l.contains("/validate/velero-backups"))
+        .filter(|l| l.to_ascii_lowercase().contains("denied"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(refused >= 1.0, "the guard refused no Velero Backup: {metrics}");
     assert!(
         !files_in(&bucket, &format!("{ns}/nightly"), &unrun)
             .iter()
