@@ -118,7 +118,13 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
     // With the policy webhook out of the way, a broken policy can land: nac keeps the last valid one,
     // says so on /readyz, and counts the error.
     delete_webhooks(&env.admin).await;
-    set_policy(&env.admin, "enforceBackupSpec: {tll: 1h}\n").await.unwrap();
+    // The API server stops calling a deleted webhook once its informer sees the deletion: retried until then.
+    eventually(
+        Duration::from_secs(10),
+        "the policy webhook out of the API server's admission chain",
+        || async { set_policy(&env.admin, "enforceBackupSpec: {tll: 1h}\n").await.ok() },
+    )
+    .await;
     let ready = eventually(
         Duration::from_secs(5),
         "readyz to report the rejected policy",
