@@ -350,7 +350,9 @@ for a in "watch nonadminbackups.oadp.openshift.io -A" "update nonadminbackups.oa
 	"update nonadminbackupstoragelocations.oadp.openshift.io --subresource=status -A" \
 	"update nonadminbackupstoragelocationrequests.oadp.openshift.io -n $VELERO_NAMESPACE" \
 	"create downloadrequests.velero.io -n $VELERO_NAMESPACE" "delete nonadmindownloadrequests.oadp.openshift.io -A" \
-	"update nonadmindownloadrequests.oadp.openshift.io --subresource=status -A"; do
+	"update nonadmindownloadrequests.oadp.openshift.io --subresource=status -A" \
+	"create schedules.velero.io -n $VELERO_NAMESPACE" "patch nonadminschedules.oadp.openshift.io -A" \
+	"update nonadminschedules.oadp.openshift.io --subresource=status -A"; do
 	# shellcheck disable=SC2086
 	can $a || fail "nac's ServiceAccount cannot: $a"
 done
@@ -358,11 +360,12 @@ for a in "create backups.velero.io -n default" "update configmaps -n $NS" \
 	"create nonadminrestores.oadp.openshift.io -n default" "create secrets -n default" "update secrets -n $NS" \
 	"create backupstoragelocations.velero.io -n default" "create nonadminbackupstoragelocations.oadp.openshift.io -n default" \
 	"watch configmaps -n default" "create datauploads.velero.io -n $VELERO_NAMESPACE" "delete namespaces" \
-	"create downloadrequests.velero.io -n default" "create nonadmindownloadrequests.oadp.openshift.io -n default"; do
+	"create downloadrequests.velero.io -n default" "create nonadmindownloadrequests.oadp.openshift.io -n default" \
+	"create schedules.velero.io -n default" "create nonadminschedules.oadp.openshift.io -n default"; do
 	# shellcheck disable=SC2086
 	! can $a || fail "nac's ServiceAccount should not be able to: $a"
 done
-ok "least privilege: nac's ServiceAccount has what nac uses, nothing more (30 checks)"
+ok "least privilege: nac's ServiceAccount has what nac uses, nothing more (35 checks)"
 
 kubectl create namespace "$TENANT" >/dev/null
 kubectl -n "$TENANT" create rolebinding alice-nac-editor --clusterrole=nonadminbackup-editor-role --user=alice >/dev/null

@@ -83,7 +83,7 @@ done
 K="kubectl --as $DEMO_USER -n $DEMO_NS"
 own=""
 if [[ -n ${S3_DATA_DIR:-} ]]; then
-	# The demo tenant's own bucket on the local S3 server, and a credentials file for it (step 7).
+	# The demo tenant's own bucket on the local S3 server, and a credentials file for it (step 8).
 	curl -sS --max-time 10 --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
 		-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
 		-X PUT "$S3_URL/$DEMO_NS-own" >/dev/null || true
@@ -91,7 +91,7 @@ if [[ -n ${S3_DATA_DIR:-} ]]; then
 		>"$CLUSTER_DIR/demo-credentials"
 	V="kubectl -n ${VELERO_NAMESPACE:-openshift-adp}"
 	own="
- 7. Your own bucket (a NonAdminBackupStorageLocation), approved by the cluster admin:
+ 8. Your own bucket (a NonAdminBackupStorageLocation), approved by the cluster admin:
    $K create secret generic my-s3 --from-file=cloud=$CLUSTER_DIR/demo-credentials
    $K apply -f - <<EOF
    apiVersion: oadp.openshift.io/v1alpha1
@@ -194,6 +194,20 @@ $where
    EOF
    $K get nar second-restore -o jsonpath='{.status.conditions[?(@.type=="Queued")].message}'  # waiting, and until when
    $K get nar second-restore -w                  # Created, then Completed, once the backup is
+
+ 7. Scheduled backups: a NonAdminSchedule (the policy's minInterval applies; Velero looks at schedules once a
+    minute). Each run appears as a NonAdminBackup <schedule>-<timestamp>:
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminSchedule
+   metadata: {name: hourly}
+   spec: {schedule: "@every 1h", paused: false, template: {backupSpec: {}}}
+   EOF
+   $K get nas hourly                             # NEXT RUN: an hour after the skip the policy filled in
+   $K patch nas hourly --type=merge -p '{"spec":{"skipImmediately":false,"paused":true}}'
+   $K patch nas hourly --type=merge -p '{"spec":{"paused":false,"skipImmediately":false}}'  # overdue? runs at once
+   $K get nab                                    # hourly-<timestamp>, restorable like any backup
+   $K delete nas hourly                          # the schedule goes; its backups stay
 $own
  Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================

@@ -196,7 +196,8 @@ a, b = socket.socket(), socket.socket()
 a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
 print(a.getsockname()[1], b.getsockname()[1])')
 	# HOME: the velero command reads ~/.config/velero; TMPDIR: it copies the BSL credentials there. Both are
-	# per cluster. The server re-validates the BSL every 10 s and checks every minute for backups to sync.
+	# per cluster. The server re-validates the BSL every 10 s, checks every minute for backups to sync, and
+	# collects expired backups every 20 s (default: hourly), so a short TTL is seen to expire.
 	# Velero's argv[0] must be absolute: it starts its built-in plugins as `argv[0] run-plugins`.
 	touch "$CLUSTER_DIR/velero.log"
 	offset=$(stat -c %s "$CLUSTER_DIR/velero.log")
@@ -204,7 +205,7 @@ print(a.getsockname()[1], b.getsockname()[1])')
 	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$kc \
 		setsid "$BIN_DIR/velero" server --namespace "$VELERO_NAMESPACE" --plugin-dir "$VDIR/plugins" \
 		--metrics-address "127.0.0.1:$metrics" --profiler-address "127.0.0.1:$profiler" \
-		--backup-sync-period 1m --store-validation-frequency 10s --log-level info \
+		--backup-sync-period 1m --store-validation-frequency 10s --garbage-collection-frequency 20s --log-level info \
 		</dev/null >>"$CLUSTER_DIR/velero.log" 2>&1 &
 	pid=$!
 	env_set "VELERO_MODE=real" "VELERO_PID=$pid" "VELERO_LOG=$CLUSTER_DIR/velero.log" \

@@ -9,6 +9,7 @@ pub mod admission;
 pub mod api;
 pub mod config;
 pub mod controller;
+pub mod cron;
 pub mod manifest;
 pub mod metrics;
 pub mod naming;

@@ -36,6 +36,12 @@ pub const VELERO_BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
 pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
 pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
 pub const NABSL_FINALIZER: &str = "nonadminbackupstoragelocation.oadp.openshift.io/finalizer";
+/// Label on a NonAdminSchedule and on the Velero Schedule made for it; Velero copies the Schedule's labels and
+/// annotations onto every Backup it makes, so each run carries it too.
+pub const NAS_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nas-origin-nacuuid";
+pub const NAS_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nas-origin-name";
+pub const NAS_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nas-origin-namespace";
+pub const NAS_FINALIZER: &str = "nonadminschedule.oadp.openshift.io/finalizer";
 /// Label on a NonAdminBackup that nac re-created from a backup found in object storage (backup sync), holding the
 /// backup's nacuuid. Only nac may set it: it makes the reconciler adopt the existing Velero Backup.
 pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
@@ -74,6 +80,14 @@ pub const NABSL: Origin = Origin {
     name_annotation: NABSL_ORIGIN_NAME_ANNOTATION,
     namespace_annotation: NABSL_ORIGIN_NAMESPACE_ANNOTATION,
     finalizer: NABSL_FINALIZER,
+};
+
+pub const NAS: Origin = Origin {
+    kind: "NonAdminSchedule",
+    nacuuid_label: NAS_ORIGIN_NACUUID_LABEL,
+    name_annotation: NAS_ORIGIN_NAME_ANNOTATION,
+    namespace_annotation: NAS_ORIGIN_NAMESPACE_ANNOTATION,
+    finalizer: NAS_FINALIZER,
 };
 
 /// A download request's identity is its uid (OADP's scheme). It has no finalizer: the one thing made for it,
@@ -235,6 +249,31 @@ pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
             .unwrap_or_default()
 }
 
+/// Length of the timestamp Velero appends to a scheduled Backup's name (`-YYYYMMDDhhmmss`, dash excluded).
+pub const RUN_TIMESTAMP_LEN: usize = 14;
+
+/// The name of the NonAdminBackup that stands for one run of NonAdminSchedule `schedule`: the schedule's name
+/// with the run's timestamp, as Velero names the runs of its own schedules.
+pub fn run_name(schedule: &str, timestamp: &str) -> String {
+    format!("{schedule}-{timestamp}")
+}
+
+/// Whether Velero Backup `value` is the scheduled run NonAdminBackup `name` of `namespace` stands for: the Backup a
+/// Velero Schedule named by a NonAdminSchedule's nacuuid made (`<nacuuid>-<timestamp>`), where `name` is that
+/// NonAdminSchedule's name with the same timestamp. Checked by shape, like [`is_nacuuid_for`]. (The run's own
+/// nacuuid is an ordinary one: a run's name is longer than a label value may be.)
+pub fn is_run_backup_of(value: &str, namespace: &str, name: &str) -> bool {
+    let split = |s: &str| -> Option<(String, String)> {
+        let (head, ts) = s.rsplit_once('-')?;
+        (ts.len() == RUN_TIMESTAMP_LEN && ts.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| (head.to_string(), ts.to_string()))
+    };
+    let (Some((schedule_id, ts)), Some((schedule, ts2))) = (split(value), split(name)) else {
+        return false;
+    };
+    ts == ts2 && is_nacuuid_for(&schedule_id, namespace, &schedule)
+}
+
 /// Whether `value` has the shape of a nacuuid nac generates for some object of `namespace` (any name, any uuid):
 /// how a Velero object nac made for a tenant is told from an admin's when only its name is left.
 pub fn is_nacuuid_in(value: &str, namespace: &str) -> bool {
@@ -306,6 +345,24 @@ mod tests {
         assert!(is_nacuuid_for(&a, "ns", "b"));
         assert!(!is_nacuuid_for(&a, "other", "b"));
         assert!(!is_nacuuid_for("ns-b-not-a-uuid", "ns", "b"));
+    }
+
+    #[test]
+    fn run_identities_are_checked_by_shape() {
+        let s = nacuuid_with("team-a", "nightly", U);
+        let id = format!("{s}-20261125010000");
+        assert!(is_run_backup_of(&id, "team-a", "nightly-20261125010000"));
+        assert_eq!(run_name("nightly", "20261125010000"), "nightly-20261125010000");
+        // Another namespace, another schedule, another run, or no run at all.
+        assert!(!is_run_backup_of(&id, "team-b", "nightly-20261125010000"));
+        assert!(!is_run_backup_of(&id, "team-a", "weekly-20261125010000"));
+        assert!(!is_run_backup_of(&id, "team-a", "nightly-20261125020000"));
+        assert!(!is_run_backup_of(&s, "team-a", "nightly"));
+        assert!(!is_run_backup_of(
+            &format!("{s}-2026112501000x"),
+            "team-a",
+            "nightly-2026112501000x"
+        ));
     }
 
     proptest! {

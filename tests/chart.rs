@@ -306,10 +306,10 @@ fn webhooks_are_the_ones_nac_serves() {
         .iter()
         .chain(v["webhooks"].as_array().unwrap())
         .collect();
-    // The three mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
+    // The four mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
     // Plus the guard on Velero's unfinished Backups.
-    assert_eq!(hooks.len(), 5);
+    assert_eq!(hooks.len(), 6);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);
@@ -517,7 +517,12 @@ fn rbac_is_least_privilege() {
         vec![
             (
                 set(&["oadp.openshift.io"]),
-                set(&["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"]),
+                set(&[
+                    "nonadminbackups",
+                    "nonadminrestores",
+                    "nonadminbackupstoragelocations",
+                    "nonadminschedules"
+                ]),
                 set(&["get", "list", "watch", "update", "patch"])
             ),
             (
@@ -536,7 +541,8 @@ fn rbac_is_least_privilege() {
                     "nonadminbackups/status",
                     "nonadminrestores/status",
                     "nonadminbackupstoragelocations/status",
-                    "nonadmindownloadrequests/status"
+                    "nonadmindownloadrequests/status",
+                    "nonadminschedules/status"
                 ]),
                 set(&["get", "update", "patch"])
             ),
@@ -545,7 +551,8 @@ fn rbac_is_least_privilege() {
                 set(&[
                     "nonadminbackups/finalizers",
                     "nonadminrestores/finalizers",
-                    "nonadminbackupstoragelocations/finalizers"
+                    "nonadminbackupstoragelocations/finalizers",
+                    "nonadminschedules/finalizers"
                 ]),
                 set(&["update"])
             ),
@@ -574,6 +581,11 @@ fn rbac_is_least_privilege() {
                 set(&["velero.io"]),
                 set(&["backups", "restores", "deletebackuprequests"]),
                 set(&["create", "delete", "get", "list", "watch", "patch", "update"])
+            ),
+            (
+                set(&["velero.io"]),
+                set(&["schedules"]),
+                set(&["create", "delete", "get", "list", "watch", "patch"])
             ),
             (
                 set(&["velero.io"]),
@@ -632,18 +644,21 @@ fn rbac_is_least_privilege() {
         assert_eq!(b["roleRef"]["name"], name.as_str());
     }
 
-    // The user roles, as in the design: NAB/NAR/NABSL/NADR in the namespace they are bound in; status read-only.
+    // The user roles, as in the design: NAB/NAR/NABSL/NADR/NAS in the namespace they are bound in; status
+    // read-only.
     let nac_resources = set(&[
         "nonadminbackups",
         "nonadminrestores",
         "nonadminbackupstoragelocations",
         "nonadmindownloadrequests",
+        "nonadminschedules",
     ]);
     let status = set(&[
         "nonadminbackups/status",
         "nonadminrestores/status",
         "nonadminbackupstoragelocations/status",
         "nonadmindownloadrequests/status",
+        "nonadminschedules/status",
     ]);
     // One definition of the user roles: hack/demo-rbac.yaml (what `make run` and the e2e tests install); the
     // chart's must be the same.

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use nac::api::{
     NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
-    NonAdminRestore,
+    NonAdminRestore, NonAdminSchedule,
 };
 use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest};
 use serde_json::{json, Value};
@@ -1160,4 +1160,331 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {restorer}}}
         "a Pod the restorer may not create was restored"
     );
     assert!(bindings.get_opt("escalate").await.unwrap().is_none());
+}
+
+/// The run NonAdminBackups of schedule `nas` in `ns` (named `<nas>-<timestamp>`), oldest first.
+async fn runs_of(api: &Api<NonAdminBackup>, nas: &str) -> Vec<NonAdminBackup> {
+    let mut runs: Vec<NonAdminBackup> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .and_then(|x| x.strip_prefix(&format!("{nas}-")))
+                .is_some_and(|ts| ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    runs.sort_by_key(|n| n.metadata.name.clone());
+    runs
+}
+
+fn time_of(v: &Value) -> k8s_openapi::jiff::Timestamp {
+    v.as_str().unwrap_or_else(|| panic!("not a time: {v}")).parse().unwrap()
+}
+
+/// Waits until a NonAdminSchedule's status passes `check`.
+async fn nas_status(api: &Api<NonAdminSchedule>, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    wait_json(api, name, T, what, |v| check(&v["status"])).await["status"].clone()
+}
+
+/// Waits (bounded) until the schedule's Velero runs, admin's view, number more than `before`.
+async fn velero_runs(admin: &Client, schedule: &str) -> Vec<Backup> {
+    let all: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let mut runs = all
+        .list(&ListParams::default().labels(&format!("velero.io/schedule-name={schedule}")))
+        .await
+        .unwrap()
+        .items;
+    runs.sort_by_key(|b| b.metadata.name.clone());
+    runs
+}
+
+#[tokio::test]
+async fn a_schedule_runs_real_backups_that_appear_as_nonadminbackups() {
+    let (ns, user, admin) = tenant("vel-sched").await;
+    workload(&admin, &ns).await;
+    let nases: Api<NonAdminSchedule> = Api::namespaced(user.clone(), &ns);
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let schedules: Api<nac::velero::Schedule> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+
+    // Refused at apply time, with the field named: another namespace in the template, a bad expression, labels
+    // for the runs.
+    let path = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminschedules");
+    let body = |name: &str, schedule: &str, template: Value| {
+        json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule",
+               "metadata": {"name": name},
+               "spec": {"schedule": schedule, "skipImmediately": true, "template": {"backupSpec": template}}})
+    };
+    for (schedule, template, field) in [
+        (
+            "@every 1m",
+            json!({"includedNamespaces": ["kube-system"]}),
+            "spec.template.backupSpec.includedNamespaces",
+        ),
+        ("61 * * * *", json!({}), "spec.schedule"),
+        (
+            "@every 1m",
+            json!({"metadata": {"labels": {"openshift.io/oadp-nab-origin-nacuuid": "x"}}}),
+            "spec.template.backupSpec.metadata",
+        ),
+    ] {
+        let (code, resp, _) = create_raw(&user, &path, &body("bad", schedule, template)).await;
+        assert_eq!(code, 403, "{resp}");
+        let causes = resp["details"]["causes"].as_array().cloned().unwrap_or_default();
+        assert!(causes.iter().any(|c| c["field"] == field), "{field} not named: {resp}");
+    }
+
+    // Created with skipImmediately: the policy's enforced fields filled with warnings, one Velero Schedule made.
+    let (code, created, warnings) = create_raw(&user, &path, &body("nightly", "@every 1m", json!({}))).await;
+    assert_eq!(code, 201, "{created}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.template.backupSpec.ttl set to 72h0m0s")),
+        "{warnings:?}"
+    );
+    nas_status(&nases, "nightly", "schedule accepted, its skip consumed", |s| {
+        s["phase"] == "Created" && s["lastSkipped"].is_string()
+    })
+    .await;
+    let nas_now = nases.get("nightly").await.unwrap();
+    assert_eq!(nas_now.spec.skip_immediately, None, "skipImmediately is consumed once");
+    let st = serde_json::to_value(nas_now.status.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        condition_of(&json!({"status": st}), "Accepted"),
+        ("True".into(), "ScheduleAccepted".into())
+    );
+    let vname = st["veleroSchedule"]["name"].as_str().unwrap().to_string();
+    let vs = schedules.get(&vname).await.unwrap();
+    assert_eq!(vs.spec.template.included_namespaces, Some(vec![ns.clone()]));
+    assert!(vs.spec.template.metadata.is_none());
+    let excluded = vs.spec.template.excluded_resources.clone().unwrap_or_default();
+    assert!(excluded.iter().any(|r| r == "nonadminbackups"), "{excluded:?}");
+    assert_eq!(vs.spec.skip_immediately, Some(false), "Velero consumed the skip");
+    assert_eq!(nac::naming::NAS.origin_of(&vs.metadata), Some((ns.as_str(), "nightly")));
+
+    // The first run: a real backup, a NonAdminBackup in the namespace, listed in the schedule's status.
+    let first = eventually(Duration::from_secs(200), "the schedule's first run", || async {
+        runs_of(&nabs, "nightly").await.into_iter().next()
+    })
+    .await
+    .metadata
+    .name
+    .unwrap();
+    let done = completed(&nabs, &first).await;
+    assert_eq!(
+        done["status"]["veleroBackup"]["spec"]["includedNamespaces"],
+        json!([ns])
+    );
+    let run_backup = done["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    assert!(run_backup.starts_with(&vname), "{run_backup}");
+    assert!(bucket_files(&run_backup).contains(&format!("{run_backup}.tar.gz")));
+    let s = nas_status(&nases, "nightly", "the run listed as Completed", |s| {
+        s["recentBackups"][0]["name"] == first.as_str() && s["recentBackups"][0]["phase"] == "Completed"
+    })
+    .await;
+    let last = time_of(&s["lastBackup"]);
+    assert_eq!(
+        time_of(&s["nextRun"]),
+        last + k8s_openapi::jiff::SignedDuration::from_secs(60)
+    );
+
+    // It restores like any other backup of the namespace.
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+    nars.create(&PostParams::default(), &nar("from-schedule", &first))
+        .await
+        .unwrap();
+    wait_json(&nars, "from-schedule", T, "restore of a scheduled backup", |v| {
+        v["status"]["veleroRestore"]["status"]["phase"] == "Completed"
+    })
+    .await;
+    cms.get("app-config").await.unwrap();
+
+    // Paused: no runs; once overdue, unpaused with skipImmediately: no run now, the next one a minute after the skip.
+    let pause = |paused: bool, skip: Option<bool>| {
+        let mut spec = json!({"paused": paused});
+        if let Some(s) = skip {
+            spec["skipImmediately"] = json!(s);
+        }
+        Patch::Merge(json!({"spec": spec}))
+    };
+    nases
+        .patch("nightly", &PatchParams::default(), &pause(true, None))
+        .await
+        .unwrap();
+    wait_json(&schedules, &vname, T, "Velero Schedule paused", |v| {
+        v["spec"]["paused"] == true
+    })
+    .await;
+    nas_status(&nases, "nightly", "no next run while paused", |s| {
+        s["nextRun"].is_null()
+    })
+    .await;
+    let overdue = |admin: Client, vname: String| async move {
+        // Until the schedule's next time has passed (it would run at once when unpaused).
+        loop {
+            let v = velero_runs(&admin, &vname).await;
+            let newest = v
+                .last()
+                .and_then(|b| b.metadata.creation_timestamp.clone())
+                .map(|t| t.0);
+            if newest.is_some_and(|t| {
+                k8s_openapi::jiff::Timestamp::now() > t + k8s_openapi::jiff::SignedDuration::from_secs(65)
+            }) {
+                return v.len();
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    };
+    let before = overdue(admin.clone(), vname.clone()).await;
+    let unpaused = k8s_openapi::jiff::Timestamp::now();
+    nases
+        .patch("nightly", &PatchParams::default(), &pause(false, Some(true)))
+        .await
+        .unwrap();
+    let s = nas_status(&nases, "nightly", "skip recorded at the unpause", |s| {
+        s["lastSkipped"]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .is_some_and(|t| {
+                t >= unpaused.round(k8s_openapi::jiff::Unit::Second).unwrap()
+                    - k8s_openapi::jiff::SignedDuration::from_secs(1)
+            })
+    })
+    .await;
+    let skipped = time_of(&s["lastSkipped"]);
+    assert_eq!(
+        time_of(&s["nextRun"]),
+        skipped + k8s_openapi::jiff::SignedDuration::from_secs(60)
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        velero_runs(&admin, &vname).await.len(),
+        before,
+        "a run due at the unpause was not skipped"
+    );
+
+    // Paused again until overdue, unpaused without skip: it runs at once.
+    nases
+        .patch("nightly", &PatchParams::default(), &pause(true, None))
+        .await
+        .unwrap();
+    wait_json(&schedules, &vname, T, "Velero Schedule paused again", |v| {
+        v["spec"]["paused"] == true
+    })
+    .await;
+    // The skip counts as a run for the next time: overdue once a minute has passed since it too.
+    while k8s_openapi::jiff::Timestamp::now() < skipped + k8s_openapi::jiff::SignedDuration::from_secs(65) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let before = overdue(admin.clone(), vname.clone()).await;
+    let unpaused = k8s_openapi::jiff::Timestamp::now();
+    nases
+        .patch("nightly", &PatchParams::default(), &pause(false, None))
+        .await
+        .unwrap();
+    let runs = eventually(
+        Duration::from_secs(30),
+        "a run at once after an unpause without skip",
+        || {
+            let (admin, vname) = (admin.clone(), vname.clone());
+            async move { Some(velero_runs(&admin, &vname).await).filter(|r| r.len() > before) }
+        },
+    )
+    .await;
+    let at = runs.last().unwrap().metadata.creation_timestamp.clone().unwrap().0;
+    assert!(
+        at.duration_since(unpaused) < k8s_openapi::jiff::SignedDuration::from_secs(20),
+        "ran {at}, unpaused {unpaused}"
+    );
+    nases
+        .patch("nightly", &PatchParams::default(), &pause(true, None))
+        .await
+        .unwrap();
+
+    // An edited template is checked again and carried to the Velero Schedule.
+    let edit = |template: Value| Patch::Merge(json!({"spec": {"template": {"backupSpec": template}}}));
+    let err = nases
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &edit(json!({"includedNamespaces": ["kube-system"]})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("spec.template.backupSpec.includedNamespaces"),
+        "{err}"
+    );
+    nases
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &edit(json!({"excludedResources": ["secrets"]})),
+        )
+        .await
+        .unwrap();
+    wait_json(&schedules, &vname, T, "edited template in the Velero Schedule", |v| {
+        v["spec"]["template"]["excludedResources"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "secrets") && r.iter().any(|x| x == "nonadminbackups"))
+    })
+    .await;
+
+    // A run deleted with its data, and one Velero expires (its expiration moved to the past: Velero's own garbage
+    // collection deletes it, and its NonAdminBackup goes with it).
+    let all = runs_of(&nabs, "nightly").await;
+    assert!(all.len() >= 2, "{} runs", all.len());
+    let (gone, expiring) = (
+        all[0].metadata.name.clone().unwrap(),
+        all[1].metadata.name.clone().unwrap(),
+    );
+    completed(&nabs, &expiring).await;
+    nabs.patch(
+        &gone,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
+    )
+    .await
+    .unwrap();
+    wait_gone(&nabs, &gone, T, "a run deleted with deleteBackup").await;
+    let expiring_backup = nabs
+        .get(&expiring)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .velero_backup
+        .unwrap()
+        .name
+        .unwrap();
+    let backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    backups
+        .patch(
+            &expiring_backup,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"expiration": "2026-01-01T00:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    wait_gone(&backups, &expiring_backup, T, "Velero expiring the run").await;
+    wait_gone(&nabs, &expiring, T, "the expired run's NonAdminBackup").await;
+
+    // Deleted: the Velero Schedule goes, the backups stay.
+    let left = runs_of(&nabs, "nightly").await.len();
+    nases.delete("nightly", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nases, "nightly", T, "schedule deleted").await;
+    wait_gone(&schedules, &vname, T, "Velero Schedule deleted").await;
+    assert!(left >= 1);
+    assert_eq!(
+        runs_of(&nabs, "nightly").await.len(),
+        left,
+        "the schedule's backups stay"
+    );
 }

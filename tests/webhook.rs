@@ -827,3 +827,255 @@ async fn a_backup_leaves_out_what_its_requester_may_not_read_and_records_it() {
         created["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION]
     );
 }
+
+/// A NonAdminSchedule AdmissionReview of `user` in `namespace` (`old`: an UPDATE from it).
+fn nas_review(user: &str, namespace: &str, object: Value, old: Option<Value>) -> Value {
+    let mut r = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "7a1b7c1e-0000-4000-8000-00000000cafe",
+            "kind": {"group": "oadp.openshift.io", "version": "v1alpha1", "kind": "NonAdminSchedule"},
+            "resource": {"group": "oadp.openshift.io", "version": "v1alpha1", "resource": "nonadminschedules"},
+            "namespace": namespace,
+            "name": "nightly",
+            "operation": if old.is_some() { "UPDATE" } else { "CREATE" },
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": object,
+            "dryRun": false
+        }
+    });
+    if let Some(o) = old {
+        r["request"]["oldObject"] = o;
+    }
+    r
+}
+
+fn nas(schedule: &str, backup_spec: Value) -> Value {
+    json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule",
+        "metadata": {"name": "nightly", "namespace": "team-a"},
+        "spec": {"schedule": schedule, "template": {"backupSpec": backup_spec}}
+    })
+}
+
+fn denial(out: &Value) -> (String, Vec<String>) {
+    let r = resp(out);
+    assert_eq!(r["allowed"], false, "{out}");
+    let fields = r["status"]["details"]["causes"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| c["field"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    (r["status"]["message"].as_str().unwrap().to_string(), fields)
+}
+
+const SCHEDULE_POLICY: &str = "
+enforceBackupSpec:
+  ttl: 720h0m0s
+schedule:
+  minInterval: 1h
+  maxPerNamespace: 3
+  skipImmediately: true
+";
+
+#[tokio::test]
+async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() {
+    use nac::naming::{NAS, NAS_FINALIZER, NAS_ORIGIN_NACUUID_LABEL};
+    use nac::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
+    let s = TestServer::start(Some(SCHEDULE_POLICY)).await;
+    let path = "/mutate/nonadminschedules";
+    let review = nas_review("alice", "team-a", nas("0 2 * * *", json!({})), None);
+    let (status, out) = s.post_json(path, &review).await;
+    assert_eq!(status, 200);
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    let t = &obj["spec"]["template"]["backupSpec"];
+    assert_eq!(t["includedNamespaces"], json!(["team-a"]));
+    assert_eq!(t["ttl"], "720h0m0s");
+    assert_eq!(obj["spec"]["skipImmediately"], true, "the policy's default");
+    let id = obj["metadata"]["labels"][NAS_ORIGIN_NACUUID_LABEL].as_str().unwrap();
+    assert!(is_nacuuid_for(id, "team-a", "nightly"), "{id}");
+    assert_eq!(obj["metadata"]["finalizers"], json!([NAS_FINALIZER]));
+    assert!(obj["metadata"]["annotations"][REQUESTER_ANNOTATION]
+        .as_str()
+        .unwrap()
+        .contains("alice"));
+    assert!(obj["metadata"]["annotations"][BACKUP_RIGHTS_ANNOTATION].is_string());
+    let warnings = resp(&out)["warnings"].to_string();
+    assert!(
+        warnings.contains("spec.template.backupSpec.ttl set to 720h0m0s by cluster policy"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("spec.skipImmediately set to true by cluster policy"),
+        "{warnings}"
+    );
+    assert_eq!(NAS.kind, "NonAdminSchedule");
+
+    // Refused at create, naming the field: another namespace, an enforced value, template labels, a bad or too
+    // frequent expression, a namespace at its limit, a count that cannot be made.
+    for (ns, schedule, spec, field, words) in [
+        (
+            "team-a",
+            "0 2 * * *",
+            json!({"includedNamespaces": ["team-b"]}),
+            "spec.template.backupSpec.includedNamespaces",
+            "team-b",
+        ),
+        (
+            "team-a",
+            "0 2 * * *",
+            json!({"ttl": "24h"}),
+            "spec.template.backupSpec.ttl",
+            "720h0m0s",
+        ),
+        (
+            "team-a",
+            "0 2 * * *",
+            json!({"metadata": {"labels": {"a": "b"}}}),
+            "spec.template.backupSpec.metadata",
+            "identity",
+        ),
+        ("team-a", "0 2 * * * *", json!({}), "spec.schedule", "invalid"),
+        (
+            "team-a",
+            "*/10 * * * *",
+            json!({}),
+            "spec.schedule",
+            "schedule.minInterval",
+        ),
+        (
+            "full",
+            "0 2 * * *",
+            json!({}),
+            "metadata.namespace",
+            "schedule.maxPerNamespace: 3",
+        ),
+        (
+            "unreachable",
+            "0 2 * * *",
+            json!({}),
+            "metadata.namespace",
+            "connection refused",
+        ),
+    ] {
+        let mut o = nas(schedule, spec);
+        o["metadata"]["namespace"] = json!(ns);
+        let (_, out) = s.post_json(path, &nas_review("alice", ns, o, None)).await;
+        let (msg, fields) = denial(&out);
+        assert!(fields.contains(&field.to_string()), "{field}: {fields:?} {msg}");
+        assert!(msg.contains(words), "{words}: {msg}");
+    }
+
+    // Updates: a pause passes even when the policy now refuses the expression; an edited template is checked
+    // again and recorded as its editor's; an unpause gets the policy's skip.
+    let created = obj.clone();
+    let mut paused = created.clone();
+    paused["spec"]["paused"] = json!(true);
+    paused["spec"]["skipImmediately"] = Value::Null;
+    let (_, out) = s
+        .post_json(
+            path,
+            &nas_review("alice", "team-a", paused.clone(), Some(created.clone())),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    s.policy.offer("schedule: {minInterval: 24h}", "test");
+    let mut unpaused = paused.clone();
+    unpaused["spec"]["paused"] = json!(false);
+    let (_, out) = s
+        .post_json(
+            path,
+            &nas_review("alice", "team-a", unpaused.clone(), Some(paused.clone())),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "an unpause is not a new expression: {out}");
+    s.policy.offer(SCHEDULE_POLICY, "test");
+    let (_, out) = s
+        .post_json(
+            path,
+            &nas_review("alice", "team-a", unpaused.clone(), Some(paused.clone())),
+        )
+        .await;
+    assert_eq!(
+        patched_object(&nas_review("alice", "team-a", unpaused.clone(), None), &out)["spec"]["skipImmediately"],
+        true
+    );
+    let mut edited = paused.clone();
+    edited["spec"]["template"]["backupSpec"]["includedNamespaces"] = json!(["team-b"]);
+    let (_, out) = s
+        .post_json(path, &nas_review("bob", "team-a", edited.clone(), Some(paused.clone())))
+        .await;
+    assert!(denial(&out)
+        .1
+        .contains(&"spec.template.backupSpec.includedNamespaces".to_string()));
+    let mut edited = paused.clone();
+    edited["spec"]["template"]["backupSpec"]["excludedResources"] = json!(["secrets"]);
+    let review = nas_review("bob", "team-a", edited.clone(), Some(paused.clone()));
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    assert!(obj["metadata"]["annotations"][REQUESTER_ANNOTATION]
+        .as_str()
+        .unwrap()
+        .contains("bob"));
+    // nac's records are not the user's to change otherwise.
+    let mut forged = paused.clone();
+    forged["metadata"]["annotations"][REQUESTER_ANNOTATION] = json!("{\"username\":\"admin\"}");
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminschedules",
+            &nas_review("alice", "team-a", forged, Some(paused.clone())),
+        )
+        .await;
+    assert!(denial(&out)
+        .1
+        .contains(&format!("metadata.annotations[{REQUESTER_ANNOTATION}]")));
+}
+
+#[tokio::test]
+async fn a_run_of_a_tenant_s_schedule_passes_the_guard_only_as_its_schedule_makes_it() {
+    use nac::naming::NAS;
+    let s = TestServer::start(Some("{}")).await;
+    let velero = "system:serviceaccount:velero:velero";
+    let run = |spec: Value, origin_ns: &str| {
+        let mut r = velero_review("Backup", "backups", spec, json!({"phase": "New"}), velero);
+        let name = format!("{VELERO_SCHEDULE}-20261125020000");
+        let meta = NAS.stamp(
+            &name,
+            "velero",
+            VELERO_SCHEDULE,
+            origin_ns,
+            "nightly",
+            &[("velero.io/schedule-name", VELERO_SCHEDULE)],
+        );
+        r["request"]["object"]["metadata"] = serde_json::to_value(meta).unwrap();
+        r
+    };
+    let allowed = |out: &Value| resp(out)["allowed"].as_bool().unwrap();
+    let path = "/validate/velero-backups";
+    let own = json!({"includedNamespaces": ["team-a"], "storageLocation": "tenant-loc"});
+    let (_, out) = s.post_json(path, &run(own.clone(), "team-a")).await;
+    assert!(allowed(&out), "{out}");
+    // Not the template (another namespace), another origin, or a schedule that does not exist: refused.
+    let (_, out) = s
+        .post_json(
+            path,
+            &run(
+                json!({"includedNamespaces": ["team-b"], "storageLocation": "tenant-loc"}),
+                "team-a",
+            ),
+        )
+        .await;
+    assert!(!allowed(&out), "{out}");
+    let (_, out) = s.post_json(path, &run(own.clone(), "team-b")).await;
+    assert!(!allowed(&out), "{out}");
+    let mut other = run(own, "team-a");
+    other["request"]["object"]["metadata"]["labels"]["velero.io/schedule-name"] = json!("someone-else");
+    let (_, out) = s.post_json(path, &other).await;
+    assert!(!allowed(&out), "{out}");
+}

@@ -54,13 +54,15 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 9] = [
+    pub const ALL: [Endpoint; 11] = [
         Endpoint::Mutate(ProxyKind::Backup),
         Endpoint::Validate(ProxyKind::Backup),
         Endpoint::Mutate(ProxyKind::Restore),
         Endpoint::Validate(ProxyKind::Restore),
         Endpoint::Mutate(ProxyKind::StorageLocation),
         Endpoint::Validate(ProxyKind::StorageLocation),
+        Endpoint::Mutate(ProxyKind::Schedule),
+        Endpoint::Validate(ProxyKind::Schedule),
         Endpoint::ValidatePolicy,
         Endpoint::Guard(GuardedKind::Backup),
         Endpoint::Guard(GuardedKind::PodVolumeBackup),
@@ -74,6 +76,8 @@ impl Endpoint {
             Endpoint::Validate(ProxyKind::Restore) => "/validate/nonadminrestores",
             Endpoint::Mutate(ProxyKind::StorageLocation) => "/mutate/nonadminbackupstoragelocations",
             Endpoint::Validate(ProxyKind::StorageLocation) => "/validate/nonadminbackupstoragelocations",
+            Endpoint::Mutate(ProxyKind::Schedule) => "/mutate/nonadminschedules",
+            Endpoint::Validate(ProxyKind::Schedule) => "/validate/nonadminschedules",
             Endpoint::ValidatePolicy => "/validate/policies",
             Endpoint::Guard(GuardedKind::Backup) => "/validate/velero-backups",
             Endpoint::Guard(GuardedKind::PodVolumeBackup) => "/validate/velero-podvolumebackups",

@@ -1,10 +1,13 @@
-//! Mutation and validation of NonAdminBackup, NonAdminRestore and NonAdminBackupStorageLocation objects.
+//! Mutation and validation of NonAdminBackup, NonAdminRestore, NonAdminBackupStorageLocation and NonAdminSchedule
+//! objects.
 //!
 //! Mutating: applies the policy (enforced fields, own namespace, TTL defaults) on CREATE and stamps a fresh
 //! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back; then
 //! applies the validating rules to the result, so one call per request decides.
 //! Validating: on CREATE the policy and tenant rules; on UPDATE immutability of the spec, the one-way
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
+//! Schedules are the exception to immutability: their expression, pause and template are meant to be edited, and
+//! an edited template or expression is checked again like a new one.
 
 use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
@@ -20,6 +23,7 @@ pub enum ProxyKind {
     Backup,
     Restore,
     StorageLocation,
+    Schedule,
 }
 
 impl ProxyKind {
@@ -28,13 +32,37 @@ impl ProxyKind {
             ProxyKind::Backup => naming::NAB.kind,
             ProxyKind::Restore => naming::NAR.kind,
             ProxyKind::StorageLocation => naming::NABSL.kind,
+            ProxyKind::Schedule => naming::NAS.kind,
         }
     }
-    fn spec_key(&self) -> &'static str {
+    /// The key under `spec` holding what the policy reads; a schedule's policy reads its whole spec.
+    fn spec_key(&self) -> Option<&'static str> {
         match self {
-            ProxyKind::Backup => "backupSpec",
-            ProxyKind::Restore => "restoreSpec",
-            ProxyKind::StorageLocation => "backupStorageLocationSpec",
+            ProxyKind::Backup => Some("backupSpec"),
+            ProxyKind::Restore => Some("restoreSpec"),
+            ProxyKind::StorageLocation => Some("backupStorageLocationSpec"),
+            ProxyKind::Schedule => None,
+        }
+    }
+    /// `spec.<key>` (or `spec`) for messages.
+    fn spec_path(&self) -> String {
+        match self.spec_key() {
+            Some(k) => format!("spec.{k}"),
+            None => "spec".into(),
+        }
+    }
+    fn set_spec(&self, object: &mut Value, spec: Map<String, Value>) {
+        match self.spec_key() {
+            Some(k) => object["spec"][k] = Value::Object(spec),
+            None => object["spec"] = Value::Object(spec),
+        }
+    }
+    /// Where the BackupSpec whose reads are checked against the requester's rights sits, for the kinds with one.
+    fn backup_spec_path(&self) -> Option<&'static str> {
+        match self {
+            ProxyKind::Backup => Some("spec.backupSpec"),
+            ProxyKind::Schedule => Some(crate::policy::SCHEDULE_TEMPLATE_PREFIX),
+            ProxyKind::Restore | ProxyKind::StorageLocation => None,
         }
     }
     /// The kind's identity scheme (nacuuid label, origin annotations, finalizer), shared with the reconciler.
@@ -43,6 +71,7 @@ impl ProxyKind {
             ProxyKind::Backup => &naming::NAB,
             ProxyKind::Restore => &naming::NAR,
             ProxyKind::StorageLocation => &naming::NABSL,
+            ProxyKind::Schedule => &naming::NAS,
         }
     }
     fn finalizer(&self) -> &'static str {
@@ -56,6 +85,7 @@ impl ProxyKind {
             ProxyKind::Backup => policy::evaluate_backup(spec, policy, namespace),
             ProxyKind::Restore => policy::evaluate_restore(spec, policy),
             ProxyKind::StorageLocation => policy::evaluate_bsl(spec, policy),
+            ProxyKind::Schedule => policy::evaluate_schedule(spec, policy, namespace, jiff::Timestamp::now()),
         }
     }
 }
@@ -120,11 +150,25 @@ fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Resul
 }
 
 fn spec_of(kind: ProxyKind, object: &Value) -> Result<Map<String, Value>, String> {
-    match object.get("spec").and_then(|s| s.get(kind.spec_key())) {
+    let spec = object.get("spec");
+    let value = match kind.spec_key() {
+        Some(k) => spec.and_then(|s| s.get(k)),
+        None => spec,
+    };
+    match value {
         Some(Value::Object(m)) => Ok(m.clone()),
-        None | Some(Value::Null) => Err(format!("{} spec.{} is required", kind.kind(), kind.spec_key())),
-        Some(_) => Err(format!("{} spec.{} must be an object", kind.kind(), kind.spec_key())),
+        None | Some(Value::Null) => Err(format!("{} {} is required", kind.kind(), kind.spec_path())),
+        Some(_) => Err(format!("{} {} must be an object", kind.kind(), kind.spec_path())),
     }
+}
+
+/// The BackupSpec of `object` whose reads are checked, for the kinds with one.
+fn backup_spec_of(kind: ProxyKind, object: &Value) -> Option<Map<String, Value>> {
+    let mut v = object;
+    for part in kind.backup_spec_path()?.split('.') {
+        v = v.get(part)?;
+    }
+    v.as_object().cloned()
 }
 
 fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
@@ -215,8 +259,14 @@ pub(super) async fn mutate(
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
             let outcome_allowed = outcome.allowed();
             // Violations are reported by the validating webhook; here only what can be filled is filled.
-            patched["spec"][kind.spec_key()] = Value::Object(outcome.spec);
+            kind.set_spec(&mut patched, outcome.spec);
             warnings.extend(outcome.warnings);
+            if kind == ProxyKind::Schedule {
+                if let Err((field, message)) = schedule_create_rules(state, &policy, &p).await {
+                    return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
+                }
+                warnings.extend(default_skip(&mut patched, &policy));
+            }
             let supplied = label(&p.object, label_key).map(str::to_string);
             let keep = supplied.is_some() && is_privileged(state, req);
             if !keep {
@@ -239,35 +289,53 @@ pub(super) async fn mutate(
                     ));
                 }
                 set_annotation(&mut patched, REQUESTER_ANNOTATION, stamped);
-                if kind == ProxyKind::Backup && outcome_allowed {
-                    let spec = patched["spec"][kind.spec_key()]
-                        .as_object()
-                        .cloned()
-                        .unwrap_or_default();
-                    match backup_rights(state, policy.rights.backup, &who, p.namespace, &spec).await {
-                        Ok((record, warning)) => {
-                            warnings.extend(warning);
-                            let v = serde_json::to_string(&record).expect("record serializes");
-                            set_annotation(&mut patched, BACKUP_RIGHTS_ANNOTATION, v);
-                        }
-                        Err((field, message)) => {
-                            return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings)
-                        }
+                if outcome_allowed {
+                    if let Err((field, message)) =
+                        stamp_rights(state, kind, &policy, &who, p.namespace, &mut patched, &mut warnings).await
+                    {
+                        return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
                     }
                 }
             }
         }
-        Some((old_obj, old_spec)) => {
-            patched["spec"][kind.spec_key()] = Value::Object(policy::fill_from_old(&p.spec, old_spec));
-            if let (None, Some(old_id)) = (label(&p.object, label_key), label(old_obj, label_key)) {
-                set_label(&mut patched, label_key, old_id.to_string());
-            }
-            // nac's records too, so `kubectl replace` of the user's original manifest works.
-            for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
-                if let (None, Some(v)) = (annotation(&p.object, key), annotation(old_obj, key)) {
-                    set_annotation(&mut patched, key, v.to_string());
+        Some((old_obj, old_spec)) if kind == ProxyKind::Schedule => {
+            // Schedules are edited: an edited template gets the policy again (and the editor's rights); an
+            // unpause gets the policy's skipImmediately default. nac's own writes (status, the consumed
+            // skipImmediately) pass as they are.
+            if !is_privileged(state, req) {
+                let template_changed = old_spec.get("template") != p.spec.get("template");
+                let unpaused = old_spec.get("paused").and_then(Value::as_bool).unwrap_or(false)
+                    && !p.spec.get("paused").and_then(Value::as_bool).unwrap_or(false);
+                if template_changed || unpaused {
+                    let Some(policy) = state.policy.current() else {
+                        return deny(resp, no_policy_message(state, kind), []);
+                    };
+                    if template_changed {
+                        let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
+                        let allowed = outcome.allowed();
+                        kind.set_spec(&mut patched, outcome.spec);
+                        warnings.extend(outcome.warnings);
+                        let who = Requester::from_user_info(&req.user_info);
+                        let stamped = serde_json::to_string(&who).expect("requester serializes");
+                        set_annotation(&mut patched, REQUESTER_ANNOTATION, stamped);
+                        if allowed {
+                            if let Err((field, message)) =
+                                stamp_rights(state, kind, &policy, &who, p.namespace, &mut patched, &mut warnings).await
+                            {
+                                return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
+                            }
+                        }
+                    }
+                    if unpaused {
+                        warnings.extend(default_skip(&mut patched, &policy));
+                    }
                 }
             }
+            keep_identity(kind, &p.object, old_obj, &mut patched);
+        }
+        Some((old_obj, old_spec)) => {
+            kind.set_spec(&mut patched, policy::fill_from_old(&p.spec, old_spec));
+            keep_identity(kind, &p.object, old_obj, &mut patched);
         }
     }
     // One webhook call per create or update: the object as mutated is checked here with the validating rules,
@@ -286,6 +354,102 @@ pub(super) async fn mutate(
         Ok(r) => r,
         Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
     }
+}
+
+/// On an update: a removed identity label is put back, and nac's records too, so `kubectl replace` of the user's
+/// original manifest works.
+fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Value) {
+    let label_key = kind.identity_label();
+    if let (None, Some(old_id)) = (label(object, label_key), label(old, label_key)) {
+        set_label(patched, label_key, old_id.to_string());
+    }
+    for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+        if let (None, Some(v)) = (annotation(patched, key), annotation(old, key)) {
+            set_annotation(patched, key, v.to_string());
+        }
+    }
+}
+
+/// A new schedule's own rules beyond its spec: a name its runs can be named after, and the policy's number of
+/// schedules per namespace (counted in the cluster; the reconciler counts again, so a race of two creates cannot
+/// get past it).
+async fn schedule_create_rules(
+    state: &AdmissionState,
+    policy: &Policy,
+    p: &Parsed<'_>,
+) -> Result<(), (String, String)> {
+    let kind = naming::NAS.kind;
+    if p.name.len() > MAX_SCHEDULE_NAME {
+        return Err((
+            "metadata.name".into(),
+            format!(
+                "{kind} name {:?} is too long: its backups are named <name>-<timestamp>, so a schedule's name has at \
+                 most {MAX_SCHEDULE_NAME} characters",
+                p.name
+            ),
+        ));
+    }
+    let Some(max) = policy.schedule.max_per_namespace else {
+        return Ok(());
+    };
+    let field = "metadata.namespace".to_string();
+    let count = match state.locations.as_ref() {
+        Some(l) => l.schedules_in(p.namespace).await,
+        None => Err("nac runs without a connection to the cluster".into()),
+    }
+    .map_err(|e| {
+        (
+            field.clone(),
+            format!(
+                "{kind} refused: nac cannot count the schedules of namespace {} now ({e}); retry",
+                p.namespace
+            ),
+        )
+    })?;
+    if count >= max as usize {
+        return Err((
+            field,
+            format!(
+                "{kind} refused: namespace {} has {count} NonAdminSchedules, the most the cluster policy allows \
+                 (schedule.maxPerNamespace: {max}); delete one first",
+                p.namespace
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Longest schedule name whose runs' names (`<name>-<14 digits>`) are still object names.
+pub const MAX_SCHEDULE_NAME: usize = 253 - 1 - naming::RUN_TIMESTAMP_LEN;
+
+/// The policy's `schedule.skipImmediately` default on a schedule that does not say (creation, unpause).
+fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {
+    if !policy.schedule.skip_immediately || !patched["spec"]["skipImmediately"].is_null() {
+        return None;
+    }
+    patched["spec"]["skipImmediately"] = Value::Bool(true);
+    Some("spec.skipImmediately set to true by cluster policy: the run due now is skipped".into())
+}
+
+/// Records what the requester may read, for the kinds holding a BackupSpec: the record is stamped on the
+/// object, or the refusal returned with its field.
+async fn stamp_rights(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    policy: &Policy,
+    who: &Requester,
+    namespace: &str,
+    patched: &mut Value,
+    warnings: &mut Vec<String>,
+) -> Result<(), (String, String)> {
+    let (Some(path), Some(spec)) = (kind.backup_spec_path(), backup_spec_of(kind, patched)) else {
+        return Ok(());
+    };
+    let (record, warning) = backup_rights(state, kind, path, policy.rights.backup, who, namespace, &spec).await?;
+    warnings.extend(warning);
+    let v = serde_json::to_string(&record).expect("record serializes");
+    set_annotation(patched, BACKUP_RIGHTS_ANNOTATION, v);
+    Ok(())
 }
 
 /// The validating rules applied to `req` with its object replaced by `patched`.
@@ -336,10 +500,12 @@ fn wait_timeout_violation(
     ))
 }
 
-/// The rights decision for a new NonAdminBackup of `who` (see `crate::rights`): the record to stamp and the
-/// warning to show, or the refused field and why.
+/// The rights decision for a new NonAdminBackup (or schedule template, at `path`) of `who` (see `crate::rights`):
+/// the record to stamp and the warning to show, or the refused field and why.
 async fn backup_rights(
     state: &AdmissionState,
+    kind: ProxyKind,
+    path: &str,
     mode: RightsMode,
     who: &Requester,
     namespace: &str,
@@ -349,12 +515,13 @@ async fn backup_rights(
     if mode == RightsMode::Off {
         return Ok((record(Vec::new()), None));
     }
-    let field = "spec.backupSpec.includedResources".to_string();
+    let field = format!("{path}.includedResources");
+    let what = kind.kind();
     let fail = |e: String| {
         (
             field.clone(),
             format!(
-                "NonAdminBackup refused: nac cannot check what {} may read now ({e}); retry",
+                "{what} refused: nac cannot check what {} may read now ({e}); retry",
                 who.username
             ),
         )
@@ -376,13 +543,13 @@ async fn backup_rights(
         RightsMode::Deny => Err((
             field,
             format!(
-                "NonAdminBackup would include resources {} may not list in namespace {namespace}: {list}; leave them \
-                 out with spec.backupSpec.excludedResources or ask for read access (policy rights.backup: deny)",
+                "{what} would include resources {} may not list in namespace {namespace}: {list}; leave them \
+                 out with {path}.excludedResources or ask for read access (policy rights.backup: deny)",
                 who.username
             ),
         )),
         _ => {
-            let warning = left_out_warning(&denied, &who.username, namespace);
+            let warning = left_out_warning(path, &denied, &who.username, namespace);
             Ok((record(denied), Some(warning)))
         }
     }
@@ -390,7 +557,7 @@ async fn backup_rights(
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
 /// controllers' kinds): it names a few, the record all of them.
-fn left_out_warning(denied: &[String], user: &str, namespace: &str) -> String {
+fn left_out_warning(path: &str, denied: &[String], user: &str, namespace: &str) -> String {
     const SHOWN: usize = 6;
     let shown = if denied.len() > SHOWN {
         format!(
@@ -402,7 +569,7 @@ fn left_out_warning(denied: &[String], user: &str, namespace: &str) -> String {
         denied.join(", ")
     };
     format!(
-        "spec.backupSpec: {shown} left out of the backup: {user} may not list them in namespace {namespace} (policy \
+        "{path}: {shown} left out of the backup: {user} may not list them in namespace {namespace} (policy \
          rights.backup: exclude)"
     )
 }
@@ -453,7 +620,7 @@ pub(super) fn validate(
     let sync_field = format!("metadata.labels[{NAB_SYNCED_FROM_NACUUID_LABEL}]");
     let sync_label = |o: &Value| match kind {
         ProxyKind::Backup => label(o, NAB_SYNCED_FROM_NACUUID_LABEL).map(str::to_string),
-        ProxyKind::Restore | ProxyKind::StorageLocation => None,
+        ProxyKind::Restore | ProxyKind::StorageLocation | ProxyKind::Schedule => None,
     };
     match &p.old {
         None if synced_by_nac(state, kind, req, &p.object) => resp,
@@ -504,14 +671,27 @@ pub(super) fn validate(
         }
         Some((old_obj, old_spec)) => {
             let mut violations = Vec::new();
-            if let Some(path) = policy::first_changed_field(old_spec, &p.spec) {
-                let field = format!("spec.{}{path}", kind.spec_key());
+            // What a schedule's edit may change: its spec, checked again where the expression or the template
+            // changed; nac's records only as the mutating webhook writes them for an edited template.
+            let mut edited_template = false;
+            if kind == ProxyKind::Schedule {
+                let changed = |k: &str| old_spec.get(k) != p.spec.get(k);
+                edited_template = changed("template");
+                if (changed("schedule") || edited_template) && !privileged {
+                    let Some(policy) = state.policy.current() else {
+                        return deny(resp, no_policy_message(state, kind), []);
+                    };
+                    let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
+                    violations.extend(outcome.violations.into_iter().map(|v| (v.field, v.message)));
+                }
+            } else if let Some(path) = policy::first_changed_field(old_spec, &p.spec) {
+                let field = format!("{}{path}", kind.spec_path());
                 violations.push((
                     field.clone(),
                     format!(
-                        "{} spec.{} cannot be changed after creation ({field} differs); create a new {} instead",
+                        "{} {} cannot be changed after creation ({field} differs); create a new {} instead",
                         kind.kind(),
-                        kind.spec_key(),
+                        kind.spec_path(),
                         kind.kind()
                     ),
                 ));
@@ -540,8 +720,12 @@ pub(super) fn validate(
             if let Some(policy) = state.policy.current() {
                 violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
             }
+            let me = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
             for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
-                if annotation(old_obj, key) != annotation(&p.object, key) && !privileged {
+                let restamped = edited_template
+                    && annotation(&p.object, key).is_some()
+                    && (key != REQUESTER_ANNOTATION || annotation(&p.object, key) == Some(me.as_str()));
+                if annotation(old_obj, key) != annotation(&p.object, key) && !privileged && !restamped {
                     violations.push((
                         format!("metadata.annotations[{key}]"),
                         format!(
@@ -575,7 +759,7 @@ mod tests {
     #[test]
     fn a_long_list_of_left_out_kinds_is_cut_in_the_warning() {
         let kinds: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
-        let w = left_out_warning(&kinds, "alice", "team-a");
+        let w = left_out_warning("spec.backupSpec", &kinds, "alice", "team-a");
         assert!(
             w.starts_with("spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds (annotation"),
             "{w}"
@@ -584,6 +768,7 @@ mod tests {
             w.ends_with("alice may not list them in namespace team-a (policy rights.backup: exclude)"),
             "{w}"
         );
-        assert!(left_out_warning(&kinds[..2], "alice", "team-a").starts_with("spec.backupSpec: k0, k1 left out"));
+        assert!(left_out_warning("spec.backupSpec", &kinds[..2], "alice", "team-a")
+            .starts_with("spec.backupSpec: k0, k1 left out"));
     }
 }

@@ -8,6 +8,11 @@
 //! tenant's bucket with Velero's rights. Backups nac makes are created by nac itself; Velero's sync brings back
 //! only finished ones. So on a tenant location, an unfinished Velero object from anyone but nac is refused, at
 //! admission, before Velero's controllers can see it.
+//!
+//! One exception: the runs of a tenant's schedule, which Velero itself creates from a Velero Schedule nac made.
+//! Such a Backup is admitted when it names that Schedule, the Schedule was made for the namespace that owns the
+//! location, and its spec is exactly the Schedule's template: then it does what the schedule does anyway (a copy
+//! planted in the bucket could do no more).
 
 use super::{deny, AdmissionState};
 use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, NABSL};
@@ -68,9 +73,20 @@ impl GuardedKind {
     }
 }
 
-/// Reads a Velero BackupStorageLocation's metadata in Velero's namespace: `None` when it does not exist.
+/// What the webhooks look up in the cluster: a Velero BackupStorageLocation's metadata in Velero's namespace
+/// (`None` when it does not exist), and how many NonAdminSchedules a namespace has (`schedule.maxPerNamespace`).
 pub trait LocationLookup: Send + Sync {
     fn location<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<ObjectMeta>, String>>;
+
+    /// The Velero Schedule `name` in Velero's namespace, `None` when it does not exist.
+    fn velero_schedule<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Schedule>, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
+
+    /// NonAdminSchedules of `namespace` not being deleted.
+    fn schedules_in<'a>(&'a self, _namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
 }
 
 /// The lookup against the API server.
@@ -84,6 +100,32 @@ impl LocationLookup for KubeLocations {
                 .await
                 .map(|o| o.map(|m| m.metadata))
                 .map_err(|e| e.to_string())
+        })
+    }
+
+    fn velero_schedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Schedule>, String>> {
+        Box::pin(async move {
+            let api: kube::Api<crate::velero::Schedule> = kube::Api::namespaced(
+                kube::Client::from(self.0.clone()),
+                self.0.namespace().unwrap_or_default(),
+            );
+            api.get_opt(name).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn schedules_in<'a>(&'a self, namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
+        Box::pin(async move {
+            let api: kube::Api<crate::api::NonAdminSchedule> =
+                kube::Api::namespaced(kube::Client::from(self.0.clone()), namespace);
+            let list = api
+                .list_metadata(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(list
+                .items
+                .iter()
+                .filter(|m| m.metadata.deletion_timestamp.is_none())
+                .count())
         })
     }
 }
@@ -143,23 +185,63 @@ fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<Dynam
     }
 }
 
-/// The verdict once the location is known: refused when it belongs to a tenant.
+/// The namespace owning a tenant's location (its NonAdminBackupStorageLocation's), or None for an admin's.
+fn tenant_namespace(meta: &ObjectMeta) -> Option<&str> {
+    let labels = meta.labels.as_ref()?;
+    let tenant = labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+        && labels.contains_key(NABSL.nacuuid_label);
+    if !tenant {
+        return None;
+    }
+    Some(NABSL.origin_of(meta).map(|(ns, _)| ns).unwrap_or(""))
+}
+
+/// The Velero Schedule a Backup says it is a run of, when it says so the way Velero marks runs of nac's Schedules.
+fn claimed_schedule(kind: GuardedKind, req: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    if kind != GuardedKind::Backup {
+        return None;
+    }
+    let meta = &req.object.as_ref()?.metadata;
+    let schedule = meta.labels.as_ref()?.get(crate::velero::SCHEDULE_NAME_LABEL)?;
+    (crate::naming::NAS.nacuuid(meta) == Some(schedule.as_str())).then(|| schedule.clone())
+}
+
+/// Whether a Backup on a location of `owner` (a namespace) is a run of Velero Schedule `schedule`: nac made the
+/// Schedule for that namespace, and the Backup's spec is the Schedule's template.
+fn is_run_of(req: &AdmissionRequest<DynamicObject>, owner: &str, schedule: Option<&crate::velero::Schedule>) -> bool {
+    use crate::naming::NAS;
+    let (Some(s), Some(object)) = (schedule, req.object.as_ref()) else {
+        return false;
+    };
+    let made_for_owner = NAS.is_tagged(&s.metadata)
+        && s.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .map(String::as_str)
+            == Some(MANAGED_BY_VALUE)
+        && NAS.origin_of(&s.metadata).is_some_and(|(ns, _)| ns == owner)
+        && NAS.origin_of(&object.metadata) == NAS.origin_of(&s.metadata);
+    let spec: Option<crate::velero::BackupSpec> = serde_json::from_value(object.data["spec"].clone()).ok();
+    let same = |a: &crate::velero::BackupSpec| serde_json::to_value(a).ok();
+    made_for_owner && spec.is_some_and(|spec| same(&spec) == same(&s.spec.template))
+}
+
+/// The verdict once the location is known: refused when it belongs to a tenant (unless it is a run of their
+/// schedule, `run_ok`).
 fn decide(
     kind: GuardedKind,
     req: &AdmissionRequest<DynamicObject>,
     location: &str,
     meta: Option<&ObjectMeta>,
+    run_ok: bool,
 ) -> AdmissionResponse {
     let resp = AdmissionResponse::from(req);
     let Some(meta) = meta else {
         // Velero fails an object whose location does not exist without reading anything.
         return resp;
     };
-    let labels = meta.labels.as_ref();
-    let tenant = labels.is_some_and(|l| {
-        l.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE) && l.contains_key(NABSL.nacuuid_label)
-    });
-    if !tenant {
+    if tenant_namespace(meta).is_none() || run_ok {
         return resp;
     }
     let owner = NABSL
@@ -209,16 +291,34 @@ pub async fn review(
             [],
         );
     };
-    match lookup.location(&location).await {
-        Ok(meta) => decide(kind, req, &location, meta.as_ref()),
-        Err(e) => deny(
-            AdmissionResponse::from(req),
-            format!(
-                "Velero {} on storage location {location} cannot be checked now (reading the location failed: {e}); \
-                 retry",
-                kind.kind()
-            ),
-            [],
-        ),
-    }
+    let meta = match lookup.location(&location).await {
+        Ok(meta) => meta,
+        Err(e) => {
+            return deny(
+                AdmissionResponse::from(req),
+                format!(
+                    "Velero {} on storage location {location} cannot be checked now (reading the location failed: \
+                     {e}); retry",
+                    kind.kind()
+                ),
+                [],
+            )
+        }
+    };
+    // A run of a tenant's schedule: one more lookup, of the Schedule it names.
+    let owner = meta.as_ref().and_then(tenant_namespace).map(str::to_string);
+    let run_ok = match (owner, claimed_schedule(kind, req)) {
+        (Some(owner), Some(schedule)) => match lookup.velero_schedule(&schedule).await {
+            Ok(s) => is_run_of(req, &owner, s.as_ref()),
+            Err(e) => {
+                return deny(
+                    AdmissionResponse::from(req),
+                    format!("Velero Backup of Schedule {schedule} cannot be checked now (reading the Schedule failed: {e}); retry"),
+                    [],
+                )
+            }
+        },
+        _ => false,
+    };
+    decide(kind, req, &location, meta.as_ref(), run_ok)
 }

@@ -5,12 +5,14 @@ mod nab;
 mod nabsl;
 mod nadr;
 mod nar;
+mod nas;
 
 pub use common::*;
 pub use nab::*;
 pub use nabsl::*;
 pub use nadr::*;
 pub use nar::*;
+pub use nas::*;
 
 use kube::CustomResourceExt;
 
@@ -25,6 +27,7 @@ pub fn crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensi
         NonAdminBackupStorageLocation::crd(),
         NonAdminBackupStorageLocationRequest::crd(),
         NonAdminDownloadRequest::crd(),
+        NonAdminSchedule::crd(),
     ]
 }
 

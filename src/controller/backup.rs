@@ -94,11 +94,16 @@ impl Tenant for NonAdminBackup {
         &ctx.nab
     }
 
+    /// nac's Backups, and the runs of the Velero Schedules nac made (backup sync gives each its NonAdminBackup).
+    fn keeps(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+        NAB.is_tagged(meta) || crate::naming::NAS.is_tagged(meta)
+    }
+
     async fn early(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
         if nab.spec.delete_backup {
             return request_deletion(api, nab, ctx).await.map(Some);
         }
-        Ok(None)
+        expired_run(api, nab, ctx).await
     }
 
     async fn adopt(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
@@ -113,7 +118,7 @@ impl Tenant for NonAdminBackup {
             Ok(s) => s,
             Err(e) => return Ok(Admission::from_spec::<Self>(Err(e))),
         };
-        if let Err(message) = recheck_rights(nab, &mut spec, policy, ctx).await? {
+        if let Err(message) = recheck_rights(&nab.metadata, NAB.kind, &mut spec, policy, ctx).await? {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
@@ -283,14 +288,15 @@ pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String
 /// made (answers are shared with the webhook's cache, so right after admission this costs no request). A record
 /// written by hand, with nac's mutating webhook bypassed, cannot widen a backup: kinds the requester may not list
 /// now are left out as well (or the backup is refused), under the stricter of the recorded and the current mode.
-async fn recheck_rights(
-    nab: &NonAdminBackup,
+pub async fn recheck_rights(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kind: &str,
     spec: &mut BackupSpec,
     policy: &Policy,
     ctx: &Ctx,
 ) -> Result<Result<(), String>, Error> {
     use crate::rights::{backup_kinds, exclude, unreadable, BackupRights, Requester, RightsMode};
-    let recorded = BackupRights::of(nab.metadata.annotations.as_ref())
+    let recorded = BackupRights::of(meta.annotations.as_ref())
         .ok()
         .flatten()
         .map(|r| r.mode);
@@ -307,18 +313,24 @@ async fn recheck_rights(
     if mode == RightsMode::Off {
         return Ok(Ok(()));
     }
-    let who: Option<Requester> = nab
-        .annotations()
-        .get(crate::rights::REQUESTER_ANNOTATION)
+    let who: Option<Requester> = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::rights::REQUESTER_ANNOTATION))
         .and_then(|v| serde_json::from_str(v).ok());
+    let key = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    );
     let Some(who) = who else {
         return Ok(Err(format!(
-            "NonAdminBackup has no record of who created it (annotation {}): it was not created through nac's \
+            "{kind} has no record of who created it (annotation {}): it was not created through nac's \
              admission webhook, so what it may read cannot be checked; create it again",
             crate::rights::REQUESTER_ANNOTATION
         )));
     };
-    let ns = nab.namespace().unwrap_or_default();
+    let ns = meta.namespace.clone().unwrap_or_default();
     let mut map = to_map(spec);
     let kinds = ctx.access.kinds().await.map_err(Error::NotReady)?;
     let included = backup_kinds(&map, &kinds);
@@ -328,10 +340,10 @@ async fn recheck_rights(
     if more.is_empty() {
         return Ok(Ok(()));
     }
-    tracing::warn!(nab = %key_of(nab), kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
+    tracing::warn!(object = %key, kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
     if mode == RightsMode::Deny {
         return Ok(Err(format!(
-            "NonAdminBackup refused: {} may not list {} in namespace {ns} (policy rights.backup: deny)",
+            "{kind} refused: {} may not list {} in namespace {ns} (policy rights.backup: deny)",
             who.username,
             more.join(", ")
         )));
@@ -350,14 +362,24 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
     if !outcome.allowed() {
         return Err(outcome.message());
     }
-    let mut spec = outcome.spec;
-    // The requester's rights as decided at admission, whatever the policy says now; none recorded means the
-    // object did not pass nac's webhook, and then only a policy that does not check rights lets it through.
-    match crate::rights::BackupRights::of(nab.metadata.annotations.as_ref())? {
+    recorded_spec(outcome.spec, &nab.metadata, NAB.kind, "spec.backupSpec", policy)
+}
+
+/// An admitted BackupSpec with the requester's rights as decided at admission (whatever the policy says now)
+/// and nac's exclusions applied. None recorded means the object did not pass nac's webhook, and then only a
+/// policy that does not check rights lets it through.
+pub fn recorded_spec(
+    mut spec: serde_json::Map<String, Value>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kind: &str,
+    path: &str,
+    policy: &Policy,
+) -> Result<BackupSpec, String> {
+    match crate::rights::BackupRights::of(meta.annotations.as_ref())? {
         Some(r) => crate::rights::exclude(&mut spec, &r.excluded),
         None if policy.rights.backup != crate::rights::RightsMode::Off => {
             return Err(format!(
-                "NonAdminBackup has no record of what its requester may read (annotation {}): it was not created \
+                "{kind} has no record of what its requester may read (annotation {}): it was not created \
                  through nac's admission webhook; create it again",
                 crate::rights::BACKUP_RIGHTS_ANNOTATION
             ))
@@ -366,7 +388,7 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
     }
     add_backup_exclusions(&mut spec);
     serde_json::from_value(Value::Object(spec))
-        .map_err(|e| format!("NonAdminBackup spec.backupSpec is not a valid Velero BackupSpec: {e}"))
+        .map_err(|e| format!("{kind} {path} is not a valid Velero BackupSpec: {e}"))
 }
 
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
@@ -467,10 +489,29 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
         .get(NAB_SYNCED_FROM_NACUUID_LABEL)
         .cloned()
         .unwrap_or_default();
-    let vb = tenant::nacuuid(nab)
-        .filter(|u| *u == synced)
-        .and_then(|u| ctx.nab.velero.get(&ctx.velero_ref(&tenant::velero_name(nab, &u))))
-        .filter(|vb| tenant::check_owner(&**vb, nab).is_ok());
+    let u = tenant::nacuuid(nab).filter(|u| *u == synced);
+    // Named by the nacuuid, or (a scheduled run, which Velero names) carrying it: either way made for this object.
+    let vb = u.as_ref().and_then(|u| {
+        ctx.nab
+            .velero
+            .get(&ctx.velero_ref(&tenant::velero_name(nab, u)))
+            .filter(|vb| tenant::check_owner(&**vb, nab).is_ok())
+            .or_else(|| {
+                ctx.nab
+                    .velero
+                    .find(|b| NAB.nacuuid(&b.metadata) == Some(u.as_str()) && tenant::check_owner(b, nab).is_ok())
+            })
+    });
+    let young = nab
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .is_some_and(|t| now_seconds().duration_since(t.0) < k8s_openapi::jiff::SignedDuration::from_secs(30));
+    if vb.is_none() && young && u.is_some() {
+        // Backup sync stamps a run's identity just before it creates the NonAdminBackup: the store may not show it
+        // yet (its watch event wakes this object too).
+        return Ok(Action::requeue(std::time::Duration::from_secs(2)));
+    }
     let Some(vb) = vb else {
         let message = format!(
             "NonAdminBackup is labelled {NAB_SYNCED_FROM_NACUUID_LABEL}={synced}, but no Velero Backup of that \
@@ -482,6 +523,42 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
     tracing::info!(nab = %key_of(nab), backup = %vb.name_any(), "adopting the synced Velero Backup");
     ctx.nab.note(&vb);
     tenant::mirror(api, nab, &vb, &synced, ctx).await
+}
+
+/// A scheduled run's NonAdminBackup goes with its backup when Velero expires it (TTL): its Velero Backup is gone
+/// and the expiration recorded in its status has passed. Other NonAdminBackups stay and say their backup vanished.
+async fn expired_run(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx) -> Result<Option<Action>, Error> {
+    let ns = nab.namespace().unwrap_or_default();
+    let recorded = nab.status.as_ref().and_then(|s| s.velero_backup.as_ref());
+    let Some(u) = recorded
+        .and_then(|r| r.name.clone())
+        .filter(|n| crate::naming::is_run_backup_of(n, &ns, &nab.name_any()))
+    else {
+        return Ok(None);
+    };
+    let expiration = recorded
+        .and_then(|r| r.status.as_ref())
+        .and_then(|s| s.expiration.as_deref())
+        .and_then(|e| e.parse::<k8s_openapi::jiff::Timestamp>().ok());
+    let Some(expiration) = expiration.filter(|e| *e <= now_seconds()) else {
+        return Ok(None);
+    };
+    if nab.metadata.deletion_timestamp.is_some() || ctx.get_velero(&ctx.nab.velero, &u).await?.is_some() {
+        return Ok(None);
+    }
+    ctx.publish(
+        nab,
+        vec![super::status::Note {
+            warning: false,
+            reason: "BackupExpired".into(),
+            message: format!(
+                "Velero expired the scheduled backup {u} at {expiration}; this NonAdminBackup goes with it"
+            ),
+        }],
+    );
+    delete_if_present(api, &nab.name_any(), &ctx.metrics, "NonAdminBackup").await?;
+    tracing::info!(nab = %key_of(nab), backup = %u, "scheduled backup expired; NonAdminBackup deleted");
+    Ok(Some(Action::await_change()))
 }
 
 /// `spec.deleteBackup: true` on a live object: phase Deleting, then delete the object; the finalizer cleanup does

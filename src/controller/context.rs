@@ -9,11 +9,12 @@ use super::tenant::{Tenant, VeleroObject};
 use super::watches::Synced;
 use super::write::{HasStatus, RecentWrites};
 use super::Options;
+use crate::api::NonAdminSchedule;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::api::{NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
-use crate::velero::{BackupStorageLocation, DeleteBackupRequest, DownloadRequest};
+use crate::velero::{BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Schedule};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
@@ -347,6 +348,13 @@ pub struct Ctx {
     pub download_requests_synced: Synced,
     pub downloads_waiting: Waiters<NonAdminDownloadRequest>,
     pub downloads_trigger: UnboundedSender<ObjectRef<NonAdminDownloadRequest>>,
+    /// Tenants' schedules, the Velero Schedules made for them, and the channel that wakes a schedule when one of
+    /// its runs changes.
+    pub schedules: Store<NonAdminSchedule>,
+    pub schedules_synced: Synced,
+    pub velero_schedules: Store<Schedule>,
+    pub velero_schedules_synced: Synced,
+    pub schedules_trigger: UnboundedSender<ObjectRef<NonAdminSchedule>>,
     pub data_uploads: Arc<Mutex<PhaseCounts>>,
     pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
     pub data_uploads_synced: Synced,
@@ -370,6 +378,9 @@ pub struct Wiring {
     pub downloads: Writer<NonAdminDownloadRequest>,
     pub download_requests: Writer<DownloadRequest>,
     pub downloads_triggers: UnboundedReceiver<ObjectRef<NonAdminDownloadRequest>>,
+    pub schedules: Writer<NonAdminSchedule>,
+    pub velero_schedules: Writer<Schedule>,
+    pub schedules_triggers: UnboundedReceiver<ObjectRef<NonAdminSchedule>>,
 }
 
 impl Ctx {
@@ -392,7 +403,15 @@ impl Ctx {
         let (downloads, downloads_writer) = reflector::store();
         let (download_requests, download_requests_writer) = reflector::store();
         let (downloads_trigger, downloads_triggers) = futures::channel::mpsc::unbounded();
+        let (schedules, schedules_writer) = reflector::store();
+        let (velero_schedules, velero_schedules_writer) = reflector::store();
+        let (schedules_trigger, schedules_triggers) = futures::channel::mpsc::unbounded();
         let ctx = Ctx {
+            schedules,
+            schedules_synced: Synced::default(),
+            velero_schedules,
+            velero_schedules_synced: Synced::default(),
+            schedules_trigger,
             access,
             contents: Arc::new(super::contents::VeleroContents {
                 limits: Default::default(),
@@ -438,6 +457,9 @@ impl Ctx {
             downloads: downloads_writer,
             download_requests: download_requests_writer,
             downloads_triggers,
+            schedules: schedules_writer,
+            velero_schedules: velero_schedules_writer,
+            schedules_triggers,
         };
         (ctx, wiring)
     }

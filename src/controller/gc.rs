@@ -1,6 +1,7 @@
 //! Garbage collection: Velero objects nac made whose tenant object is gone are removed. Orphans appear when a
 //! tenant object goes without its finalizer running (removed by hand, the CRD deleted, a crash between two
-//! writes) and when a download request goes (it has no finalizer).
+//! writes) and when a download request goes (it has no finalizer). A Velero Schedule whose NonAdminSchedule is gone
+//! is collected too (it would go on making backups); the backups it made are kept like any other.
 //!
 //! Driven by the tenant objects' delete events (the objects made for that origin are looked at) and by Velero
 //! object events whose origin is not in the store, plus a sweep of everything at the start of each term and
@@ -20,7 +21,9 @@
 
 use super::context::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
-use crate::naming::{Origin, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, OADP_LABEL, OADP_LABEL_VALUE};
+use crate::naming::{
+    Origin, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
+};
 use crate::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
@@ -45,10 +48,11 @@ pub enum Made {
     SecretCopy,
     LocationRequest,
     DownloadRequest,
+    Schedule,
 }
 
 impl Made {
-    pub const ALL: [Made; 7] = [
+    pub const ALL: [Made; 8] = [
         Made::Backup,
         Made::DeleteBackupRequest,
         Made::Restore,
@@ -56,6 +60,7 @@ impl Made {
         Made::SecretCopy,
         Made::LocationRequest,
         Made::DownloadRequest,
+        Made::Schedule,
     ];
 
     /// The tenant kind it is made for.
@@ -65,6 +70,7 @@ impl Made {
             Made::Restore => &NAR,
             Made::BackupStorageLocation | Made::SecretCopy | Made::LocationRequest => &NABSL,
             Made::DownloadRequest => &NADR,
+            Made::Schedule => &NAS,
         }
     }
 
@@ -77,6 +83,7 @@ impl Made {
             Made::SecretCopy => "Secret",
             Made::LocationRequest => "NonAdminBackupStorageLocationRequest",
             Made::DownloadRequest => "DownloadRequest",
+            Made::Schedule => "Schedule",
         }
     }
 }
@@ -212,6 +219,7 @@ fn metas(ctx: &Ctx, made: Made) -> Vec<(String, ObjectMeta)> {
         Made::SecretCopy => names_metas(&ctx.secret_copies, o),
         Made::LocationRequest => names_metas(&ctx.location_requests, o),
         Made::DownloadRequest => names_metas(&ctx.download_requests, o),
+        Made::Schedule => names_metas(&ctx.velero_schedules, o),
     }
 }
 
@@ -241,6 +249,7 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
         Made::SecretCopy => meta(ctx, &ctx.secret_copies, n, |_| None),
         Made::LocationRequest => meta(ctx, &ctx.location_requests, n, |_| None),
         Made::DownloadRequest => meta(ctx, &ctx.download_requests, n, |_| None),
+        Made::Schedule => meta(ctx, &ctx.velero_schedules, n, |_| None),
     }
 }
 
@@ -256,6 +265,7 @@ fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Pr
         k if k == NAB.kind => find(&ctx.nab.objects, namespace, name, super::tenant::nacuuid),
         k if k == NAR.kind => find(&ctx.nar.objects, namespace, name, super::tenant::nacuuid),
         k if k == NABSL.kind => find(&ctx.storage_locations, namespace, name, super::location::nacuuid_of),
+        k if k == NAS.kind => find(&ctx.schedules, namespace, name, super::schedule::nacuuid),
         _ => find(&ctx.downloads, namespace, name, ResourceExt::uid),
     };
     id.map_or(Presence::Missing, Presence::Present)
@@ -279,6 +289,9 @@ async fn owner_in_api(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -
         k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name)
             .await?
             .map(|o| super::location::nacuuid_of(&o)),
+        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name)
+            .await?
+            .map(|o| super::schedule::nacuuid(&o)),
         _ => get::<NonAdminDownloadRequest>(ctx, namespace, name)
             .await?
             .map(|o| ResourceExt::uid(&o)),
@@ -320,6 +333,7 @@ async fn collect(ctx: &Ctx, c: &Candidate) -> Result<bool, kube::Error> {
         Made::SecretCopy => delete::<Secret>(ctx, &c.name, &dp).await,
         Made::LocationRequest => delete::<crate::api::NonAdminBackupStorageLocationRequest>(ctx, &c.name, &dp).await,
         Made::DownloadRequest => delete::<DownloadRequest>(ctx, &c.name, &dp).await,
+        Made::Schedule => delete::<crate::velero::Schedule>(ctx, &c.name, &dp).await,
     };
     match res {
         Ok(()) => {
@@ -360,6 +374,8 @@ fn stores_synced(ctx: &Ctx) -> bool {
         &ctx.secret_copies_synced,
         &ctx.location_requests_synced,
         &ctx.download_requests_synced,
+        &ctx.schedules_synced,
+        &ctx.velero_schedules_synced,
     ]
     .iter()
     .all(|s| s.is_synced())

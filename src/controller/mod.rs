@@ -12,6 +12,7 @@
 //!   `tenant_controller` line below.
 //! - `location`, `download`: the kinds that are not queued in Velero (tenants' storage locations, download
 //!   requests), each a short sequence of its own on the same helpers.
+//! - `schedule`: tenants' schedules (one Velero Schedule each; their runs get NonAdminBackups through `sync`).
 //! - `sync`: backup sync, a background loop beside the controllers; `gc`: garbage collection of Velero objects
 //!   whose tenant object is gone, another.
 
@@ -28,6 +29,7 @@ pub mod location;
 mod objects;
 pub mod queue;
 pub mod restore;
+pub mod schedule;
 pub mod status;
 pub mod sync;
 pub mod tenant;
@@ -38,13 +40,14 @@ pub use context::Error;
 
 use crate::api::{
     NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
+    NonAdminSchedule,
 };
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::naming::{NAB, NABSL, NADR};
+use crate::naming::{NAB, NABSL, NADR, NAS};
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
-use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup};
+use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup, Schedule};
 use context::Ctx;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -288,11 +291,22 @@ async fn term(
     let nar_gone = move |o: &crate::api::NonAdminRestore| {
         let _ = gc_nar.unbounded_send(gc::gone(crate::naming::NAR, o));
     };
-    let nab_controller = tenant_controller(&ctx, wiring.nab, orphans, nab_gone)
+    // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
+    // backup sync of one that has no NonAdminBackup yet.
+    let (run_schedules, sync_runs) = (ctx.schedules_trigger.clone(), sync_tx.clone());
+    let runs = move |b: &Backup| {
+        if let Some(r) = NAS.owner::<NonAdminSchedule>(&b.metadata) {
+            let _ = run_schedules.unbounded_send(r);
+            if !NAB.is_tagged(&b.metadata) {
+                let _ = sync_runs.unbounded_send(b.name_any());
+            }
+        }
+    };
+    let nab_controller = tenant_controller(&ctx, wiring.nab, runs, orphans, nab_gone)
         .watches_stream(dbrs, |d: DeleteBackupRequest| NAB.owner(&d.metadata));
     let nab_controller = drive(nab_controller, &ctx, stop.clone());
     let nar_controller = drive(
-        tenant_controller(&ctx, wiring.nar, restore_orphans, nar_gone),
+        tenant_controller(&ctx, wiring.nar, |_| {}, restore_orphans, nar_gone),
         &ctx,
         stop.clone(),
     );
@@ -448,6 +462,50 @@ async fn term(
             }
         });
 
+    // Tenants' schedules and the Velero Schedules made for them.
+    let gc_schedules = gc_tx.clone();
+    let nas_objects = watches::origin_stream(
+        Api::<NonAdminSchedule>::all(client.clone()),
+        kube::runtime::watcher::Config::default(),
+        wiring.schedules,
+        ctx.schedules_synced.clone(),
+        "nonadminschedules",
+        move |o| {
+            let _ = gc_schedules.unbounded_send(gc::gone(NAS, o));
+        },
+    );
+    let velero_schedules = watches::store_stream(
+        Api::<Schedule>::namespaced(client.clone(), &vns),
+        kube::runtime::watcher::Config::default().labels(NAS.nacuuid_label),
+        wiring.velero_schedules,
+        ctx.velero_schedules_synced.clone(),
+        "velero schedules",
+    );
+    let (nases, gc_orphan_schedules) = (ctx.schedules.clone(), gc_tx.clone());
+    let nas_controller = Controller::for_stream(nas_objects, ctx.schedules.clone())
+        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
+        .watches_stream(velero_schedules, move |v: Schedule| {
+            let r = NAS.owner(&v.metadata)?;
+            if nases.get(&r).is_none() {
+                let _ = gc_orphan_schedules.unbounded_send(gc::Trigger::Object(gc::Candidate {
+                    made: gc::Made::Schedule,
+                    name: v.name_any(),
+                }));
+            }
+            Some(r)
+        })
+        .reconcile_on(watches::coalesce(
+            wiring.schedules_triggers,
+            ctx.opts.queue_update_interval,
+        ))
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(schedule::reconcile, schedule::error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = schedule::CONTROLLER, "controller");
+            }
+        });
+
     let sync_ctx = ctx.clone();
     let sync_stop = stop.clone();
     let backup_sync = async move {
@@ -470,6 +528,7 @@ async fn term(
         nar_controller,
         nabsl_controller,
         nadr_controller,
+        nas_controller,
         du,
         pvb,
         locations,
@@ -482,11 +541,12 @@ async fn term(
 }
 
 /// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
-/// annotations; `orphan` hears of those whose tenant object is not in the store, `deleted` of its own objects'
+/// annotations; `seen` hears of every one, `orphan` of those whose tenant object is not in the store, `deleted` of its own objects'
 /// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
 fn tenant_controller<K: Tenant>(
     ctx: &Arc<Ctx>,
     wiring: context::KindWiring<K>,
+    seen: impl Fn(&K::Velero) + Send + Sync + 'static,
     orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
     deleted: impl Fn(&K) + Send + Sync + 'static,
 ) -> Controller<K>
@@ -524,6 +584,7 @@ where
     Controller::for_stream(objects, K::state(ctx).objects.clone())
         .with_config(config)
         .watches_stream(velero, move |v: K::Velero| {
+            seen(&v);
             let r = K::ORIGIN.owner::<K>(v.meta())?;
             orphan(&v, &r);
             K::state(&c2).enqueued(&r);

@@ -4,8 +4,12 @@
 use serde_json::{Map, Value};
 
 /// Namespaced kinds never included in a tenant's backup or restore: nac's own objects.
-pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] =
-    &["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations"];
+pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] = &[
+    "nonadminbackups",
+    "nonadminrestores",
+    "nonadminbackupstoragelocations",
+    "nonadminschedules",
+];
 /// Cluster-scoped kinds never included in a tenant's backup or restore: cluster security objects.
 pub const EXCLUDED_CLUSTER_RESOURCES: &[&str] = &[
     "securitycontextconstraints",

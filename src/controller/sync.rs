@@ -7,6 +7,12 @@
 //! periodic resync of the whole store (policy `backupSync.period`; it also catches a namespace re-created after
 //! its backups came back). Only locations the policy lists in `backupSync.adminLocations` are synced.
 //!
+//! Scheduled runs: each Backup a Velero Schedule nac made runs carries the schedule's identity (Velero copies the
+//! Schedule's labels and annotations onto it). While that schedule exists, every run of it gets its NonAdminBackup
+//! at once, running or not, named `<schedule>-<timestamp>` in the schedule's namespace; nac first stamps the Backup
+//! with that NonAdminBackup's identity, so the rest of nac treats it as any backup of the namespace. A run found
+//! in object storage whose schedule is gone is synced like any other backup.
+//!
 //! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
 //! replica's last moments of leadership) is refused by the API server with AlreadyExists.
 
@@ -14,11 +20,12 @@ use super::context::{key_of, Ctx};
 use super::status::Note;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::naming::{
-    is_nacuuid_for, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL,
-    OADP_LABEL, OADP_LABEL_VALUE,
+    is_nacuuid_for, nacuuid_with, run_name, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
+    NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };
 use crate::policy::BackupSync;
 use crate::velero::Backup;
+use crate::velero::{run_timestamp, SCHEDULE_NAME_LABEL};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -45,29 +52,123 @@ pub struct Origin {
 /// The owner of a Velero storage location made for a tenant: `(namespace, NonAdminBackupStorageLocation name)`.
 pub type TenantLocations<'a> = &'a dyn Fn(&str) -> Option<(String, String)>;
 
+/// A Velero Schedule nac made that exists now: `(its NonAdminSchedule's namespace, its template's storage
+/// location)`.
+pub type LiveSchedules<'a> = &'a dyn Fn(&str) -> Option<(String, Option<String>)>;
+
+/// A Backup a Velero Schedule nac made for a NonAdminSchedule ran: where its NonAdminBackup goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub namespace: String,
+    /// The NonAdminBackup's name: the schedule's with the run's timestamp.
+    pub name: String,
+    /// The Velero Schedule's name.
+    pub schedule: String,
+}
+
+/// The nacuuid of a run's NonAdminBackup: an ordinary one for its namespace and name (a run's own name is longer
+/// than a label value may be), its uuid the Backup's uid, so every look at the run finds the same one.
+pub fn run_nacuuid(b: &Backup, run: &Run) -> Option<String> {
+    let uid = b.metadata.uid.as_deref()?;
+    uuid::Uuid::parse_str(uid).ok()?;
+    Some(nacuuid_with(&run.namespace, &run.name, uid))
+}
+
+/// The run a Velero Backup is, by the schedule identity Velero copied onto it: the schedule label naming a Velero
+/// Schedule whose name is the nacuuid of the NonAdminSchedule the origin annotations name, and Velero's name for a
+/// run of that schedule.
+pub fn run_of(b: &Backup) -> Option<Run> {
+    let schedule = NAS.nacuuid(&b.metadata)?;
+    if b.labels().get(SCHEDULE_NAME_LABEL).map(String::as_str) != Some(schedule) {
+        return None;
+    }
+    let (namespace, nas) = NAS.origin_of(&b.metadata)?;
+    if !is_nacuuid_for(schedule, namespace, nas) {
+        return None;
+    }
+    let ts = run_timestamp(b.metadata.name.as_deref()?, schedule)?;
+    Some(Run {
+        namespace: namespace.to_string(),
+        name: run_name(nas, ts),
+        schedule: schedule.to_string(),
+    })
+}
+
 /// The origin of a Velero Backup that backup sync may give a NonAdminBackup, or None. Pure: the decision is
 /// tested without a cluster. The backup must be one nac made (its labels, a nacuuid that is this origin's and is
 /// the backup's own name), finished in a restorable phase, and stored on a location the policy opens for sync,
 /// or on a tenant's own location **of the origin's namespace**: a tenant controls what is in their bucket, so a
 /// backup there claiming another namespace is planted and never synced.
-pub fn sync_origin(b: &Backup, sync: &BackupSync, tenant_locations: TenantLocations) -> Option<Origin> {
+///
+/// A run of a Velero Schedule that exists now (same namespace, the backup on the template's location) is synced in
+/// any phase but Deleting, on any location: it is what the tenant's schedule makes. The backup must cover its own
+/// namespace only.
+pub fn sync_origin(
+    b: &Backup,
+    sync: &BackupSync,
+    tenant_locations: TenantLocations,
+    live: LiveSchedules,
+) -> Option<Origin> {
     let labels = b.metadata.labels.as_ref()?;
     if labels.get(OADP_LABEL).map(String::as_str) != Some(OADP_LABEL_VALUE)
         || labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY_VALUE)
+        || b.metadata.deletion_timestamp.is_some()
     {
         return None;
     }
-    let nacuuid = NAB.nacuuid(&b.metadata)?;
-    let (namespace, name) = NAB.origin_of(&b.metadata)?;
-    if b.metadata.name.as_deref() != Some(nacuuid) || !is_nacuuid_for(nacuuid, namespace, name) {
+    let run = run_of(b);
+    let (namespace, name, nacuuid) = match NAB.nacuuid(&b.metadata) {
+        Some(nacuuid) => {
+            let (namespace, name) = NAB.origin_of(&b.metadata)?;
+            if !is_nacuuid_for(nacuuid, namespace, name) {
+                return None;
+            }
+            // A backup is named by its NonAdminBackup's nacuuid, or a run by its schedule (Velero names runs): then
+            // the identity nac stamped on it must name the NonAdminBackup its schedule identity names.
+            let named = match &run {
+                Some(r) => (r.namespace.as_str(), r.name.as_str()) == (namespace, name),
+                None => b.metadata.name.as_deref() == Some(nacuuid),
+            };
+            if !named {
+                return None;
+            }
+            (namespace.to_string(), name.to_string(), nacuuid.to_string())
+        }
+        None => {
+            let r = run.as_ref()?;
+            (r.namespace.clone(), r.name.clone(), run_nacuuid(b, r)?)
+        }
+    };
+    if b.spec.included_namespaces.as_deref() != Some(std::slice::from_ref(&namespace)) {
         return None;
     }
-    let status = b.status.as_ref()?;
-    status.completion_timestamp.as_ref()?;
-    if !SYNCED_PHASES.contains(&status.phase.as_deref()?) {
+    let status = b.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
+    let location = b.spec.storage_location.clone();
+    let is_live = run.as_ref().is_some_and(|r| {
+        live(&r.schedule).is_some_and(|(ns, template_location)| ns == r.namespace && template_location == location)
+    });
+    if is_live {
+        if phase == Some("Deleting") {
+            return None;
+        }
+        let own = match location.as_deref().and_then(tenant_locations) {
+            Some((owner_ns, nabsl)) if owner_ns == namespace => Some(nabsl),
+            Some(_) => return None,
+            None => None,
+        };
+        return Some(Origin {
+            namespace,
+            name,
+            nacuuid,
+            location: own,
+        });
+    }
+    status?.completion_timestamp.as_ref()?;
+    if !SYNCED_PHASES.contains(&phase?) {
         return None;
     }
-    let location = b.spec.storage_location.as_deref()?;
+    let location = location.as_deref()?;
     let own = if sync.admin_locations.iter().any(|l| l == location) {
         None
     } else {
@@ -85,9 +186,9 @@ pub fn sync_origin(b: &Backup, sync: &BackupSync, tenant_locations: TenantLocati
         Some(nabsl)
     };
     Some(Origin {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        nacuuid: nacuuid.to_string(),
+        namespace,
+        name,
+        nacuuid,
         location: own,
     })
 }
@@ -240,21 +341,31 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
             .filter(|_| crate::naming::NABSL.is_tagged(&bsl.metadata))
             .map(|(ns, name)| (ns.to_string(), name.to_string()))
     };
-    let Some(origin) = sync_origin(&b, &policy.backup_sync, &tenant_locations) else {
+    let live = |schedule: &str| {
+        let s = ctx.velero_schedules.get(&ctx.velero_ref(schedule))?;
+        let (ns, _) = NAS.origin_of(&s.metadata)?;
+        Some((ns.to_string(), s.spec.template.storage_location.clone()))
+    };
+    let Some(origin) = sync_origin(&b, &policy.backup_sync, &tenant_locations, &live) else {
         return Outcome::Done;
     };
+    // A run as Velero made it is stamped with its NonAdminBackup's identity once that NonAdminBackup exists
+    // (stamped before, it would look like an orphan to garbage collection for a moment): then the NonAdminBackup
+    // adopts it, and the rest of nac (collection, downloads, restores) knows whose it is.
     // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do, unless it
-    // is on its way out.
+    // is on its way out, or it is this run's own and the run is not stamped yet.
     if let Some(existing) = ctx
         .nab
         .objects
         .get(&ObjectRef::new(&origin.name).within(&origin.namespace))
     {
-        return if existing.metadata.deletion_timestamp.is_some() {
-            Outcome::Retry
-        } else {
-            Outcome::Done
-        };
+        if existing.metadata.deletion_timestamp.is_some() {
+            return Outcome::Retry;
+        }
+        if NAB.nacuuid(&existing.metadata) == Some(origin.nacuuid.as_str()) {
+            return stamp_if_new(ctx, &b, &origin).await;
+        }
+        return Outcome::Done;
     }
     let nab = synced_nab(&b, &origin);
     let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &origin.namespace);
@@ -270,6 +381,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
                     message: format!("re-created from Velero Backup {name} found in object storage"),
                 }],
             );
+            return stamp_if_new(ctx, &b, &origin).await;
         }
         // Taken: by a NonAdminBackup the cache has not shown yet, which may be one being deleted.
         Err(kube::Error::Api(e)) if e.code == 409 => return Outcome::Retry,
@@ -284,6 +396,47 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
         Err(e) => tracing::warn!(backup = %name, error = %e, "backup sync: creating the NonAdminBackup failed"),
     }
     Outcome::Done
+}
+
+/// A run as Velero made it is stamped with its NonAdminBackup's identity once that NonAdminBackup exists
+/// (stamped before, it would look like an orphan to garbage collection for a moment): then the NonAdminBackup
+/// adopts it, and the rest of nac (collection, downloads, restores) knows whose it is.
+async fn stamp_if_new(ctx: &Ctx, b: &Backup, origin: &Origin) -> Outcome {
+    if NAB.is_tagged(&b.metadata) {
+        return Outcome::Done;
+    }
+    let name = b.name_any();
+    match stamp_run(ctx, &name, origin).await {
+        Ok(()) => Outcome::Done,
+        Err(e) => {
+            tracing::warn!(backup = %name, error = %e, "backup sync: stamping the scheduled run failed");
+            Outcome::Retry
+        }
+    }
+}
+
+/// Adds the NonAdminBackup identity of `origin` to the scheduled run `name` (a merge patch of its labels and
+/// annotations only: Velero's own writes to the run are not touched).
+async fn stamp_run(ctx: &Ctx, name: &str, origin: &Origin) -> Result<(), kube::Error> {
+    let meta = NAB.stamp(
+        name,
+        &ctx.opts.velero_namespace,
+        &origin.nacuuid,
+        &origin.namespace,
+        &origin.name,
+        &[],
+    );
+    let patch = serde_json::json!({"metadata": {"labels": meta.labels, "annotations": meta.annotations}});
+    ctx.metrics.write("Backup");
+    ctx.velero_api::<Backup>()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await?;
+    tracing::info!(backup = %name, nab = %format!("{}/{}", origin.namespace, origin.name), "backup sync: stamped a scheduled run");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -326,6 +479,10 @@ mod tests {
         None
     }
 
+    fn no_live(_: &str) -> Option<(String, Option<String>)> {
+        None
+    }
+
     /// The tenant locations of these tests: `team-a-own` is team-a's NonAdminBackupStorageLocation `own`,
     /// `team-b-own` team-b's.
     fn tenants(location: &str) -> Option<(String, String)> {
@@ -340,16 +497,22 @@ mod tests {
     fn a_backup_on_a_tenants_own_location_goes_back_only_to_that_tenant() {
         let sync = open(&["default"]);
         let b = backup("Completed", "team-a-own");
-        let o = sync_origin(&b, &sync, &tenants).unwrap();
+        let o = sync_origin(&b, &sync, &tenants, &no_live).unwrap();
         assert_eq!(o.location.as_deref(), Some("own"));
         let nab = synced_nab(&b, &o);
         assert_eq!(nab.metadata.namespace.as_deref(), Some("team-a"));
         assert_eq!(nab.spec.backup_spec.storage_location.as_deref(), Some("own"));
         // Planted: in team-b's bucket, claiming team-a. Never synced, whatever its labels and annotations say.
-        assert!(sync_origin(&backup("Completed", "team-b-own"), &sync, &tenants).is_none());
+        assert!(sync_origin(&backup("Completed", "team-b-own"), &sync, &tenants, &no_live).is_none());
         // No admin location needs opening for a tenant's own backups; unknown locations stay closed.
-        assert!(sync_origin(&backup("Completed", "team-a-own"), &BackupSync::default(), &tenants).is_some());
-        assert!(sync_origin(&backup("Completed", "archive"), &sync, &tenants).is_none());
+        assert!(sync_origin(
+            &backup("Completed", "team-a-own"),
+            &BackupSync::default(),
+            &tenants,
+            &no_live
+        )
+        .is_some());
+        assert!(sync_origin(&backup("Completed", "archive"), &sync, &tenants, &no_live).is_none());
     }
 
     fn open(locations: &[&str]) -> BackupSync {
@@ -362,7 +525,7 @@ mod tests {
     #[test]
     fn a_finished_backup_on_an_open_location_goes_back_to_its_origin() {
         let b = backup("Completed", "default");
-        let o = sync_origin(&b, &open(&["default"]), &none).unwrap();
+        let o = sync_origin(&b, &open(&["default"]), &none, &no_live).unwrap();
         assert_eq!((o.namespace.as_str(), o.name.as_str()), ("team-a", "nightly"));
         let nab = synced_nab(&b, &o);
         assert_eq!(nab.metadata.namespace.as_deref(), Some("team-a"));
@@ -376,38 +539,134 @@ mod tests {
             Some(vec!["team-a".to_string()])
         );
         assert!(!nab.spec.delete_backup);
-        assert!(sync_origin(&backup("PartiallyFailed", "default"), &open(&["default"]), &none).is_some());
+        assert!(sync_origin(
+            &backup("PartiallyFailed", "default"),
+            &open(&["default"]),
+            &none,
+            &no_live
+        )
+        .is_some());
+    }
+
+    const SCHEDULE: &str = "team-a-weekly-1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+    const RUN_UID: &str = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a";
+
+    /// A run of team-a's schedule `weekly` as Velero makes it: the Schedule's identity, no NonAdminBackup's yet.
+    fn run(phase: &str, location: &str) -> Backup {
+        let mut b = backup(phase, location);
+        b.metadata.name = Some(format!("{SCHEDULE}-20261125020000"));
+        b.metadata.uid = Some(RUN_UID.into());
+        let meta = NAS.stamp(
+            "x",
+            "velero",
+            SCHEDULE,
+            "team-a",
+            "weekly",
+            &[(SCHEDULE_NAME_LABEL, SCHEDULE)],
+        );
+        b.metadata.labels = meta.labels;
+        b.metadata.annotations = meta.annotations;
+        b
+    }
+
+    fn live(name: &str) -> Option<(String, Option<String>)> {
+        (name == SCHEDULE).then(|| ("team-a".to_string(), Some("default".to_string())))
+    }
+
+    #[test]
+    fn a_run_of_a_live_schedule_gets_its_nonadminbackup_at_once() {
+        let sync = BackupSync::default();
+        let b = run("InProgress", "default");
+        let r = run_of(&b).unwrap();
+        assert_eq!(
+            (r.namespace.as_str(), r.name.as_str()),
+            ("team-a", "weekly-20261125020000")
+        );
+        // Running, on an admin location the policy does not open for sync: still the tenant's, while the schedule
+        // that makes it exists.
+        let o = sync_origin(&b, &sync, &none, &live).unwrap();
+        assert_eq!(
+            (o.namespace.as_str(), o.name.as_str()),
+            ("team-a", "weekly-20261125020000")
+        );
+        assert_eq!(o.nacuuid, nacuuid_with("team-a", "weekly-20261125020000", RUN_UID));
+        assert!(o.nacuuid.len() <= crate::naming::MAX_NAME_LEN);
+        // Stamped by nac with that identity, it is the same origin.
+        let mut stamped = b.clone();
+        let meta = NAB.stamp("x", "velero", &o.nacuuid, "team-a", "weekly-20261125020000", &[]);
+        stamped.metadata.labels.as_mut().unwrap().extend(meta.labels.unwrap());
+        stamped
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .extend(meta.annotations.unwrap());
+        assert_eq!(sync_origin(&stamped, &sync, &none, &live), Some(o.clone()));
+        // Stamped as another NonAdminBackup than its schedule identity names: nobody's.
+        let mut other = stamped.clone();
+        other
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(NAB_ORIGIN_NAME_ANNOTATION.into(), "weekly-20261125030000".into());
+        assert_eq!(sync_origin(&other, &sync, &none, &live), None);
+        // Being deleted; not on the template's location; covering another namespace; the schedule gone (then the
+        // usual rules: finished, on an open location).
+        assert_eq!(sync_origin(&run("Deleting", "default"), &sync, &none, &live), None);
+        assert_eq!(sync_origin(&run("InProgress", "other"), &sync, &none, &live), None);
+        let mut wide = run("InProgress", "default");
+        wide.spec.included_namespaces = Some(vec!["team-a".into(), "team-b".into()]);
+        assert_eq!(sync_origin(&wide, &sync, &none, &live), None);
+        assert_eq!(sync_origin(&b, &sync, &none, &no_live), None);
+        assert!(sync_origin(&run("Completed", "default"), &open(&["default"]), &none, &no_live).is_some());
+        // A run on a tenant's own location is that tenant's only.
+        let own = |name: &str| (name == SCHEDULE).then(|| ("team-a".to_string(), Some("team-b-own".to_string())));
+        assert_eq!(
+            sync_origin(&run("InProgress", "team-b-own"), &sync, &tenants, &own),
+            None
+        );
+        let own = |name: &str| (name == SCHEDULE).then(|| ("team-a".to_string(), Some("team-a-own".to_string())));
+        let o = sync_origin(&run("InProgress", "team-a-own"), &sync, &tenants, &own).unwrap();
+        assert_eq!(o.location.as_deref(), Some("own"));
+        // Not a run: the schedule label missing, or naming another schedule, or a name Velero would not give.
+        let mut b = run("InProgress", "default");
+        b.metadata.labels.as_mut().unwrap().remove(SCHEDULE_NAME_LABEL);
+        assert_eq!(run_of(&b), None);
+        let mut b = run("InProgress", "default");
+        b.metadata.name = Some(format!("{SCHEDULE}-x"));
+        assert_eq!(run_of(&b), None);
     }
 
     #[test]
     fn nothing_else_is_synced() {
         let sync = open(&["default"]);
         // Locations the policy does not open, the default policy (none), unfinished or failed backups.
-        assert!(sync_origin(&backup("Completed", "archive"), &sync, &none).is_none());
-        assert!(sync_origin(&backup("Completed", "default"), &BackupSync::default(), &none).is_none());
+        assert!(sync_origin(&backup("Completed", "archive"), &sync, &none, &no_live).is_none());
+        assert!(sync_origin(&backup("Completed", "default"), &BackupSync::default(), &none, &no_live).is_none());
         for phase in ["New", "InProgress", "Failed", "Deleting"] {
             assert!(
-                sync_origin(&backup(phase, "default"), &sync, &none).is_none(),
+                sync_origin(&backup(phase, "default"), &sync, &none, &no_live).is_none(),
                 "{phase}"
             );
         }
         let mut b = backup("Completed", "default");
         b.status.as_mut().unwrap().completion_timestamp = None;
-        assert!(sync_origin(&b, &sync, &none).is_none());
+        assert!(sync_origin(&b, &sync, &none, &no_live).is_none());
         // Not made by nac, or an origin that does not match the nacuuid (a backup claiming another namespace).
         let mut b = backup("Completed", "default");
         b.metadata.labels.as_mut().unwrap().remove(MANAGED_BY_LABEL);
-        assert!(sync_origin(&b, &sync, &none).is_none());
+        assert!(sync_origin(&b, &sync, &none, &no_live).is_none());
         let mut b = backup("Completed", "default");
         b.metadata
             .annotations
             .as_mut()
             .unwrap()
             .insert(NAB_ORIGIN_NAMESPACE_ANNOTATION.into(), "team-b".into());
-        assert!(sync_origin(&b, &sync, &none).is_none());
+        assert!(sync_origin(&b, &sync, &none, &no_live).is_none());
         // A nacuuid that is not the backup's own name.
         let mut b = backup("Completed", "default");
         b.metadata.name = Some("renamed".into());
-        assert!(sync_origin(&b, &sync, &none).is_none());
+        assert!(sync_origin(&b, &sync, &none, &no_live).is_none());
     }
 }

@@ -148,6 +148,12 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
     /// The kind's stores, queue index and triggers in the context.
     fn state(ctx: &Ctx) -> &KindState<Self>;
 
+    /// Whether a Velero object is one nac keeps in the kind's store (and reconciles for): by default those
+    /// carrying the kind's identity label.
+    fn keeps(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+        Self::ORIGIN.is_tagged(meta)
+    }
+
     /// Decisions before anything else on a live object (e.g. a deletion the spec asks for). `None`: go on.
     fn early(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
         async { Ok(None) }

@@ -288,14 +288,14 @@ where
         .default_backoff()
         .modify(|v: &mut K::Velero| {
             v.meta_mut().managed_fields = None;
-            if !K::ORIGIN.is_tagged(v.meta()) {
+            if !K::keeps(v.meta()) {
                 v.keep_queue_fields_only();
             }
         })
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index.lock().expect("queue lock").apply(&ev);
-            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::ORIGIN.is_tagged(v.meta()));
+            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::keeps(v.meta()));
             if matches!(ev, Event::InitDone) {
                 synced.mark();
             }

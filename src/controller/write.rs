@@ -174,6 +174,7 @@ has_status! {
         "NonAdminBackupStorageLocationRequest/status";
     crate::api::NonAdminDownloadRequest => crate::api::NonAdminDownloadRequestStatus,
         "NonAdminDownloadRequest/status";
+    crate::api::NonAdminSchedule => crate::api::NonAdminScheduleStatus, "NonAdminSchedule/status";
 }
 
 /// The result of [`update_status`].

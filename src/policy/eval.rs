@@ -48,13 +48,13 @@ const NAR: &str = "NonAdminRestore";
 const BACKUP_PREFIX: &str = "spec.backupSpec";
 const RESTORE_PREFIX: &str = "spec.restoreSpec";
 
-struct Ctx {
-    kind: &'static str,
-    prefix: &'static str,
+struct Ctx<'p> {
+    kind: &'p str,
+    prefix: &'p str,
     out: Outcome,
 }
 
-impl Ctx {
+impl Ctx<'_> {
     fn deny(&mut self, field: &str, detail: String) {
         let path = format!("{}.{field}", self.prefix);
         let message = if detail.is_empty() {
@@ -149,9 +149,21 @@ fn equivalent(field: &str, got: &Value, want: &Value, duration_fields: &[&str]) 
 
 /// Applies the policy and the tenant rules to a NonAdminBackup's `spec.backupSpec`.
 pub fn evaluate_backup(spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
+    evaluate_backup_as(spec, policy, namespace, NAB, BACKUP_PREFIX)
+}
+
+/// [`evaluate_backup`] for a BackupSpec held by another kind (a schedule's template): messages name `kind` and
+/// fields start with `prefix`.
+pub fn evaluate_backup_as(
+    spec: &Map<String, Value>,
+    policy: &Policy,
+    namespace: &str,
+    kind: &str,
+    prefix: &str,
+) -> Outcome {
     let mut c = Ctx {
-        kind: NAB,
-        prefix: BACKUP_PREFIX,
+        kind,
+        prefix,
         out: Outcome {
             spec: spec.clone(),
             ..Outcome::default()

@@ -6,10 +6,12 @@ pub mod duration;
 mod eval;
 mod lifecycle;
 pub mod live;
+mod schedule;
 
 pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
 pub use eval::*;
 pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
+pub use schedule::{check_expression, evaluate_schedule, ScheduleRules, TEMPLATE_PREFIX as SCHEDULE_TEMPLATE_PREFIX};
 
 use crate::velero::{BackupSpec, RestoreSpec};
 use duration::GoDuration;
@@ -49,6 +51,8 @@ pub struct Policy {
     pub garbage_collection: GarbageCollection,
     /// What backups and restores do with kinds their requester may not read or create.
     pub rights: Rights,
+    /// Bounds on tenants' schedules (NonAdminSchedule).
+    pub schedule: ScheduleRules,
 }
 
 /// Requesters' own rights as the limit of what their backups read (`crate::rights`).
@@ -165,6 +169,8 @@ struct RawPolicy {
     garbage_collection: Option<lifecycle::RawGarbageCollection>,
     #[serde(default)]
     rights: Option<RawRights>,
+    #[serde(default)]
+    schedule: Option<schedule::RawScheduleRules>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -327,7 +333,9 @@ impl Policy {
             backup: raw_rights.backup.unwrap_or_default(),
             restore: raw_rights.restore.unwrap_or_default(),
         };
+        let schedule = schedule::parse_schedule(raw.schedule.unwrap_or_default(), &mut problems);
         let policy = Policy {
+            schedule,
             rights,
             non_admin_bsl,
             downloads,
@@ -467,6 +475,16 @@ impl Policy {
                     self.garbage_collection.period
                 )
             });
+        }
+        let sched = &self.schedule;
+        if let Some(d) = sched.min_interval {
+            lines.push(format!("schedules run at most once every {d}"));
+        }
+        if let Some(n) = sched.max_per_namespace {
+            lines.push(format!("at most {n} schedules per namespace"));
+        }
+        if sched.skip_immediately {
+            lines.push("schedules skip the run due at once on creation and unpause unless they say otherwise".into());
         }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());

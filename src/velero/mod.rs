@@ -5,10 +5,12 @@
 mod backup;
 mod other;
 mod restore;
+mod schedule;
 
 pub use backup::*;
 pub use other::*;
 pub use restore::*;
+pub use schedule::*;
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};

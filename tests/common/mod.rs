@@ -185,4 +185,44 @@ impl nac::admission::LocationLookup for FakeLocations {
             }
         })
     }
+
+    /// Namespace `full` has three NonAdminSchedules, `unreachable` cannot be counted, others none.
+    fn schedules_in<'a>(&'a self, namespace: &'a str) -> futures::future::BoxFuture<'a, Result<usize, String>> {
+        Box::pin(async move {
+            match namespace {
+                "full" => Ok(3),
+                "unreachable" => Err("connection refused".into()),
+                _ => Ok(0),
+            }
+        })
+    }
+
+    /// `team-a-nightly-...`: a Velero Schedule nac made for team-a's NonAdminSchedule `nightly`, whose template
+    /// is team-a's own namespace on its location `tenant-loc`.
+    fn velero_schedule<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<nac::velero::Schedule>, String>> {
+        Box::pin(async move {
+            if name != VELERO_SCHEDULE {
+                return Ok(None);
+            }
+            let mut s = nac::velero::Schedule::new(
+                name,
+                nac::velero::ScheduleSpec {
+                    schedule: "@daily".into(),
+                    template: serde_json::from_value(serde_json::json!({
+                        "includedNamespaces": ["team-a"], "storageLocation": "tenant-loc"
+                    }))
+                    .unwrap(),
+                    ..Default::default()
+                },
+            );
+            s.metadata = nac::naming::NAS.stamp(name, "velero", name, "team-a", "nightly", &[]);
+            Ok(Some(s))
+        })
+    }
 }
+
+/// The Velero Schedule [`FakeLocations`] knows.
+pub const VELERO_SCHEDULE: &str = "team-a-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";

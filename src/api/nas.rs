@@ -1,0 +1,102 @@
+//! NonAdminSchedule: a namespace user's backup schedule. nac makes one Velero Schedule for it; each run Velero
+//! makes appears in the namespace as a NonAdminBackup.
+
+use super::{Conditions, NonAdminPhase};
+use crate::velero::{BackupSpec, ScheduleStatus};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "oadp.openshift.io",
+    version = "v1alpha1",
+    kind = "NonAdminSchedule",
+    doc = "A namespace user's schedule of Velero backups of their own namespace",
+    plural = "nonadminschedules",
+    shortname = "nas",
+    namespaced,
+    status = "NonAdminScheduleStatus",
+    printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
+    printcolumn = r#"{"name":"Paused","type":"boolean","jsonPath":".spec.paused"}"#,
+    printcolumn = r#"{"name":"Last backup","type":"date","jsonPath":".status.lastBackup"}"#,
+    printcolumn = r#"{"name":"Next run","type":"string","jsonPath":".status.nextRun"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NonAdminScheduleSpec {
+    /// When backups run: a cron expression (five fields, in UTC) or a descriptor such as `@daily` or `@every 6h`.
+    pub schedule: String,
+    /// Set to true to stop new runs; backups already made stay.
+    #[serde(default, skip_serializing_if = "crate::velero::is_false")]
+    pub paused: bool,
+    /// Skip the run that would be due at once when the schedule is created or unpaused: the next run is then the
+    /// next time the expression names. Consumed once: nac removes it after handing it to Velero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_immediately: Option<bool>,
+    /// The backup each run makes.
+    pub template: NonAdminScheduleTemplate,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NonAdminScheduleTemplate {
+    /// The Velero BackupSpec of each run; the admin policy decides what may be set, as for a NonAdminBackup.
+    pub backup_spec: BackupSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NonAdminScheduleStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<NonAdminPhase>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Conditions,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub velero_schedule: Option<VeleroScheduleRef>,
+    /// When the next backup runs (absent while paused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run: Option<String>,
+    /// When the last backup was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<String>,
+    /// When a run due at once was last skipped (`spec.skipImmediately`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_skipped: Option<String>,
+    /// The newest backups of this schedule, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_backups: Vec<RecentBackup>,
+}
+
+/// The Velero Schedule behind a NonAdminSchedule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VeleroScheduleRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nacuuid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A copy of the Velero Schedule's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ScheduleStatus>,
+}
+
+/// One backup a schedule made.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecentBackup {
+    /// The NonAdminBackup standing for it in this namespace.
+    pub name: String,
+    pub velero_backup_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<String>,
+}

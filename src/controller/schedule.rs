@@ -1,0 +1,634 @@
+//! NonAdminSchedule: one Velero Schedule per schedule, named by its nacuuid, whose template is the admitted backup
+//! spec (the backup policy, the requester's rights, nac's exclusions, the own namespace only). Edits of the
+//! expression, the pause or the template are carried to the Velero Schedule; `spec.skipImmediately` is handed to
+//! Velero (which consumes it and records `lastSkipped`) and then removed from the NonAdminSchedule. A schedule
+//! that is invalid under the current policy makes no new runs: its Velero Schedule is paused until it is fixed.
+//!
+//! The runs are Velero's: each Backup it makes carries the Velero Schedule's labels and annotations (nac's
+//! identity), and backup sync (`sync.rs`) gives each its NonAdminBackup in the namespace, named
+//! `<schedule>-<timestamp>`. Deleting the NonAdminSchedule deletes the Velero Schedule; the backups stay.
+
+use super::backup::{recheck_rights, recorded_spec, resolve_location};
+use super::conditions::{now_seconds, set_condition};
+use super::context::{key_of, Ctx, Error};
+use super::status::Note;
+use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
+use crate::api::condition::ACCEPTED;
+use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
+use crate::naming::{generate_nacuuid, is_nacuuid_for, run_name, NAS};
+use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
+use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
+use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::Event as Finalizer;
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+pub const CONTROLLER: &str = "nonadminschedule";
+pub const SCHEDULE_ACCEPTED: &str = "ScheduleAccepted";
+pub const SCHEDULE_ACCEPTED_MESSAGE: &str = "schedule accepted";
+pub const INVALID_SCHEDULE_SPEC: &str = "InvalidScheduleSpec";
+/// How many of a schedule's backups its status lists.
+pub const RECENT_BACKUPS: usize = 5;
+/// How often a settled schedule is looked at again (its requester's rights may have changed).
+pub const RECHECK: Duration = Duration::from_secs(600);
+
+pub async fn reconcile(obj: Arc<NonAdminSchedule>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let key = key_of(&*obj);
+    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
+    let start = Instant::now();
+    let res = async {
+        let api: Api<NonAdminSchedule> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        with_finalizer(&api, NAS.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
+            match ev {
+                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
+                Finalizer::Cleanup(o) => cleanup(o, &ctx).await,
+            }
+        })
+        .await
+    }
+    .instrument(span)
+    .await;
+    ctx.record(CONTROLLER, &key, &res, start.elapsed());
+    res
+}
+
+pub fn error_policy(obj: Arc<NonAdminSchedule>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
+}
+
+/// The schedule's nacuuid: recorded in status, else the webhook's label (trusted only in the shape nac gives it).
+pub fn nacuuid(nas: &NonAdminSchedule) -> Option<String> {
+    if let Some(u) = nas
+        .status
+        .as_ref()
+        .and_then(|s| s.velero_schedule.as_ref())
+        .and_then(|r| r.nacuuid.clone())
+        .filter(|u| !u.is_empty())
+    {
+        return Some(u);
+    }
+    let v = nas.labels().get(NAS.nacuuid_label)?;
+    is_nacuuid_for(v, &nas.namespace().unwrap_or_default(), &nas.name_any()).then(|| v.clone())
+}
+
+/// What the reconciler decided about a schedule under the current policy.
+pub enum Stage<'a> {
+    /// Refused with this message; no new runs.
+    Invalid(String),
+    /// Its Velero Schedule as it is now, with its backups' summary and next run.
+    Created {
+        nacuuid: &'a str,
+        velero_namespace: &'a str,
+        velero: &'a Schedule,
+        recent: Vec<RecentBackup>,
+        next_run: Option<Timestamp>,
+    },
+}
+
+/// The status for a stage (pure). Phases move forward only; a fixed schedule leaves BackingOff for Created.
+pub fn plan(old: Option<&NonAdminScheduleStatus>, stage: &Stage, now: Timestamp) -> NonAdminScheduleStatus {
+    let mut s = old.cloned().unwrap_or_default();
+    match stage {
+        Stage::Invalid(message) => {
+            set_condition(&mut s.conditions, ACCEPTED, false, INVALID_SCHEDULE_SPEC, message, now);
+            s.next_run = None;
+            if s.phase != Some(NonAdminPhase::Deleting) {
+                s.phase = Some(NonAdminPhase::BackingOff);
+            }
+        }
+        Stage::Created {
+            nacuuid,
+            velero_namespace,
+            velero,
+            recent,
+            next_run,
+        } => {
+            let vs = velero.status.clone().unwrap_or_default();
+            match vs.phase.as_deref() {
+                Some("FailedValidation") => {
+                    let errors = vs.validation_errors.clone().unwrap_or_default().join("; ");
+                    let msg = format!("Velero refused the schedule: {errors}");
+                    set_condition(&mut s.conditions, ACCEPTED, false, INVALID_SCHEDULE_SPEC, &msg, now);
+                }
+                _ => {
+                    set_condition(
+                        &mut s.conditions,
+                        ACCEPTED,
+                        true,
+                        SCHEDULE_ACCEPTED,
+                        SCHEDULE_ACCEPTED_MESSAGE,
+                        now,
+                    );
+                }
+            }
+            s.velero_schedule = Some(VeleroScheduleRef {
+                nacuuid: Some(nacuuid.to_string()),
+                name: Some(velero.name_any()),
+                namespace: Some(velero_namespace.to_string()),
+                status: velero.status.clone(),
+            });
+            s.last_backup = vs.last_backup.clone();
+            s.last_skipped = vs.last_skipped.clone();
+            s.next_run = next_run.map(|t| t.to_string());
+            s.recent_backups = recent.clone();
+            if s.phase != Some(NonAdminPhase::Deleting) {
+                s.phase = Some(NonAdminPhase::Created);
+            }
+        }
+    }
+    s
+}
+
+fn parse_time(t: Option<&str>) -> Option<Timestamp> {
+    t.and_then(|t| t.parse().ok())
+}
+
+/// When Velero runs the schedule next, computed as Velero's schedule controller does: the expression's next time
+/// after the last backup (or the Velero Schedule's creation), or after the last skip when that is later. None
+/// while paused or when the expression is not one Velero accepts. A time in the past means the run is due now.
+pub fn next_run(velero: &Schedule) -> Option<Timestamp> {
+    if velero.spec.paused {
+        return None;
+    }
+    let status = velero.status.as_ref();
+    let created = velero.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let mut from = parse_time(status.and_then(|s| s.last_backup.as_deref())).or(created)?;
+    if let Some(skipped) = parse_time(status.and_then(|s| s.last_skipped.as_deref())) {
+        from = from.max(skipped);
+    }
+    crate::cron::Schedule::parse(&velero.spec.schedule).ok()?.next(from)
+}
+
+/// The newest backups a Velero Schedule made, newest first, as the NonAdminSchedule lists them.
+pub fn recent_backups<'b>(
+    nas_name: &str,
+    schedule: &str,
+    backups: impl Iterator<Item = &'b Backup>,
+) -> Vec<RecentBackup> {
+    let mut runs: Vec<(&str, &Backup)> = backups
+        .filter(|b| b.labels().get(SCHEDULE_NAME_LABEL).map(String::as_str) == Some(schedule))
+        .filter_map(|b| Some((run_timestamp(b.metadata.name.as_deref()?, schedule)?, b)))
+        .collect();
+    runs.sort_by(|a, b| b.0.cmp(a.0));
+    runs.into_iter()
+        .take(RECENT_BACKUPS)
+        .map(|(ts, b)| {
+            let st = b.status.clone().unwrap_or_default();
+            RecentBackup {
+                name: run_name(nas_name, ts),
+                velero_backup_name: b.name_any(),
+                phase: st.phase,
+                start_timestamp: st.start_timestamp,
+                completion_timestamp: st.completion_timestamp,
+                expiration: st.expiration,
+            }
+        })
+        .collect()
+}
+
+/// The Velero Schedule a valid NonAdminSchedule asks for now, or why it is not valid.
+async fn wanted(
+    nas: &NonAdminSchedule,
+    nacuuid: &str,
+    policy: &Policy,
+    ctx: &Ctx,
+) -> Result<Result<Schedule, String>, Error> {
+    let ns = nas.namespace().unwrap_or_default();
+    let spec = super::objects::to_map(&nas.spec);
+    let outcome = evaluate_schedule(&spec, policy, &ns, now_seconds());
+    if !outcome.allowed() {
+        return Ok(Err(outcome.message()));
+    }
+    if let Some(max) = policy.schedule.max_per_namespace {
+        // Counted in creation order: a schedule past the limit waits until an older one goes.
+        let mut mine: Vec<(Option<Timestamp>, String)> = ctx
+            .schedules
+            .state()
+            .iter()
+            .filter(|o| o.namespace().as_deref() == Some(ns.as_str()) && o.metadata.deletion_timestamp.is_none())
+            .map(|o| (o.metadata.creation_timestamp.as_ref().map(|t| t.0), o.name_any()))
+            .collect();
+        mine.sort();
+        if mine
+            .iter()
+            .position(|(_, n)| *n == nas.name_any())
+            .is_some_and(|i| i >= max as usize)
+        {
+            return Ok(Err(format!(
+                "NonAdminSchedule refused: namespace {ns} has more NonAdminSchedules than the cluster policy allows \
+                 (schedule.maxPerNamespace: {max}); delete one"
+            )));
+        }
+    }
+    let template = outcome.spec["template"]["backupSpec"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let mut template = match recorded_spec(template, &nas.metadata, NAS.kind, SCHEDULE_TEMPLATE_PREFIX, policy) {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    if let Err(message) = recheck_rights(&nas.metadata, NAS.kind, &mut template, policy, ctx).await? {
+        return Ok(Err(message));
+    }
+    if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
+        ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+            .await?;
+        match resolve_location(ctx, &ns, name) {
+            Ok(velero_location) => template.storage_location = Some(velero_location),
+            Err(message) => return Ok(Err(message)),
+        }
+    }
+    // Never template labels: Velero would put them on each run instead of the Schedule's (nac's identity).
+    template.metadata = None;
+    let vns = &ctx.opts.velero_namespace;
+    let mut s = Schedule::new(
+        nacuuid,
+        ScheduleSpec {
+            template,
+            schedule: nas.spec.schedule.clone(),
+            paused: nas.spec.paused,
+            skip_immediately: nas.spec.skip_immediately.filter(|s| *s),
+            use_owner_references_in_backup: None,
+            extra: Default::default(),
+        },
+    );
+    s.metadata = NAS.stamp(nacuuid, vns, nacuuid, &ns, &nas.name_any(), &[]);
+    // Each run carries who asked and what they may read (Velero copies the Schedule's annotations onto it).
+    let annotations = s.metadata.annotations.get_or_insert_with(Default::default);
+    for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+        if let Some(v) = nas.annotations().get(key) {
+            annotations.insert(key.to_string(), v.clone());
+        }
+    }
+    Ok(Ok(s))
+}
+
+/// JSON-pointer form of a key (`/` and `~` escaped).
+fn pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The JSON patch that makes `have` what `want` asks for (spec and nac's annotations), or None. Velero's own
+/// fields (status, a consumed `skipImmediately: false`) are left alone.
+pub fn changes(have: &Schedule, want: &Schedule) -> Option<Vec<Value>> {
+    let mut ops = Vec::new();
+    if have.spec.template != want.spec.template {
+        ops.push(json!({"op": "replace", "path": "/spec/template", "value": want.spec.template}));
+    }
+    if have.spec.schedule != want.spec.schedule {
+        ops.push(json!({"op": "replace", "path": "/spec/schedule", "value": want.spec.schedule}));
+    }
+    if have.spec.paused != want.spec.paused {
+        ops.push(json!({"op": "add", "path": "/spec/paused", "value": want.spec.paused}));
+    }
+    if want.spec.skip_immediately == Some(true) {
+        ops.push(json!({"op": "add", "path": "/spec/skipImmediately", "value": true}));
+    }
+    let have_a = have.metadata.annotations.clone().unwrap_or_default();
+    let want_a = want.metadata.annotations.clone().unwrap_or_default();
+    if have.metadata.annotations.is_none() && !want_a.is_empty() {
+        ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+    }
+    for (k, v) in &want_a {
+        if have_a.get(k) != Some(v) {
+            ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer(k)), "value": v}));
+        }
+    }
+    for k in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+        if have_a.contains_key(k) && !want_a.contains_key(k) {
+            ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer(k))}));
+        }
+    }
+    (!ops.is_empty()).then_some(ops)
+}
+
+async fn patch_velero(ctx: &Ctx, name: &str, ops: Vec<Value>) -> Result<Schedule, Error> {
+    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+        .map_err(|e| Error::Inconsistent(format!("building the Velero Schedule patch: {e}")))?;
+    ctx.metrics.write("Schedule");
+    Ok(ctx
+        .velero_api::<Schedule>()
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await?)
+}
+
+async fn set(api: &Api<NonAdminSchedule>, nas: &NonAdminSchedule, ctx: &Ctx, stage: &Stage<'_>) -> Result<(), Error> {
+    let now = now_seconds();
+    let up = update_status(api, nas, &ctx.recent, &ctx.metrics, |s| plan(s, stage, now)).await?;
+    if let Some(new) = up.status() {
+        ctx.publish(&up.object, notes(up.old.as_ref(), new));
+    }
+    Ok(())
+}
+
+/// Events for what users act on: the schedule accepted or refused, a run skipped.
+pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus) -> Vec<Note> {
+    let mut out = Vec::new();
+    let accepted = |s: Option<&NonAdminScheduleStatus>| {
+        s.and_then(|s| s.conditions.iter().find(|c| c.type_ == ACCEPTED))
+            .map(|c| (c.status.clone(), c.message.clone()))
+    };
+    let (was, now) = (accepted(old), accepted(Some(new)));
+    if was != now {
+        if let Some((status, message)) = now {
+            out.push(Note {
+                warning: status != "True",
+                reason: if status == "True" {
+                    SCHEDULE_ACCEPTED.into()
+                } else {
+                    INVALID_SCHEDULE_SPEC.into()
+                },
+                message: if status == "True" {
+                    let v = new.velero_schedule.as_ref();
+                    format!(
+                        "Velero Schedule {}/{} runs the backups",
+                        v.and_then(|v| v.namespace.as_deref()).unwrap_or_default(),
+                        v.and_then(|v| v.name.as_deref()).unwrap_or_default()
+                    )
+                } else {
+                    message
+                },
+            });
+        }
+    }
+    if new.last_skipped.is_some() && old.and_then(|o| o.last_skipped.as_ref()) != new.last_skipped.as_ref() {
+        out.push(Note {
+            warning: false,
+            reason: "RunSkipped".into(),
+            message: format!(
+                "the run due at {} was skipped (spec.skipImmediately); next run {}",
+                new.last_skipped.as_deref().unwrap_or_default(),
+                new.next_run.as_deref().unwrap_or("when unpaused")
+            ),
+        });
+    }
+    out
+}
+
+async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
+    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
+    ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+    let nas = ctx.fresh(api, nas).await?;
+    let Some(policy) = ctx.policy.current() else {
+        tracing::info!(object = %key_of(&*nas), "no valid policy loaded yet; will retry");
+        return Ok(Action::requeue(ctx.opts.policy_retry));
+    };
+    let (nas, nacuuid) = match nacuuid(&nas) {
+        Some(u) => (nas, u),
+        None => persist_new_nacuuid(api, &nas, ctx).await?,
+    };
+    let ns = nas.namespace().unwrap_or_default();
+    let existing = ctx.get_velero(&ctx.velero_schedules, &nacuuid).await?;
+    if let Some(v) = &existing {
+        if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
+            return Err(Error::Inconsistent(format!(
+                "Velero Schedule {nacuuid} belongs to another NonAdminSchedule; refusing to use it for {}",
+                key_of(&*nas)
+            )));
+        }
+    }
+    let want = match wanted(&nas, &nacuuid, &policy, ctx).await? {
+        Ok(w) => w,
+        Err(message) => {
+            // No new runs while invalid: its Velero Schedule (made when it was valid) is paused.
+            if let Some(v) = existing.as_ref().filter(|v| !v.spec.paused) {
+                patch_velero(
+                    ctx,
+                    &v.name_any(),
+                    vec![json!({"op": "add", "path": "/spec/paused", "value": true})],
+                )
+                .await?;
+                tracing::warn!(object = %key_of(&*nas), velero = %v.name_any(), "schedule invalid now; Velero Schedule paused");
+            }
+            set(api, &nas, ctx, &Stage::Invalid(message)).await?;
+            // A location may become usable, the policy change: looked at again now and then.
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    let velero = match existing {
+        None => {
+            let v = create_or_get(&ctx.velero_api::<Schedule>(), &want, &ctx.metrics, "Schedule").await?;
+            tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule created");
+            v
+        }
+        Some(have) => match changes(&have, &want) {
+            Some(ops) => {
+                let v = patch_velero(ctx, &nacuuid, ops).await?;
+                tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule updated");
+                v
+            }
+            None => have,
+        },
+    };
+    if nas.spec.skip_immediately.is_some() {
+        // Handed to Velero (or false, which asks for nothing): consumed, so a later unpause skips only when asked.
+        ctx.metrics.write("NonAdminSchedule");
+        api.patch(
+            &nas.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"skipImmediately": null}})),
+        )
+        .await?;
+    }
+    let recent = recent_backups(&nas.name_any(), &nacuuid, ctx.nab.velero.state().iter().map(|b| &**b));
+    let vns = ctx.opts.velero_namespace.clone();
+    let stage = Stage::Created {
+        nacuuid: &nacuuid,
+        velero_namespace: &vns,
+        velero: &velero,
+        recent,
+        next_run: next_run(&velero),
+    };
+    set(api, &nas, ctx, &stage).await?;
+    Ok(Action::requeue(RECHECK))
+}
+
+/// No nacuuid label (the webhook was bypassed): one is generated and recorded in status before anything is made.
+async fn persist_new_nacuuid(
+    api: &Api<NonAdminSchedule>,
+    nas: &NonAdminSchedule,
+    ctx: &Ctx,
+) -> Result<(Arc<NonAdminSchedule>, String), Error> {
+    let fresh = api.get(&nas.name_any()).await?;
+    if let Some(u) = nacuuid(&fresh) {
+        return Ok((Arc::new(fresh), u));
+    }
+    let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
+    let vns = ctx.opts.velero_namespace.clone();
+    let up = update_status(api, &fresh, &ctx.recent, &ctx.metrics, |s| {
+        let mut s = s.cloned().unwrap_or_default();
+        let r = s.velero_schedule.get_or_insert_with(Default::default);
+        if r.nacuuid.as_deref().is_none_or(str::is_empty) {
+            r.nacuuid = Some(generated.clone());
+            r.name = Some(generated.clone());
+            r.namespace = Some(vns.clone());
+        }
+        s.phase.get_or_insert(NonAdminPhase::New);
+        s
+    })
+    .await?;
+    let u = nacuuid(&up.object)
+        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(nas))))?;
+    Ok((Arc::new(up.object), u))
+}
+
+/// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
+async fn cleanup(nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
+    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
+    if let Some(u) = nacuuid(&nas) {
+        let ns = nas.namespace().unwrap_or_default();
+        let mine = ctx
+            .get_velero(&ctx.velero_schedules, &u)
+            .await?
+            .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
+        if let Some(v) = mine {
+            delete_if_present(&ctx.velero_api::<Schedule>(), &v.name_any(), &ctx.metrics, "Schedule").await?;
+            tracing::info!(object = %key_of(&*nas), velero = %u, "Velero Schedule deleted; its backups stay");
+        }
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::velero::{BackupStatus, ScheduleStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::collections::BTreeMap;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn velero(expr: &str, created: &str, last_backup: Option<&str>, last_skipped: Option<&str>) -> Schedule {
+        let mut s = Schedule::new(
+            "team-a-nightly-0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00",
+            ScheduleSpec {
+                schedule: expr.into(),
+                ..Default::default()
+            },
+        );
+        s.metadata.creation_timestamp = Some(Time(ts(created)));
+        s.status = Some(ScheduleStatus {
+            last_backup: last_backup.map(Into::into),
+            last_skipped: last_skipped.map(Into::into),
+            ..Default::default()
+        });
+        s
+    }
+
+    #[test]
+    fn next_run_follows_velero_and_the_design_s_example() {
+        // The design: `45 * * * *`, last backup 10:45, paused at 11:43, unpaused at 11:50. Without a skip the
+        // next run (11:45) is overdue, so Velero runs at once; with one recorded at 11:50, the next is 12:45.
+        let mut v = velero("45 * * * *", "2026-11-25T09:00:00Z", Some("2026-11-25T10:45:00Z"), None);
+        v.spec.paused = true;
+        assert_eq!(next_run(&v), None, "paused: no next run");
+        v.spec.paused = false;
+        let next = next_run(&v).unwrap();
+        assert_eq!(next, ts("2026-11-25T11:45:00Z"));
+        assert!(next < ts("2026-11-25T11:50:00Z"), "overdue at the unpause");
+        v.status.as_mut().unwrap().last_skipped = Some("2026-11-25T11:50:00Z".into());
+        assert_eq!(next_run(&v).unwrap(), ts("2026-11-25T12:45:00Z"));
+        // A skip older than the last backup does not count; a new schedule counts from its creation.
+        v.status.as_mut().unwrap().last_skipped = Some("2026-11-25T10:00:00Z".into());
+        assert_eq!(next_run(&v).unwrap(), ts("2026-11-25T11:45:00Z"));
+        let fresh = velero("@every 1m", "2026-11-25T09:00:30Z", None, None);
+        assert_eq!(next_run(&fresh).unwrap(), ts("2026-11-25T09:01:30Z"));
+        assert_eq!(
+            next_run(&velero("61 * * * *", "2026-11-25T09:00:00Z", None, None)),
+            None
+        );
+    }
+
+    fn run(name: &str, schedule: &str, phase: &str) -> Backup {
+        let mut b = Backup::new(name, Default::default());
+        b.metadata.labels = Some(BTreeMap::from([(
+            SCHEDULE_NAME_LABEL.to_string(),
+            schedule.to_string(),
+        )]));
+        b.status = Some(BackupStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        });
+        b
+    }
+
+    #[test]
+    fn recent_backups_are_the_newest_runs_of_this_schedule_only() {
+        let s = "team-a-nightly-0b7a1c2e-6f47-4d4e-9a55-3a7c0e6b1f00";
+        let mut all: Vec<Backup> = (0..8)
+            .map(|i| run(&format!("{s}-2026112501{i:02}00"), s, "Completed"))
+            .collect();
+        all.push(run(&format!("{s}-20261125020000"), s, "InProgress"));
+        all.push(run("other-20261125030000", "other", "Completed"));
+        all.push(run(&format!("{s}-x"), s, "Completed"));
+        let r = recent_backups("nightly", s, all.iter());
+        assert_eq!(r.len(), RECENT_BACKUPS);
+        assert_eq!(r[0].name, "nightly-20261125020000");
+        assert_eq!(r[0].phase.as_deref(), Some("InProgress"));
+        assert_eq!(r[1].name, "nightly-20261125010700");
+        assert_eq!(r[4].velero_backup_name, format!("{s}-20261125010400"));
+    }
+
+    #[test]
+    fn changes_touch_only_what_differs_and_never_velero_s_own_fields() {
+        let mut have = velero("@daily", "2026-11-25T09:00:00Z", Some("2026-11-25T10:00:00Z"), None);
+        have.spec.skip_immediately = Some(false);
+        have.metadata.annotations = Some(BTreeMap::from([("a".to_string(), "1".to_string())]));
+        let mut want = have.clone();
+        want.spec.skip_immediately = None;
+        want.status = None;
+        assert_eq!(changes(&have, &want), None);
+        want.spec.paused = true;
+        want.spec.skip_immediately = Some(true);
+        want.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(REQUESTER_ANNOTATION.into(), "{}".into());
+        let ops = changes(&have, &want).unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                json!({"op": "add", "path": "/spec/paused", "value": true}),
+                json!({"op": "add", "path": "/spec/skipImmediately", "value": true}),
+                json!({"op": "add", "path": "/metadata/annotations/nac.oadp.openshift.io~1requester", "value": "{}"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn status_follows_the_stage() {
+        let v = velero("@daily", "2026-11-25T09:00:00Z", Some("2026-11-25T10:00:00Z"), None);
+        let now = ts("2026-11-25T11:00:00Z");
+        let created = Stage::Created {
+            nacuuid: "u",
+            velero_namespace: "openshift-adp",
+            velero: &v,
+            recent: vec![],
+            next_run: next_run(&v),
+        };
+        let s = plan(None, &created, now);
+        assert_eq!(s.phase, Some(NonAdminPhase::Created));
+        assert_eq!(s.next_run.as_deref(), Some("2026-11-26T00:00:00Z"));
+        assert_eq!(s.last_backup.as_deref(), Some("2026-11-25T10:00:00Z"));
+        assert_eq!(s.conditions[0].reason, SCHEDULE_ACCEPTED);
+        let bad = plan(Some(&s), &Stage::Invalid("nope".into()), now);
+        assert_eq!(bad.phase, Some(NonAdminPhase::BackingOff));
+        assert_eq!(bad.next_run, None);
+        assert_eq!(
+            (bad.conditions[0].status.as_str(), bad.conditions[0].reason.as_str()),
+            ("False", INVALID_SCHEDULE_SPEC)
+        );
+        assert_eq!(notes(Some(&s), &bad)[0].reason, INVALID_SCHEDULE_SPEC);
+        assert_eq!(plan(Some(&bad), &created, now).phase, Some(NonAdminPhase::Created));
+    }
+}

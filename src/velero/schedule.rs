@@ -1,0 +1,83 @@
+//! Velero `Schedule` (velero.io/v1): a cron expression and a backup template; Velero's schedule controller makes
+//! a Backup from the template at each run. The CRD has no status subresource: Velero writes status with the object.
+
+use super::{BackupSpec, Extra};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "velero.io",
+    version = "v1",
+    kind = "Schedule",
+    namespaced,
+    status = "ScheduleStatus"
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ScheduleSpec {
+    /// The Backup each run makes. Velero copies the Schedule's labels onto each Backup unless
+    /// `template.metadata.labels` is set: nac never sets it.
+    pub template: BackupSpec,
+    /// Cron expression (robfig/cron `ParseStandard`: five fields or a descriptor such as `@every 1h`).
+    pub schedule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_owner_references_in_backup: Option<bool>,
+    #[serde(default)]
+    pub paused: bool,
+    /// Skip the run that is due at once (on creation or unpause); Velero consumes it and records `lastSkipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_immediately: Option<bool>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ScheduleStatus {
+    /// New, Enabled or FailedValidation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_skipped: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_errors: Option<Vec<String>>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+/// Label Velero puts on every Backup a Schedule makes, naming the Schedule.
+pub const SCHEDULE_NAME_LABEL: &str = "velero.io/schedule-name";
+
+/// The timestamp suffix Velero gives a scheduled Backup's name (`<schedule>-<YYYYMMDDhhmmss>`), when `backup` is
+/// named that way after `schedule`.
+pub fn run_timestamp<'a>(backup: &'a str, schedule: &str) -> Option<&'a str> {
+    let ts = backup.strip_prefix(schedule)?.strip_prefix('-')?;
+    (ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit())).then_some(ts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduled_backup_names_carry_velero_s_timestamp() {
+        assert_eq!(run_timestamp("s-1-20261125010000", "s-1"), Some("20261125010000"));
+        for bad in [
+            "s-1",
+            "s-1-",
+            "s-1-2026112501000",
+            "s-1-2026112501000x",
+            "s-2-20261125010000",
+            "s-120261125010000",
+        ] {
+            assert_eq!(run_timestamp(bad, "s-1"), None, "{bad}");
+        }
+    }
+}
