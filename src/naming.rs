@@ -249,6 +249,23 @@ pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
             .unwrap_or_default()
 }
 
+/// The value Velero gives a label naming an object (`velero.io/backup-name` on the objects of a backup): the name
+/// itself when it fits a label value, else its first 57 characters and 6 hex digits of its SHA-256. Scheduled
+/// runs have names longer than that, so labels naming them must be written, and read, in this form.
+pub fn velero_label_value(name: &str) -> std::borrow::Cow<'_, str> {
+    use sha2::Digest;
+    if name.len() <= MAX_NAME_LEN {
+        return name.into();
+    }
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().take(3).map(|b| format!("{b:02x}")).collect();
+    let mut keep = MAX_NAME_LEN - hex.len();
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{hex}", &name[..keep]).into()
+}
+
 /// Length of the timestamp Velero appends to a scheduled Backup's name (`-YYYYMMDDhhmmss`, dash excluded).
 pub const RUN_TIMESTAMP_LEN: usize = 14;
 
@@ -345,6 +362,20 @@ mod tests {
         assert!(is_nacuuid_for(&a, "ns", "b"));
         assert!(!is_nacuuid_for(&a, "other", "b"));
         assert!(!is_nacuuid_for("ns-b-not-a-uuid", "ns", "b"));
+    }
+
+    #[test]
+    fn long_names_are_labelled_as_velero_labels_them() {
+        assert_eq!(velero_label_value("short"), "short");
+        let long = format!("{}-20261125143149", "a".repeat(60));
+        let v = velero_label_value(&long);
+        assert_eq!(v.len(), MAX_NAME_LEN);
+        assert!(v.starts_with(&"a".repeat(57)));
+        // The first six hex digits of the name's SHA-256.
+        use sha2::Digest;
+        let sha = sha2::Sha256::digest(long.as_bytes());
+        assert_eq!(&v[57..], format!("{:02x}{:02x}{:02x}", sha[0], sha[1], sha[2]));
+        assert_ne!(velero_label_value(&format!("{}-20261125143150", "a".repeat(60))), v);
     }
 
     #[test]

@@ -152,8 +152,17 @@ impl Tenant for NonAdminBackup {
                 s
             }),
             queue_position: ctx.nab.position(&name),
-            data_uploads: ctx.data_uploads.lock().expect("counts lock").tally(&name),
-            pod_volume_backups: ctx.pod_volume_backups.lock().expect("counts lock").tally(&name),
+            // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
+            data_uploads: ctx
+                .data_uploads
+                .lock()
+                .expect("counts lock")
+                .tally(&crate::naming::velero_label_value(&name)),
+            pod_volume_backups: ctx
+                .pod_volume_backups
+                .lock()
+                .expect("counts lock")
+                .tally(&crate::naming::velero_label_value(&name)),
             location_gone: vb
                 .spec
                 .storage_location
@@ -438,7 +447,11 @@ pub fn delete_backup_request(nab: &NonAdminBackup, nacuuid: &str, backup: &Backu
         &nab.namespace().unwrap_or_default(),
         &nab.name_any(),
         &[
-            (VELERO_BACKUP_NAME_LABEL, &backup_name),
+            // A scheduled run's name is longer than a label value: Velero's short form.
+            (
+                VELERO_BACKUP_NAME_LABEL,
+                &crate::naming::velero_label_value(&backup_name),
+            ),
             (VELERO_BACKUP_UID_LABEL, &uid),
         ],
     );

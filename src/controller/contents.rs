@@ -10,11 +10,7 @@ use super::write::create_or_get;
 use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
 use crate::rights::contents::{scan, Contents, Limits};
 use crate::velero::{Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget};
-use base64::Engine;
-use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::TryStreamExt;
-use http_body_util::{BodyExt, Empty};
 use kube::api::DeleteParams;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
@@ -124,62 +120,12 @@ async fn signed_url(ctx: &Ctx, backup: &str, name: &str) -> Result<String, Error
     }
 }
 
-/// The TLS settings for a storage endpoint: the system's roots plus the location's own CA (base64 PEM, as Velero
-/// keeps `caCert`).
-fn tls_config(ca: Option<String>) -> Result<rustls::ClientConfig, Error> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    if let Some(ca) = ca.filter(|c| !c.is_empty()) {
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(ca.trim())
-            .unwrap_or_else(|_| ca.into_bytes());
-        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-            let cert =
-                cert.map_err(|e| Error::Inconsistent(format!("the storage location's caCert is not PEM: {e}")))?;
-            roots
-                .add(cert)
-                .map_err(|e| Error::Inconsistent(format!("the storage location's caCert is not usable: {e}")))?;
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Inconsistent(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
 async fn fetch_and_scan(url: String, ca: Option<String>, namespace: String, limits: Limits) -> Result<Scanned, Error> {
-    let uri: hyper::Uri = url
-        .parse()
-        .map_err(|e| Error::Inconsistent(format!("Velero's download URL is not a URL: {e}")))?;
-    let shown = format!(
-        "{}://{}{}",
-        uri.scheme_str().unwrap_or("?"),
-        uri.authority().map(|a| a.as_str()).unwrap_or("?"),
-        uri.path()
-    );
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config(ca)?)
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, Empty<Bytes>>(https);
-    let res = client
-        .get(uri)
+    let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
+        .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
+    let stream = crate::download::get(&url, tls)
         .await
-        .map_err(|e| Error::NotReady(format!("downloading the backup's contents from {shown}: {e}")))?;
-    if !res.status().is_success() {
-        return Err(Error::NotReady(format!(
-            "downloading the backup's contents from {shown}: HTTP {}",
-            res.status()
-        )));
-    }
-    let stream = res.into_body().into_data_stream().map_err(std::io::Error::other);
+        .map_err(|e| Error::NotReady(format!("the backup's contents: {e}")))?;
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await

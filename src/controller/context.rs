@@ -311,6 +311,15 @@ impl<K: Tenant> Trigger<K> {
             let owner = self
                 .velero
                 .get(&ObjectRef::new(&name).within(&self.namespace))
+                // A label in Velero's short form of a long name (a scheduled run's): looked for by that form.
+                .or_else(|| {
+                    (name.len() == crate::naming::MAX_NAME_LEN).then(|| {
+                        self.velero.find(|v| {
+                            crate::naming::velero_label_value(v.meta().name.as_deref().unwrap_or_default())
+                                == name.as_str()
+                        })
+                    })?
+                })
                 .and_then(|v| K::ORIGIN.owner(v.meta()));
             if let Some(r) = owner {
                 let _ = self.triggers.unbounded_send(r);

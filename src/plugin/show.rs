@@ -1,0 +1,477 @@
+//! Output: tables in the shape of `velero ... get`, descriptions in the shape of `velero ... describe`, and
+//! `-o json|yaml`.
+
+use super::kinds::Kind;
+use super::{Error, Result};
+use serde_json::Value;
+use std::fmt::Write;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Objects as JSON or YAML: one object as itself, several as a `List`, as kubectl prints them.
+pub fn structured(objects: &[Value], output: Output) -> Result<String> {
+    let v = match objects {
+        [one] => one.clone(),
+        many => serde_json::json!({"apiVersion": "v1", "kind": "List", "items": many}),
+    };
+    match output {
+        Output::Json => serde_json::to_string_pretty(&v)
+            .map(|s| s + "\n")
+            .map_err(|e| Error::User(e.to_string())),
+        Output::Yaml => serde_yaml::to_string(&v).map_err(|e| Error::User(e.to_string())),
+        Output::Table => unreachable!("tables are printed by the caller"),
+    }
+}
+
+/// Columns padded to their widest cell, three spaces apart.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let last = cells.len() - 1;
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(c);
+            } else {
+                let _ = write!(out, "{c:<w$}   ");
+            }
+        }
+        out.push('\n');
+    };
+    line(header.to_vec(), &mut out);
+    for r in rows {
+        line(r.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn or_none(v: &Value) -> String {
+    match s(v) {
+        x if x.is_empty() => "<none>".into(),
+        x => x,
+    }
+}
+
+fn list(v: &Value) -> String {
+    match v.as_array() {
+        Some(a) if !a.is_empty() => a.iter().map(s).collect::<Vec<_>>().join(", "),
+        _ => String::new(),
+    }
+}
+
+/// A label selector as `k=v,k2 in (a,b)`.
+pub fn selector(v: &Value) -> String {
+    let mut parts: Vec<String> = v["matchLabels"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(v))).collect())
+        .unwrap_or_default();
+    for e in v["matchExpressions"].as_array().into_iter().flatten() {
+        let key = s(&e["key"]);
+        let values = list(&e["values"]).replace(", ", ",");
+        parts.push(match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key,
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other} ({values})"),
+        });
+    }
+    if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// `velero backup get`'s table.
+pub fn backups(items: &[Value], kind: &Kind) -> String {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            let vs = kind.velero_status(o);
+            let spec = &o["spec"]["backupSpec"];
+            vec![
+                s(&o["metadata"]["name"]),
+                kind.phase(o).to_string(),
+                vs["errors"].as_i64().unwrap_or(0).to_string(),
+                vs["warnings"].as_i64().unwrap_or(0).to_string(),
+                s(&o["metadata"]["creationTimestamp"]),
+                expires(&vs["expiration"]),
+                or_default(&spec["storageLocation"]),
+                selector(&spec["labelSelector"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "STATUS",
+            "ERRORS",
+            "WARNINGS",
+            "CREATED",
+            "EXPIRES",
+            "STORAGE LOCATION",
+            "SELECTOR",
+        ],
+        &rows,
+    )
+}
+
+/// `velero restore get`'s table.
+pub fn restores(items: &[Value], kind: &Kind) -> String {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            let vs = kind.velero_status(o);
+            vec![
+                s(&o["metadata"]["name"]),
+                s(&o["spec"]["restoreSpec"]["backupName"]),
+                kind.phase(o).to_string(),
+                or_none(&vs["startTimestamp"]),
+                or_none(&vs["completionTimestamp"]),
+                vs["errors"].as_i64().unwrap_or(0).to_string(),
+                vs["warnings"].as_i64().unwrap_or(0).to_string(),
+                s(&o["metadata"]["creationTimestamp"]),
+                selector(&o["spec"]["restoreSpec"]["labelSelector"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "BACKUP",
+            "STATUS",
+            "STARTED",
+            "COMPLETED",
+            "ERRORS",
+            "WARNINGS",
+            "CREATED",
+            "SELECTOR",
+        ],
+        &rows,
+    )
+}
+
+/// `velero schedule get`'s table.
+pub fn schedules(items: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            let st = &o["status"];
+            vec![
+                s(&o["metadata"]["name"]),
+                st["phase"].as_str().unwrap_or("New").to_string(),
+                s(&o["metadata"]["creationTimestamp"]),
+                s(&o["spec"]["schedule"]),
+                or_none(&o["spec"]["template"]["backupSpec"]["ttl"]),
+                or_none(&st["lastBackup"]),
+                or_none(&st["nextRun"]),
+                o["spec"]["paused"].as_bool().unwrap_or(false).to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "STATUS",
+            "CREATED",
+            "SCHEDULE",
+            "BACKUP TTL",
+            "LAST BACKUP",
+            "NEXT RUN",
+            "PAUSED",
+        ],
+        &rows,
+    )
+}
+
+/// `2026-12-25T00:00:00Z` as "29d", "5h", "expired".
+fn expires(v: &Value) -> String {
+    let Some(t) = v.as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else {
+        return "n/a".into();
+    };
+    let left = t.duration_since(jiff::Timestamp::now()).as_secs();
+    match left {
+        l if l <= 0 => "expired".into(),
+        l if l >= 86_400 => format!("{}d", l / 86_400),
+        l if l >= 3_600 => format!("{}h", l / 3_600),
+        l => format!("{}m", (l / 60).max(1)),
+    }
+}
+
+fn conditions(out: &mut String, o: &Value) {
+    let cs = o["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    if cs.is_empty() {
+        return;
+    }
+    out.push_str("\nConditions:\n");
+    for c in cs {
+        let _ = writeln!(
+            out,
+            "  {}={} ({}): {}",
+            s(&c["type"]),
+            s(&c["status"]),
+            s(&c["reason"]),
+            s(&c["message"])
+        );
+    }
+}
+
+fn head(out: &mut String, o: &Value, kind: &Kind) {
+    let _ = writeln!(out, "Name:         {}", s(&o["metadata"]["name"]));
+    let _ = writeln!(out, "Namespace:    {}", s(&o["metadata"]["namespace"]));
+    let labels = o["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", s(v)))
+                .collect::<Vec<_>>()
+                .join("\n              ")
+        })
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    let _ = writeln!(out, "Labels:       {labels}");
+    let _ = writeln!(out, "\nPhase:  {}", kind.phase(o));
+    let _ = writeln!(
+        out,
+        "  {kind} phase:  {}",
+        o["status"]["phase"].as_str().unwrap_or("New"),
+        kind = kind.kind
+    );
+    if let Some(p) = o["status"]["queueInfo"]["estimatedQueuePosition"]
+        .as_i64()
+        .filter(|p| *p > 0)
+    {
+        let _ = writeln!(out, "  Queue position:  {p} (estimated)");
+    }
+}
+
+fn spec_filters(out: &mut String, spec: &Value, namespace_word: &str) {
+    let _ = writeln!(out, "\n{namespace_word}:");
+    let _ = writeln!(out, "  Included:  {}", or_star(&spec["includedNamespaces"]));
+    let _ = writeln!(
+        out,
+        "  Excluded:  {}",
+        or_none(&Value::String(list(&spec["excludedNamespaces"])))
+    );
+    let _ = writeln!(out, "\nResources:");
+    let _ = writeln!(out, "  Included:  {}", or_star(&spec["includedResources"]));
+    let _ = writeln!(
+        out,
+        "  Excluded:  {}",
+        or_none(&Value::String(list(&spec["excludedResources"])))
+    );
+    let _ = writeln!(out, "\nLabel selector:  {}", selector(&spec["labelSelector"]));
+}
+
+fn or_star(v: &Value) -> String {
+    match list(v) {
+        x if x.is_empty() => "*".into(),
+        x => x,
+    }
+}
+
+/// `velero backup describe`, for a NonAdminBackup (its Velero Backup's spec as nac made it, when there is one).
+pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> String {
+    let mut out = String::new();
+    head(&mut out, o, kind);
+    let vs = kind.velero_status(o);
+    let spec = match &o["status"]["veleroBackup"]["spec"] {
+        Value::Null => &o["spec"]["backupSpec"],
+        v => v,
+    };
+    let _ = writeln!(out, "\nErrors:    {}", vs["errors"].as_i64().unwrap_or(0));
+    let _ = writeln!(out, "Warnings:  {}", vs["warnings"].as_i64().unwrap_or(0));
+    if let Some(r) = vs["failureReason"].as_str() {
+        let _ = writeln!(out, "Failure reason:  {r}");
+    }
+    spec_filters(&mut out, spec, "Namespaces");
+    let _ = writeln!(
+        out,
+        "\nStorage Location:  {}",
+        or_default(&o["spec"]["backupSpec"]["storageLocation"])
+    );
+    let _ = writeln!(
+        out,
+        "\nVelero Backup:  {}",
+        or_none(&o["status"]["veleroBackup"]["name"])
+    );
+    let _ = writeln!(out, "TTL:  {}", or_none(&spec["ttl"]));
+    let _ = writeln!(out, "\nSnapshot volumes:  {}", or_auto(&spec["snapshotVolumes"]));
+    let _ = writeln!(
+        out,
+        "Default volumes to fs backup:  {}",
+        or_auto(&spec["defaultVolumesToFsBackup"])
+    );
+    let _ = writeln!(out, "\nStarted:    {}", or_none(&vs["startTimestamp"]));
+    let _ = writeln!(out, "Completed:  {}", or_none(&vs["completionTimestamp"]));
+    let _ = writeln!(out, "\nExpiration:  {}", or_none(&vs["expiration"]));
+    let p = &vs["progress"];
+    if !p.is_null() {
+        let _ = writeln!(
+            out,
+            "\nTotal items to be backed up:  {}",
+            p["totalItems"].as_i64().unwrap_or(0)
+        );
+        let _ = writeln!(
+            out,
+            "Items backed up:              {}",
+            p["itemsBackedUp"].as_i64().unwrap_or(0)
+        );
+    }
+    if o["spec"]["deleteBackup"] == true {
+        out.push_str("\nDeletion requested (spec.deleteBackup): the backup and its data are being deleted\n");
+    }
+    conditions(&mut out, o);
+    match resources {
+        Some(list) => {
+            out.push_str("\nResource List:\n");
+            if let Some(m) = list.as_object() {
+                for (kind, items) in m {
+                    let _ = writeln!(out, "  {kind}:");
+                    for i in items.as_array().into_iter().flatten() {
+                        let _ = writeln!(out, "    - {}", s(i));
+                    }
+                }
+            }
+        }
+        None if kind.phase(o) == "Completed" || kind.phase(o) == "PartiallyFailed" => {
+            out.push_str("\nResource List:  <use --details for the list of resources in the backup>\n")
+        }
+        None => {}
+    }
+    out
+}
+
+/// `velero restore describe`, for a NonAdminRestore.
+pub fn describe_restore(o: &Value, kind: &Kind) -> String {
+    let mut out = String::new();
+    head(&mut out, o, kind);
+    let vs = kind.velero_status(o);
+    let spec = &o["spec"]["restoreSpec"];
+    let _ = writeln!(out, "\nStarted:    {}", or_none(&vs["startTimestamp"]));
+    let _ = writeln!(out, "Completed:  {}", or_none(&vs["completionTimestamp"]));
+    let _ = writeln!(out, "\nErrors:    {}", vs["errors"].as_i64().unwrap_or(0));
+    let _ = writeln!(out, "Warnings:  {}", vs["warnings"].as_i64().unwrap_or(0));
+    if let Some(r) = vs["failureReason"].as_str() {
+        let _ = writeln!(out, "Failure reason:  {r}");
+    }
+    let _ = writeln!(out, "\nBackup:  {}", s(&spec["backupName"]));
+    let _ = writeln!(
+        out,
+        "Velero Restore:  {}",
+        or_none(&o["status"]["veleroRestore"]["name"])
+    );
+    spec_filters(&mut out, spec, "Namespaces");
+    let _ = writeln!(out, "\nRestore PVs:  {}", or_auto(&spec["restorePVs"]));
+    let p = &vs["progress"];
+    if !p.is_null() {
+        let _ = writeln!(
+            out,
+            "\nTotal items to be restored:  {}",
+            p["totalItems"].as_i64().unwrap_or(0)
+        );
+        let _ = writeln!(
+            out,
+            "Items restored:              {}",
+            p["itemsRestored"].as_i64().unwrap_or(0)
+        );
+    }
+    conditions(&mut out, o);
+    out
+}
+
+/// `velero schedule describe`, for a NonAdminSchedule.
+pub fn describe_schedule(o: &Value) -> String {
+    let mut out = String::new();
+    let st = &o["status"];
+    let _ = writeln!(out, "Name:         {}", s(&o["metadata"]["name"]));
+    let _ = writeln!(out, "Namespace:    {}", s(&o["metadata"]["namespace"]));
+    let _ = writeln!(out, "\nPhase:  {}", st["phase"].as_str().unwrap_or("New"));
+    let _ = writeln!(out, "\nPaused:  {}", o["spec"]["paused"].as_bool().unwrap_or(false));
+    let _ = writeln!(out, "\nSchedule:  {}", s(&o["spec"]["schedule"]));
+    let _ = writeln!(out, "Velero Schedule:  {}", or_none(&st["veleroSchedule"]["name"]));
+    let _ = writeln!(out, "\nLast Backup:   {}", or_none(&st["lastBackup"]));
+    let _ = writeln!(out, "Last Skipped:  {}", or_none(&st["lastSkipped"]));
+    let _ = writeln!(out, "Next Run:      {}", or_none(&st["nextRun"]));
+    let spec = &o["spec"]["template"]["backupSpec"];
+    out.push_str("\nBackup Template:");
+    spec_filters(&mut out, spec, "  Namespaces");
+    let _ = writeln!(out, "  Storage Location:  {}", or_default(&spec["storageLocation"]));
+    let _ = writeln!(out, "  TTL:  {}", or_none(&spec["ttl"]));
+    let recent = st["recentBackups"].as_array().cloned().unwrap_or_default();
+    if !recent.is_empty() {
+        out.push_str("\nRecent Backups:\n");
+        let rows: Vec<Vec<String>> = recent
+            .iter()
+            .map(|r| {
+                vec![
+                    s(&r["name"]),
+                    r["phase"].as_str().unwrap_or("New").to_string(),
+                    or_none(&r["startTimestamp"]),
+                    or_none(&r["completionTimestamp"]),
+                    or_none(&r["expiration"]),
+                ]
+            })
+            .collect();
+        for line in table(&["NAME", "STATUS", "STARTED", "COMPLETED", "EXPIRES"], &rows).lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    conditions(&mut out, o);
+    out
+}
+
+fn or_default(v: &Value) -> String {
+    match s(v) {
+        x if x.is_empty() => "<default>".into(),
+        x => x,
+    }
+}
+
+fn or_auto(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => b.to_string(),
+        _ => "auto".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_pad_columns() {
+        let t = table(&["A", "BB"], &[vec!["long".into(), "x".into()]]);
+        assert_eq!(t, "A      BB\nlong   x\n");
+    }
+
+    #[test]
+    fn selectors_read_like_kubectl() {
+        let sel = json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]},
+            {"key": "skip", "operator": "DoesNotExist"}]});
+        assert_eq!(selector(&sel), "app=web,tier in (a,b),!skip");
+        assert_eq!(selector(&Value::Null), "<none>");
+    }
+}

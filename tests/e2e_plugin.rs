@@ -1,0 +1,234 @@
+//! End to end with the real Velero: the built `kubectl-nac` plugin driven as a namespace user (a kubeconfig that
+//! impersonates the tenant, whose only rights are nac's editor role in their namespace): create → wait →
+//! describe → logs → restore → describe, schedules, and the refusal and missing-right cases.
+#![cfg(feature = "e2e")]
+mod common;
+
+use common::e2e::*;
+use common::velero::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams};
+use kube::config::Kubeconfig;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tokio::sync::OnceCell;
+
+static NAC: OnceCell<Env> = OnceCell::const_new();
+
+/// The real-Velero policy, with the admin's default location opened for tenants' downloads (logs, lists).
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async {
+        use_velero(VeleroMode::Real);
+        let policy = format!("{POLICY}downloads:\n  adminLocations: [default]\n");
+        Env::start(&policy, NacOptions::default()).await
+    })
+    .await
+}
+
+/// A kubeconfig acting as `user` in `ns`: the admin's, impersonating the user (the plugin sees only its rights).
+fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
+    let c = Cluster::load();
+    let mut kc = Kubeconfig::read_from(c.get("KUBECONFIG")).unwrap();
+    for a in &mut kc.auth_infos {
+        if let Some(info) = a.auth_info.as_mut() {
+            info.impersonate = Some(user.to_string());
+            info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+        }
+    }
+    for ctx in &mut kc.contexts {
+        if let Some(c) = ctx.context.as_mut() {
+            c.namespace = Some(ns.to_string());
+        }
+    }
+    let path = dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
+struct Run {
+    ok: bool,
+    out: String,
+    err: String,
+}
+
+/// `kubectl-nac ARGS` with `kubeconfig`, off the async threads.
+async fn nac(kubeconfig: &Path, args: &[&str]) -> Run {
+    let (kc, args): (PathBuf, Vec<String>) = (kubeconfig.into(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let o = Command::new(env!("CARGO_BIN_EXE_kubectl-nac"))
+            .env("KUBECONFIG", &kc)
+            .args(&args)
+            .output()
+            .unwrap();
+        Run {
+            ok: o.status.success(),
+            out: String::from_utf8_lossy(&o.stdout).into_owned(),
+            err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
+    env().await;
+    let (ns, _, admin) = new_tenant("vel-plugin").await;
+    workload(&admin, &ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = user_kubeconfig(dir.path(), &format!("user-{ns}"), &ns);
+
+    // create --wait: progress as plain lines (no terminal), the policy's warnings, Completed.
+    let r = nac(
+        &kc,
+        &["backup", "create", "first", "--exclude-resources", "secrets", "--wait"],
+    )
+    .await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    assert!(
+        r.err
+            .contains("Warning: spec.backupSpec.ttl set to 72h0m0s by cluster policy"),
+        "{}",
+        r.err
+    );
+    assert!(r.out.contains("backup: Completed"), "{}", r.out);
+    assert!(
+        r.out.lines().filter(|l| l.starts_with("backup: ")).count() >= 2,
+        "{}",
+        r.out
+    );
+
+    // get: velero's columns; -o json the object itself.
+    let r = nac(&kc, &["backup", "get"]).await;
+    assert!(r.ok, "{}", r.err);
+    let row = r
+        .out
+        .lines()
+        .find(|l| l.starts_with("first "))
+        .unwrap_or_else(|| panic!("{}", r.out));
+    assert!(r.out.starts_with("NAME "), "{}", r.out);
+    assert!(
+        row.contains("Completed") && row.contains("default") && row.contains("2d"),
+        "{row}"
+    );
+    let r = nac(&kc, &["backup", "get", "first", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["kind"], "NonAdminBackup");
+    assert_eq!(v["status"]["veleroBackup"]["status"]["phase"], "Completed");
+
+    // describe --details: the resource list through a download request (which the plugin deletes again).
+    let r = nac(&kc, &["backup", "describe", "first", "--details"]).await;
+    assert!(r.ok, "{}", r.err);
+    for want in [
+        "Phase:  Completed",
+        "Excluded:  secrets",
+        "TTL:  72h0m0s",
+        "Items backed up:",
+        "Resource List:",
+        "v1/ConfigMap:",
+        &format!("- {ns}/app-config"),
+    ] {
+        assert!(r.out.contains(want), "{want} not in:\n{}", r.out);
+    }
+    assert!(!r.out.contains("v1/Secret:"), "{}", r.out);
+    let nadrs: Api<nac::api::NonAdminDownloadRequest> = Api::namespaced(admin.clone(), &ns);
+    eventually(T, "the plugin's download requests deleted", || async {
+        nadrs
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+
+    // logs: Velero's backup log, un-gzipped.
+    let r = nac(&kc, &["backup", "logs", "first"]).await;
+    assert!(r.ok, "{}", r.err);
+    assert!(r.out.contains("app-config") && r.out.contains(&ns), "{}", r.out);
+
+    // Restore after losing a ConfigMap, waited for; described.
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+    let r = nac(&kc, &["restore", "create", "back", "--from-backup", "first", "--wait"]).await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    assert!(r.out.contains("restore: Completed"), "{}", r.out);
+    cms.get("app-config").await.unwrap();
+    let r = nac(&kc, &["restore", "describe", "back"]).await;
+    assert!(
+        r.out.contains("Phase:  Completed") && r.out.contains("Backup:  first"),
+        "{}",
+        r.out
+    );
+    let r = nac(&kc, &["restore", "get"]).await;
+    assert!(
+        r.out.lines().any(|l| l.starts_with("back ") && l.contains("first")),
+        "{}",
+        r.out
+    );
+    let r = nac(&kc, &["restore", "logs", "back"]).await;
+    assert!(r.ok && !r.out.is_empty(), "{}", r.err);
+
+    // Refused by the policy: the webhook's message, naming the field; nothing made.
+    let r = nac(&kc, &["backup", "create", "long", "--ttl", "9999h"]).await;
+    assert!(!r.ok);
+    assert!(
+        r.err.contains("refused") && r.err.contains("spec.backupSpec.ttl"),
+        "{}",
+        r.err
+    );
+    let r = nac(&kc, &["backup", "get", "long"]).await;
+    assert!(!r.ok && r.err.contains("not found"), "{}", r.err);
+
+    // Schedules: create, see, pause, delete (the runs themselves are tested in e2e_velero).
+    let r = nac(
+        &kc,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "--schedule",
+            "0 3 * * *",
+            "--skip-immediately",
+        ],
+    )
+    .await;
+    assert!(r.ok, "{}", r.err);
+    assert!(
+        r.err.contains("spec.template.backupSpec.ttl set to 72h0m0s"),
+        "{}",
+        r.err
+    );
+    let r = nac(&kc, &["schedule", "pause", "nightly"]).await;
+    assert!(r.ok, "{}", r.err);
+    let r = nac(&kc, &["schedule", "describe", "nightly"]).await;
+    assert!(
+        r.out.contains("Paused:  true") && r.out.contains("Schedule:  0 3 * * *"),
+        "{}",
+        r.out
+    );
+    let r = nac(&kc, &["schedule", "get"]).await;
+    assert!(
+        r.out.lines().any(|l| l.starts_with("nightly ") && l.ends_with("true")),
+        "{}",
+        r.out
+    );
+    let r = nac(&kc, &["schedule", "create", "often", "--schedule", "61 * * * *"]).await;
+    assert!(!r.ok && r.err.contains("spec.schedule"), "{}", r.err);
+    assert!(nac(&kc, &["schedule", "delete", "nightly"]).await.ok);
+
+    // Deleted with its data: the NonAdminBackup goes once Velero has deleted the backup.
+    let r = nac(&kc, &["backup", "delete", "first", "--data"]).await;
+    assert!(r.ok && r.out.contains("and its data"), "{}{}", r.out, r.err);
+    let nabs: Api<nac::api::NonAdminBackup> = Api::namespaced(admin.clone(), &ns);
+    wait_gone(&nabs, "first", T, "the backup deleted with its data").await;
+
+    // Someone without nac's role in the namespace: told which right is missing.
+    let stranger = user_kubeconfig(dir.path(), "stranger", &ns);
+    let r = nac(&stranger, &["backup", "get"]).await;
+    assert!(!r.ok && r.err.contains("you lack the right"), "{}", r.err);
+    let r = nac(&stranger, &["backup", "create", "x"]).await;
+    assert!(!r.ok && r.err.contains("you lack the right"), "{}", r.err);
+}
