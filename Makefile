@@ -4,13 +4,17 @@ include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: build release test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
+.PHONY: build release install-plugin test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
 
 release:
 	$(CARGO) build --release --bins
+
+# The kubectl plugin for namespace users (`kubectl nac ...`), installed into cargo's bin directory (on PATH).
+install-plugin:
+	$(CARGO) install --locked --path . --bin kubectl-nac
 
 # Everything CI runs: formatting, clippy, unit and handler tests, and the end-to-end suite against a local
 # control plane that this target starts (in .cluster-test) and always stops again.
@@ -36,7 +40,7 @@ e2e:
 e2e-velero:
 	$(CARGO) build --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
-	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts
+	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts --test e2e_plugin
 
 # The local environment (control plane, real Velero and S3 server) plus nac with the strict example policy and a
 # demo tenant, in the foreground until Ctrl-C, with a printed walkthrough.

@@ -81,9 +81,10 @@ done
 	"$KUBECTL" apply -f - >/dev/null
 
 K="kubectl --as $DEMO_USER -n $DEMO_NS"
+P="$(dirname "$NAC")/kubectl-nac --as $DEMO_USER -n $DEMO_NS"
 own=""
 if [[ -n ${S3_DATA_DIR:-} ]]; then
-	# The demo tenant's own bucket on the local S3 server, and a credentials file for it (step 8).
+	# The demo tenant's own bucket on the local S3 server, and a credentials file for it (step 9).
 	curl -sS --max-time 10 --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
 		-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
 		-X PUT "$S3_URL/$DEMO_NS-own" >/dev/null || true
@@ -91,7 +92,7 @@ if [[ -n ${S3_DATA_DIR:-} ]]; then
 		>"$CLUSTER_DIR/demo-credentials"
 	V="kubectl -n ${VELERO_NAMESPACE:-openshift-adp}"
 	own="
- 8. Your own bucket (a NonAdminBackupStorageLocation), approved by the cluster admin:
+ 9. Your own bucket (a NonAdminBackupStorageLocation), approved by the cluster admin:
    $K create secret generic my-s3 --from-file=cloud=$CLUSTER_DIR/demo-credentials
    $K apply -f - <<EOF
    apiVersion: oadp.openshift.io/v1alpha1
@@ -116,6 +117,8 @@ if [[ -n ${S3_DATA_DIR:-} ]]; then
    spec: {backupSpec: {storageLocation: own}}
    EOF
    $K get nab third -w                           # Completed
+   $P backup logs third | tail -3                 # its log, with the plugin (a NonAdminDownloadRequest, made and deleted)
+   # or by hand:
    # its log, through a NonAdminDownloadRequest (a signed URL, valid 10 minutes; then the request is deleted):
    $K apply -f - <<EOF
    apiVersion: oadp.openshift.io/v1alpha1
@@ -208,6 +211,14 @@ $where
    $K patch nas hourly --type=merge -p '{"spec":{"paused":false,"skipImmediately":false}}'  # overdue? runs at once
    $K get nab                                    # hourly-<timestamp>, restorable like any backup
    $K delete nas hourly                          # the schedule goes; its backups stay
+
+ 8. The same with the kubectl plugin, velero's verbs (\`make install-plugin\` puts it on PATH as \`kubectl nac\`):
+   $P backup create fourth --exclude-resources secrets --wait   # the policy's warnings, progress, Completed
+   $P backup get
+   $P backup describe fourth
+   $P restore create --from-backup fourth --wait
+   $P schedule create nightly --schedule "0 2 * * *" && $P schedule describe nightly
+   $P schedule delete nightly && $P backup delete fourth --data
 $own
  Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================

@@ -36,6 +36,12 @@ pub struct Global {
     /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
     #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Act as this user (impersonation, as kubectl --as)
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Act with this group (impersonation, as kubectl --as-group; repeatable)
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_groups: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]

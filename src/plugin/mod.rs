@@ -75,6 +75,16 @@ impl Session {
             None => kube::Config::infer().await.map_err(|e| e.to_string()),
         }
         .map_err(|e| Error::User(format!("no usable kubeconfig: {e}")))?;
+        let mut config = config;
+        if let Some(user) = &cli.as_user {
+            config.auth_info.impersonate = Some(user.clone());
+            // As kubectl: an impersonated user is an authenticated one unless groups are given.
+            config.auth_info.impersonate_groups = Some(if cli.as_groups.is_empty() {
+                vec!["system:authenticated".into()]
+            } else {
+                cli.as_groups.clone()
+            });
+        }
         let namespace = cli
             .namespace
             .clone()
