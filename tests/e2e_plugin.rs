@@ -79,12 +79,27 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     let dir = tempfile::tempdir().unwrap();
     let kc = user_kubeconfig(dir.path(), &format!("user-{ns}"), &ns);
 
-    // create --wait: progress as plain lines (no terminal), the policy's warnings, Completed.
+    // A dry run first: what a backup with these filters would hold (events left out: they come and go).
+    let filters = ["--exclude-resources", "secrets,events,events.events.k8s.io"];
+    let preview = dir.path().join("preview.json");
     let r = nac(
         &kc,
-        &["backup", "create", "first", "--exclude-resources", "secrets", "--wait"],
+        &[
+            &["backup", "preview", "--file", preview.to_str().unwrap()][..],
+            &filters,
+        ]
+        .concat(),
     )
     .await;
+    assert!(r.ok, "{}", r.err);
+    assert!(
+        r.err.contains("Warning: spec.backupSpec.ttl set to 72h0m0s"),
+        "{}",
+        r.err
+    );
+
+    // create --wait: progress as plain lines (no terminal), the policy's warnings, Completed.
+    let r = nac(&kc, &[&["backup", "create", "first", "--wait"][..], &filters].concat()).await;
     assert!(r.ok, "{}{}", r.out, r.err);
     assert!(
         r.err
@@ -117,12 +132,40 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     assert_eq!(v["kind"], "NonAdminBackup");
     assert_eq!(v["status"]["veleroBackup"]["status"]["phase"], "Completed");
 
+    // The manifest of the real backup: the preview's items exactly, plus the namespace Velero adds itself.
+    let r = nac(
+        &kc,
+        &["backup", "diff", preview.to_str().unwrap(), "first", "-o", "json"],
+    )
+    .await;
+    assert!(r.ok, "{}", r.err);
+    let d: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(
+        d["onlyA"],
+        serde_json::json!([]),
+        "in the preview, not the backup: {d:#}"
+    );
+    assert_eq!(
+        d["onlyB"],
+        serde_json::json!([format!("namespaces//v1/{ns}.json")]),
+        "{d:#}"
+    );
+    assert!(d["both"].as_array().unwrap().len() >= 8, "{d:#}");
+    let r = nac(&kc, &["backup", "manifest", "first"]).await;
+    assert!(r.ok, "{}", r.err);
+    assert!(
+        r.out.contains("deployments.apps (1)") && r.out.contains("<- deployments.apps/web"),
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("secrets"), "{}", r.out);
+
     // describe --details: the resource list through a download request (which the plugin deletes again).
     let r = nac(&kc, &["backup", "describe", "first", "--details"]).await;
     assert!(r.ok, "{}", r.err);
     for want in [
         "Phase:  Completed",
-        "Excluded:  secrets",
+        "Excluded:  secrets, events",
         "TTL:  72h0m0s",
         "Items backed up:",
         "Resource List:",

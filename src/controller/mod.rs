@@ -37,6 +37,7 @@ pub mod watches;
 pub mod write;
 
 pub use context::Error;
+pub use objects::add_backup_exclusions;
 
 use crate::api::{
     NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,

@@ -3,7 +3,7 @@
 use super::download::{self, Tls};
 use super::kinds::{Kind, BACKUP, RESTORE, SCHEDULE};
 use super::show::{self, Output};
-use super::{object, print_warnings, wait, Error, Result, Session};
+use super::{manifest, object, print_warnings, wait, Error, Result, Session};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Map, Value};
 
@@ -221,6 +221,39 @@ enum BackupVerb {
         #[command(flatten)]
         tls: Tls,
     },
+    /// The manifest of a finished backup (Velero's backup-manifest design): every item by kind, namespace and
+    /// name, with owners; read from its contents through a NonAdminDownloadRequest
+    Manifest {
+        name: String,
+        /// tree (default) or json (the design's manifest.json)
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: ManifestOutput,
+        /// Write manifest.json to this file instead of printing
+        #[arg(long, value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        tls: Tls,
+    },
+    /// A dry run: the manifest a backup with these filters would have now (the cluster policy and your rights
+    /// applied, as for a real backup)
+    Preview {
+        #[command(flatten)]
+        flags: BackupFlags,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: ManifestOutput,
+        /// Write manifest.json to this file instead of printing
+        #[arg(long, value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+    },
+    /// What two backups (or manifest.json files, e.g. of a preview) both hold, and what only one does
+    Diff {
+        a: String,
+        b: String,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: ManifestOutput,
+        #[command(flatten)]
+        tls: Tls,
+    },
     /// Delete backups: the NonAdminBackup only, or with --data the backup in object storage too
     Delete {
         #[arg(required = true)]
@@ -229,6 +262,27 @@ enum BackupVerb {
         #[arg(long)]
         data: bool,
     },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+enum ManifestOutput {
+    #[default]
+    Tree,
+    Json,
+}
+
+/// Prints a manifest (or writes its manifest.json).
+fn put_manifest(m: &crate::manifest::Manifest, output: ManifestOutput, file: Option<&std::path::Path>) -> Result<()> {
+    let json = || serde_json::to_string_pretty(m).map_err(|e| Error::User(e.to_string()));
+    match (file, output) {
+        (Some(f), _) => {
+            std::fs::write(f, json()? + "\n").map_err(|e| Error::User(format!("writing {}: {e}", f.display())))?;
+            eprintln!("{} items written to {}", m.len(), f.display());
+        }
+        (None, ManifestOutput::Json) => println!("{}", json()?),
+        (None, ManifestOutput::Tree) => print!("{}", manifest::tree(m)),
+    }
+    Ok(())
 }
 
 #[derive(Subcommand, Debug)]
@@ -405,7 +459,38 @@ async fn delete_all(s: &Session, kind: &Kind, names: &[String], said: &str) -> R
 async fn backup(s: &Session, verb: BackupVerb) -> Result<()> {
     match verb {
         BackupVerb::Create { name, flags, out } => {
-            create(s, &BACKUP, &name, json!({"backupSpec": flags.spec()?}), &out).await
+            let spec = flags.spec()?;
+            // A backup still running over the same items is worth knowing of before a second one queues.
+            match manifest::overlaps(s, &spec).await {
+                Ok(w) => print_warnings(&w),
+                Err(e) => eprintln!("Warning: the overlap with running backups could not be checked: {e}"),
+            }
+            create(s, &BACKUP, &name, json!({ "backupSpec": spec }), &out).await
+        }
+        BackupVerb::Manifest {
+            name,
+            output,
+            file,
+            tls,
+        } => put_manifest(&manifest::of_backup(s, &name, &tls).await?, output, file.as_deref()),
+        BackupVerb::Preview { flags, output, file } => {
+            let (m, warnings) = manifest::preview(s, flags.spec()?).await?;
+            print_warnings(&warnings);
+            put_manifest(&m, output, file.as_deref())
+        }
+        BackupVerb::Diff { a, b, output, tls } => {
+            let (ma, mb) = (manifest::load(s, &a, &tls).await?, manifest::load(s, &b, &tls).await?);
+            let d = crate::manifest::diff(&ma, &mb);
+            match output {
+                ManifestOutput::Json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&d).map_err(|e| Error::User(e.to_string()))?
+                    )
+                }
+                ManifestOutput::Tree => print!("{}", manifest::diff_text(&a, &b, &d)),
+            }
+            Ok(())
         }
         BackupVerb::Get(args) => get(s, &BACKUP, &args, |i| show::backups(i, &BACKUP)).await,
         BackupVerb::Describe { args, details, tls } => {

@@ -19,7 +19,7 @@ pub struct Tls {
 }
 
 impl Tls {
-    fn config(&self) -> Result<rustls::ClientConfig> {
+    pub(super) fn config(&self) -> Result<rustls::ClientConfig> {
         let ca = match &self.cacert {
             Some(p) => Some(std::fs::read(p).map_err(|e| Error::User(format!("reading {}: {e}", p.display())))?),
             None => None,
@@ -30,7 +30,7 @@ impl Tls {
 
 /// Makes a request for file `kind` of `name` and waits for its signed URL; the request is deleted again
 /// whatever happens.
-async fn signed_url(s: &Session, kind: &str, name: &str) -> Result<String> {
+pub(super) async fn signed_url(s: &Session, kind: &str, name: &str) -> Result<String> {
     let request = json!({
         "apiVersion": "oadp.openshift.io/v1alpha1",
         "kind": DOWNLOAD.kind,

@@ -8,6 +8,7 @@
 mod cli;
 mod download;
 mod kinds;
+mod manifest;
 mod show;
 mod wait;
 
@@ -102,6 +103,14 @@ impl Session {
         let name = object["metadata"]["name"].as_str().unwrap_or("");
         let req = axum::http::Request::post(self.path(kind, None)).header("content-type", "application/json");
         self.send(req, object, &format!("creating {} {name}", kind.kind)).await
+    }
+
+    /// A server-side dry run of a create: the object as nac's webhook would admit it, and the warnings.
+    pub async fn create_dry_run(&self, kind: &kinds::Kind, object: &Value) -> Result<(Value, Vec<String>)> {
+        let req = axum::http::Request::post(format!("{}?dryRun=All", self.path(kind, None)))
+            .header("content-type", "application/json");
+        self.send(req, object, &format!("trying a {} (dry run)", kind.kind))
+            .await
     }
 
     /// A merge patch, with the webhook's warnings.

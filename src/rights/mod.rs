@@ -97,6 +97,8 @@ impl BackupRights {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kind {
     pub group: String,
+    /// The version the cluster prefers (objects are read in it).
+    pub version: String,
     /// Plural resource name.
     pub resource: String,
     pub singular: String,
@@ -109,6 +111,7 @@ impl Kind {
     pub fn new(group: &str, resource: &str, kind: &str, short_names: &[&str]) -> Kind {
         Kind {
             group: group.into(),
+            version: "v1".into(),
             resource: resource.into(),
             singular: kind.to_ascii_lowercase(),
             kind: kind.into(),
@@ -326,49 +329,7 @@ impl KubeAccess {
     }
 
     async fn discover(&self) -> Result<Vec<Kind>, String> {
-        let fail = |e: kube::Error| format!("discovery of the cluster's resource kinds failed: {e}");
-        // Resource lists rather than kube's Discovery: they carry the short names Velero's filters accept.
-        let mut lists = Vec::new();
-        for v in self.client.list_core_api_versions().await.map_err(fail)?.versions {
-            lists.push(self.client.list_core_api_resources(&v).await.map_err(fail)?);
-        }
-        for g in self.client.list_api_groups().await.map_err(fail)?.groups {
-            let Some(v) = g.preferred_version.or_else(|| g.versions.into_iter().next()) else {
-                continue;
-            };
-            lists.push(
-                self.client
-                    .list_api_group_resources(&v.group_version)
-                    .await
-                    .map_err(fail)?,
-            );
-        }
-        let mut out = Vec::new();
-        for list in lists {
-            let group = list
-                .group_version
-                .split_once('/')
-                .map(|(g, _)| g)
-                .unwrap_or("")
-                .to_string();
-            for r in list.resources {
-                if !r.namespaced || r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
-                    continue;
-                }
-                out.push(Kind {
-                    group: group.clone(),
-                    singular: if r.singular_name.is_empty() {
-                        r.kind.to_ascii_lowercase()
-                    } else {
-                        r.singular_name.clone()
-                    },
-                    resource: r.name,
-                    kind: r.kind,
-                    short_names: r.short_names.unwrap_or_default(),
-                });
-            }
-        }
-        Ok(out)
+        discover(&self.client).await
     }
 
     async fn review(&self, who: &Requester, q: &Question) -> Result<bool, String> {
@@ -404,6 +365,47 @@ impl KubeAccess {
         })?;
         Ok(answer.status.is_some_and(|s| s.allowed && !s.denied.unwrap_or(false)))
     }
+}
+
+/// The cluster's namespaced kinds that can be listed, in their preferred versions.
+pub async fn discover(client: &kube::Client) -> Result<Vec<Kind>, String> {
+    let fail = |e: kube::Error| format!("discovery of the cluster's resource kinds failed: {e}");
+    // Resource lists rather than kube's Discovery: they carry the short names Velero's filters accept.
+    let mut lists = Vec::new();
+    for v in client.list_core_api_versions().await.map_err(fail)?.versions {
+        lists.push(client.list_core_api_resources(&v).await.map_err(fail)?);
+    }
+    for g in client.list_api_groups().await.map_err(fail)?.groups {
+        let Some(v) = g.preferred_version.or_else(|| g.versions.into_iter().next()) else {
+            continue;
+        };
+        lists.push(client.list_api_group_resources(&v.group_version).await.map_err(fail)?);
+    }
+    let mut out = Vec::new();
+    for list in lists {
+        let (group, version) = match list.group_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), list.group_version.clone()),
+        };
+        for r in list.resources {
+            if !r.namespaced || r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
+                continue;
+            }
+            out.push(Kind {
+                group: group.clone(),
+                version: version.clone(),
+                singular: if r.singular_name.is_empty() {
+                    r.kind.to_ascii_lowercase()
+                } else {
+                    r.singular_name.clone()
+                },
+                resource: r.name,
+                kind: r.kind,
+                short_names: r.short_names.unwrap_or_default(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 impl Access for KubeAccess {
