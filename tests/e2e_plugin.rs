@@ -262,6 +262,62 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     assert!(!r.ok && r.err.contains("spec.schedule"), "{}", r.err);
     assert!(nac(&kc, &["schedule", "delete", "nightly"]).await.ok);
 
+    // Their own bucket: the request with a credentials Secret the plugin makes, waiting for the admin's approval;
+    // deleted with that Secret.
+    let creds = dir.path().join("credentials");
+    std::fs::write(&creds, "[default]\naws_access_key_id=a\naws_secret_access_key=b\n").unwrap();
+    let r = nac(
+        &kc,
+        &[
+            "bsl",
+            "create",
+            "mine",
+            "--provider",
+            "aws",
+            "--bucket",
+            "plugin-bucket",
+            "--prefix",
+            "p",
+            "--config",
+            "region=us-east-1,s3ForcePathStyle=true",
+            "--credential-file",
+            creds.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin.clone(), &ns);
+    assert!(secrets.get("mine-credentials").await.is_ok());
+    let r = eventually(T, "the location waiting for approval", || {
+        let kc = kc.clone();
+        async move {
+            let r = nac(&kc, &["bsl", "get"]).await;
+            r.out
+                .lines()
+                .any(|l| l.starts_with("mine ") && l.contains("plugin-bucket/p") && l.contains("False"))
+                .then_some(r)
+        }
+    })
+    .await;
+    assert!(r.out.starts_with("NAME "), "{}", r.out);
+    let r = nac(&kc, &["bsl", "describe", "mine"]).await;
+    assert!(
+        r.out.contains("Credential:  secret mine-credentials key cloud"),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("Approved by the cluster admin:  False"), "{}", r.out);
+    let r = nac(&kc, &["bsl", "delete", "mine"]).await;
+    assert!(
+        r.ok && r.out.contains("Secret \"mine-credentials\""),
+        "{}{}",
+        r.out,
+        r.err
+    );
+    let locations: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(admin.clone(), &ns);
+    wait_gone(&locations, "mine", T, "the location deleted").await;
+    assert!(secrets.get_opt("mine-credentials").await.unwrap().is_none());
+
     // Deleted with its data: the NonAdminBackup goes once Velero has deleted the backup.
     let r = nac(&kc, &["backup", "delete", "first", "--data"]).await;
     assert!(r.ok && r.out.contains("and its data"), "{}{}", r.out, r.err);

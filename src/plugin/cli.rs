@@ -1,7 +1,7 @@
 //! The command line: `kubectl nac backup|restore|schedule <verb>`, and what each verb does.
 
 use super::download::{self, Tls};
-use super::kinds::{Kind, BACKUP, RESTORE, SCHEDULE};
+use super::kinds::{Kind, BACKUP, LOCATION, RESTORE, SCHEDULE};
 use super::show::{self, Output};
 use super::{manifest, object, print_warnings, wait, Error, Result, Session};
 use clap::{Args, Parser, Subcommand};
@@ -60,6 +60,11 @@ enum Command {
     Schedule {
         #[command(subcommand)]
         verb: ScheduleVerb,
+    },
+    /// Work with your own backup storage locations (buckets), which the cluster admin approves
+    Bsl {
+        #[command(subcommand)]
+        verb: BslVerb,
     },
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
     Completion { shell: clap_complete::Shell },
@@ -324,6 +329,48 @@ enum RestoreVerb {
 }
 
 #[derive(Subcommand, Debug)]
+enum BslVerb {
+    /// Ask for a backup storage location in your own bucket (the cluster admin may have to approve it)
+    Create {
+        name: String,
+        /// The object store's plugin (aws for S3 and S3-compatible stores)
+        #[arg(long)]
+        provider: String,
+        #[arg(long)]
+        bucket: String,
+        /// Where in the bucket (nac puts it under a prefix of your namespace)
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Provider settings, k=v comma-separated (e.g. region=eu-west-1,s3Url=https://...)
+        #[arg(long, value_delimiter = ',', value_name = "K=V")]
+        config: Vec<String>,
+        /// An existing Secret of your namespace holding the credentials, as SECRET=KEY
+        #[arg(long, value_name = "SECRET=KEY", conflicts_with = "credential_file")]
+        credential: Option<String>,
+        /// A credentials file: stored in a new Secret <name>-credentials, key cloud
+        #[arg(long, value_name = "FILE")]
+        credential_file: Option<std::path::PathBuf>,
+        /// PEM file of the CA of the object store's certificate
+        #[arg(long = "storage-cacert", value_name = "FILE")]
+        cacert: Option<std::path::PathBuf>,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// List your backup storage locations
+    Get(GetArgs),
+    /// Show backup storage locations in detail
+    Describe(DescribeArgs),
+    /// Delete backup storage locations (and a credentials Secret the plugin made for one)
+    Delete {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+}
+
+/// Label on a credentials Secret the plugin made for a location (deleted with it).
+const MADE_FOR_LOCATION: &str = "nac.oadp.openshift.io/credentials-for";
+
+#[derive(Subcommand, Debug)]
 enum ScheduleVerb {
     /// Schedule backups of the namespace
     Create {
@@ -377,6 +424,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Backup { verb } => backup(&s, verb).await,
         Command::Restore { verb } => restore(&s, verb).await,
         Command::Schedule { verb } => schedule(&s, verb).await,
+        Command::Bsl { verb } => bsl(&s, verb).await,
         Command::Completion { .. } => Ok(()),
     }
 }
@@ -590,6 +638,108 @@ fn describe(items: &[Value], output: Output, text: impl Fn(&Value) -> String) ->
     let texts: Vec<String> = items.iter().map(text).collect();
     print!("{}", texts.join("\n"));
     Ok(())
+}
+
+async fn bsl(s: &Session, verb: BslVerb) -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), &s.namespace);
+    match verb {
+        BslVerb::Create {
+            name,
+            provider,
+            bucket,
+            prefix,
+            config,
+            credential,
+            credential_file,
+            cacert,
+            output,
+        } => {
+            let mut config_map = Map::new();
+            for kv in config.iter().filter(|c| !c.is_empty()) {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| Error::User(format!("--config {kv:?}: expected key=value")))?;
+                config_map.insert(k.trim().into(), json!(v.trim()));
+            }
+            let (secret, key) = match (credential, &credential_file) {
+                (Some(c), _) => {
+                    let (n, k) = c
+                        .split_once('=')
+                        .ok_or_else(|| Error::User(format!("--credential {c:?}: expected SECRET=KEY")))?;
+                    (n.to_string(), k.to_string())
+                }
+                (None, Some(_)) => (format!("{name}-credentials"), "cloud".to_string()),
+                (None, None) => {
+                    return Err(Error::User(
+                        "the location needs credentials: --credential SECRET=KEY or --credential-file FILE".into(),
+                    ))
+                }
+            };
+            let mut storage = json!({"bucket": bucket});
+            if let Some(p) = prefix {
+                storage["prefix"] = json!(p);
+            }
+            if let Some(f) = cacert {
+                use base64::Engine;
+                let pem = std::fs::read(&f).map_err(|e| Error::User(format!("reading {}: {e}", f.display())))?;
+                storage["caCert"] = json!(base64::engine::general_purpose::STANDARD.encode(pem));
+            }
+            if let Some(f) = &credential_file {
+                let data = std::fs::read(f).map_err(|e| Error::User(format!("reading {}: {e}", f.display())))?;
+                let secret_obj: Secret = serde_json::from_value(json!({
+                    "metadata": {"name": secret, "labels": {MADE_FOR_LOCATION: name}},
+                    "type": "Opaque",
+                    "data": {key.clone(): k8s_openapi::ByteString(data)},
+                }))
+                .map_err(|e| Error::User(e.to_string()))?;
+                secrets
+                    .create(&Default::default(), &secret_obj)
+                    .await
+                    .map_err(|e| super::api_error(&format!("creating Secret {secret}"), e))?;
+                eprintln!("Secret \"{secret}\" created with the credentials (key {key}).");
+            }
+            let spec = json!({"backupStorageLocationSpec": {
+                "provider": provider, "objectStorage": storage, "config": config_map,
+                "credential": {"name": secret, "key": key}}});
+            let (made, warnings) = s.create(&LOCATION, &object(&LOCATION, &name, spec)).await?;
+            print_warnings(&warnings);
+            match output {
+                Output::Table => println!(
+                    "Backup storage location \"{name}\" requested. If the cluster admin must approve it, it is \
+                     usable once APPROVED is True: `kubectl nac bsl get {name}`; then back up to it with \
+                     `kubectl nac backup create NAME --storage-location {name}`."
+                ),
+                o => print!("{}", show::structured(&[made], o)?),
+            }
+            Ok(())
+        }
+        BslVerb::Get(args) => get(s, &LOCATION, &args, |i| show::locations(i, &LOCATION)).await,
+        BslVerb::Describe(args) => {
+            let items = s.some_or_all(&LOCATION, &args.names, None).await?;
+            describe(&items, args.output, |o| show::describe_location(o, &LOCATION))
+        }
+        BslVerb::Delete { names } => {
+            for n in &names {
+                s.delete(&LOCATION, n).await?;
+                println!("Request to delete backup storage location \"{n}\" submitted successfully.");
+                let made = secrets
+                    .list(&kube::api::ListParams::default().labels(&format!("{MADE_FOR_LOCATION}={n}")))
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default();
+                for secret in made {
+                    let sn = secret.metadata.name.unwrap_or_default();
+                    secrets
+                        .delete(&sn, &Default::default())
+                        .await
+                        .map_err(|e| super::api_error(&format!("deleting Secret {sn}"), e))?;
+                    println!("Secret \"{sn}\" the plugin made for it deleted.");
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 async fn schedule(s: &Session, verb: ScheduleVerb) -> Result<()> {

@@ -136,3 +136,22 @@ pub async fn json(s: &Session, kind: &str, name: &str, tls: &Tls) -> Result<Valu
     copy(s, kind, name, tls, &mut buf).await?;
     serde_json::from_slice(&buf).map_err(|e| Error::Api(format!("the {kind} of {name} is not JSON: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_read_from_the_request_status() {
+        let waiting = json!({"status": {"phase": "New", "conditions": [{"type": "Accepted", "status": "True"}]}});
+        assert_eq!(refusal(&waiting), None);
+        let closed = json!({"status": {"phase": "BackingOff", "conditions": [{"type": "NonAdminBackupStorageLocationNotUsed",
+            "status": "True", "reason": "Error", "message": "backup does not use nonadminbackupstoragelocation"}]}});
+        assert_eq!(
+            refusal(&closed).unwrap(),
+            "the file cannot be downloaded: backup does not use nonadminbackupstoragelocation (Error)"
+        );
+        assert!(refusal(&json!({"status": {"phase": "BackingOff"}})).is_some());
+        assert_eq!(truncate("a-very-long-name", 7), "a-very");
+    }
+}

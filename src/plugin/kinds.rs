@@ -58,6 +58,13 @@ pub const SCHEDULE: Kind = Kind {
     velero: "veleroSchedule",
 };
 
+pub const LOCATION: Kind = Kind {
+    kind: "NonAdminBackupStorageLocation",
+    plural: "nonadminbackupstoragelocations",
+    noun: "backup storage location",
+    velero: "veleroBackupStorageLocation",
+};
+
 pub const DOWNLOAD: Kind = Kind {
     kind: "NonAdminDownloadRequest",
     plural: "nonadmindownloadrequests",

@@ -204,6 +204,91 @@ pub fn schedules(items: &[Value]) -> String {
     )
 }
 
+fn approved(o: &Value) -> String {
+    o["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "ClusterAdminApproved")
+        .map_or("<pending>".into(), |c| s(&c["status"]))
+}
+
+fn bucket_prefix(spec: &Value) -> String {
+    let (bucket, prefix) = (s(&spec["objectStorage"]["bucket"]), s(&spec["objectStorage"]["prefix"]));
+    if prefix.is_empty() {
+        bucket
+    } else {
+        format!("{bucket}/{prefix}")
+    }
+}
+
+/// `velero backup-location get`'s table, with the admin's approval.
+pub fn locations(items: &[Value], kind: &Kind) -> String {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|o| {
+            let spec = &o["spec"]["backupStorageLocationSpec"];
+            vec![
+                s(&o["metadata"]["name"]),
+                s(&spec["provider"]),
+                bucket_prefix(spec),
+                kind.phase(o).to_string(),
+                approved(o),
+                or_none(&kind.velero_status(o)["lastValidationTime"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "PROVIDER",
+            "BUCKET/PREFIX",
+            "PHASE",
+            "APPROVED",
+            "LAST VALIDATED",
+        ],
+        &rows,
+    )
+}
+
+/// `velero backup-location describe`, for a NonAdminBackupStorageLocation.
+pub fn describe_location(o: &Value, kind: &Kind) -> String {
+    let mut out = String::new();
+    head(&mut out, o, kind);
+    let spec = &o["spec"]["backupStorageLocationSpec"];
+    let _ = writeln!(out, "\nApproved by the cluster admin:  {}", approved(o));
+    let _ = writeln!(out, "\nProvider:  {}", s(&spec["provider"]));
+    let _ = writeln!(out, "Bucket/prefix:  {}", bucket_prefix(spec));
+    let config = spec["config"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", s(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let _ = writeln!(out, "Config:  {}", or_none(&Value::String(config)));
+    let _ = writeln!(
+        out,
+        "Credential:  secret {} key {}",
+        or_none(&spec["credential"]["name"]),
+        or_none(&spec["credential"]["key"])
+    );
+    let vs = kind.velero_status(o);
+    let _ = writeln!(
+        out,
+        "\nVelero location:  {}",
+        or_none(&o["status"]["veleroBackupStorageLocation"]["name"])
+    );
+    let _ = writeln!(out, "Last validated:  {}", or_none(&vs["lastValidationTime"]));
+    if let Some(m) = vs["message"].as_str() {
+        let _ = writeln!(out, "Message:  {m}");
+    }
+    conditions(&mut out, o);
+    out
+}
+
 /// `2026-12-25T00:00:00Z` as "29d", "5h", "expired".
 fn expires(v: &Value) -> String {
     let Some(t) = v.as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else {
@@ -464,6 +549,40 @@ mod tests {
     fn tables_pad_columns() {
         let t = table(&["A", "BB"], &[vec!["long".into(), "x".into()]]);
         assert_eq!(t, "A      BB\nlong   x\n");
+    }
+
+    #[test]
+    fn a_backup_is_described_from_its_velero_spec_and_status() {
+        use crate::plugin::kinds::BACKUP;
+        let o = json!({
+            "metadata": {"name": "b", "namespace": "team-a"},
+            "spec": {"backupSpec": {"storageLocation": "mine"}},
+            "status": {"phase": "Created", "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "BackupAccepted", "message": "backup accepted"}],
+                "veleroBackup": {"name": "team-a-b-u", "spec": {"includedNamespaces": ["team-a"],
+                    "excludedResources": ["secrets", "nonadminbackups"], "ttl": "720h0m0s",
+                    "storageLocation": "team-a-mine-u"},
+                "status": {"phase": "Completed", "errors": 0, "warnings": 2,
+                    "progress": {"totalItems": 12, "itemsBackedUp": 12}}}}});
+        let text = describe_backup(&o, &BACKUP, Some(&json!({"v1/ConfigMap": ["team-a/app"]})));
+        for want in [
+            "Phase:  Completed",
+            "NonAdminBackup phase:  Created",
+            "Warnings:  2",
+            "Included:  team-a",
+            "Excluded:  secrets, nonadminbackups",
+            // The user's name of their location, not the Velero one.
+            "Storage Location:  mine",
+            "TTL:  720h0m0s",
+            "Items backed up:              12",
+            "Accepted=True (BackupAccepted): backup accepted",
+            "  v1/ConfigMap:\n    - team-a/app",
+        ] {
+            assert!(text.contains(want), "{want:?} not in:\n{text}");
+        }
+        let rows = backups(&[o], &BACKUP);
+        let row: Vec<&str> = rows.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["b", "Completed", "0", "2", "n/a", "mine", "<none>"], "{rows}");
     }
 
     #[test]

@@ -55,3 +55,27 @@ pub async fn until_settled(s: &Session, kind: &Kind, name: &str) -> Result<Value
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::kinds::{BACKUP, RESTORE};
+    use serde_json::json;
+
+    #[test]
+    fn progress_names_phase_queue_and_items() {
+        let queued = json!({"status": {"phase": "Created", "queueInfo": {"estimatedQueuePosition": 3},
+            "veleroBackup": {"status": {"phase": "Queued"}}}});
+        assert_eq!(progress(&queued, &BACKUP), "backup: Queued, queue position 3");
+        assert!(!settled(&queued, &BACKUP));
+        let running = json!({"status": {"phase": "Created", "veleroRestore": {"status": {"phase": "InProgress",
+            "progress": {"itemsRestored": 4, "totalItems": 9}}}}});
+        assert_eq!(progress(&running, &RESTORE), "restore: InProgress, 4/9 items");
+        let refused = json!({"status": {"phase": "BackingOff"}});
+        assert_eq!(progress(&refused, &BACKUP), "backup: BackingOff");
+        assert!(settled(&refused, &BACKUP));
+        let done = json!({"status": {"veleroBackup": {"status": {"phase": "PartiallyFailed"}}}});
+        assert!(settled(&done, &BACKUP));
+        assert_eq!(progress(&json!({}), &BACKUP), "backup: New");
+    }
+}
