@@ -70,18 +70,41 @@ enum Command {
     Completion { shell: clap_complete::Shell },
 }
 
-/// The filters of a backup (`velero backup create`'s).
+/// What a backup or restore selects (velero's resource filters and label selector).
 #[derive(Args, Debug, Default, Clone)]
-struct BackupFlags {
+struct Filters {
     /// Resources to include (comma-separated; default: all)
     #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
     include_resources: Vec<String>,
     /// Resources to exclude (comma-separated)
     #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
     exclude_resources: Vec<String>,
-    /// Only back up objects matching this label selector (k=v, k!=v, k, !k, comma-separated)
+    /// Only objects matching this label selector (k=v, k!=v, k, !k, comma-separated)
     #[arg(short = 'l', long, value_name = "SELECTOR")]
     selector: Option<String>,
+}
+
+impl Filters {
+    /// Adds the filters to a Velero BackupSpec or RestoreSpec.
+    fn add_to(&self, spec: &mut Map<String, Value>) -> Result<()> {
+        if !self.include_resources.is_empty() {
+            spec.insert("includedResources".into(), json!(self.include_resources));
+        }
+        if !self.exclude_resources.is_empty() {
+            spec.insert("excludedResources".into(), json!(self.exclude_resources));
+        }
+        if let Some(sel) = &self.selector {
+            spec.insert("labelSelector".into(), parse_selector(sel)?);
+        }
+        Ok(())
+    }
+}
+
+/// The settings of a backup (`velero backup create`'s).
+#[derive(Args, Debug, Default, Clone)]
+struct BackupFlags {
+    #[command(flatten)]
+    filters: Filters,
     /// How long the backup is kept (Go duration, e.g. 720h0m0s); the cluster policy may set or bound it
     #[arg(long)]
     ttl: Option<String>,
@@ -99,15 +122,7 @@ struct BackupFlags {
 impl BackupFlags {
     fn spec(&self) -> Result<Value> {
         let mut spec = Map::new();
-        if !self.include_resources.is_empty() {
-            spec.insert("includedResources".into(), json!(self.include_resources));
-        }
-        if !self.exclude_resources.is_empty() {
-            spec.insert("excludedResources".into(), json!(self.exclude_resources));
-        }
-        if let Some(sel) = &self.selector {
-            spec.insert("labelSelector".into(), parse_selector(sel)?);
-        }
+        self.filters.add_to(&mut spec)?;
         for (key, v) in [("ttl", &self.ttl), ("storageLocation", &self.storage_location)] {
             if let Some(v) = v {
                 spec.insert(key.into(), json!(v));
@@ -299,15 +314,8 @@ enum RestoreVerb {
         /// The NonAdminBackup to restore from
         #[arg(long, value_name = "BACKUP")]
         from_backup: String,
-        /// Resources to include (comma-separated; default: all in the backup)
-        #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
-        include_resources: Vec<String>,
-        /// Resources to exclude (comma-separated)
-        #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
-        exclude_resources: Vec<String>,
-        /// Only restore objects matching this label selector
-        #[arg(short = 'l', long, value_name = "SELECTOR")]
-        selector: Option<String>,
+        #[command(flatten)]
+        filters: Filters,
         #[command(flatten)]
         out: CreateOut,
     },
@@ -598,9 +606,7 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
         RestoreVerb::Create {
             name,
             from_backup,
-            include_resources,
-            exclude_resources,
-            selector,
+            filters,
             out,
         } => {
             let name = name.unwrap_or_else(|| {
@@ -609,15 +615,7 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
             });
             let mut spec = Map::new();
             spec.insert("backupName".into(), json!(from_backup));
-            if !include_resources.is_empty() {
-                spec.insert("includedResources".into(), json!(include_resources));
-            }
-            if !exclude_resources.is_empty() {
-                spec.insert("excludedResources".into(), json!(exclude_resources));
-            }
-            if let Some(sel) = selector {
-                spec.insert("labelSelector".into(), parse_selector(&sel)?);
-            }
+            filters.add_to(&mut spec)?;
             create(s, &RESTORE, &name, json!({"restoreSpec": spec}), &out).await
         }
         RestoreVerb::Get(args) => get(s, &RESTORE, &args, |i| show::restores(i, &RESTORE)).await,
