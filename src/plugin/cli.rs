@@ -577,7 +577,8 @@ async fn backup(s: &Session, verb: BackupVerb) -> Result<()> {
                     s,
                     &BACKUP,
                     &names,
-                    " The backup's data stays in object storage (use --data to delete it too).",
+                    " The backup's data stays in object storage, so backup sync may bring the backup back where the \
+                     cluster policy syncs its location: use --data to delete it for good.",
                 )
                 .await;
             }

@@ -350,22 +350,50 @@ fn head(out: &mut String, o: &Value, kind: &Kind) {
     }
 }
 
-fn spec_filters(out: &mut String, spec: &Value, namespace_word: &str) {
-    let _ = writeln!(out, "\n{namespace_word}:");
-    let _ = writeln!(out, "  Included:  {}", or_star(&spec["includedNamespaces"]));
+/// The namespace and resource filters of `spec`, each line behind `indent`. `asked`: the resources the user
+/// excluded, when `spec` is the Velero spec nac made (the rest of its exclusions are nac's: shown as a count).
+fn spec_filters(out: &mut String, spec: &Value, indent: &str, asked: Option<&Value>) {
+    let _ = writeln!(out, "\n{indent}Namespaces:");
+    let _ = writeln!(out, "{indent}  Included:  {}", or_star(&spec["includedNamespaces"]));
     let _ = writeln!(
         out,
-        "  Excluded:  {}",
+        "{indent}  Excluded:  {}",
         or_none(&Value::String(list(&spec["excludedNamespaces"])))
     );
-    let _ = writeln!(out, "\nResources:");
-    let _ = writeln!(out, "  Included:  {}", or_star(&spec["includedResources"]));
-    let _ = writeln!(
-        out,
-        "  Excluded:  {}",
-        or_none(&Value::String(list(&spec["excludedResources"])))
-    );
-    let _ = writeln!(out, "\nLabel selector:  {}", selector(&spec["labelSelector"]));
+    let _ = writeln!(out, "\n{indent}Resources:");
+    let _ = writeln!(out, "{indent}  Included:  {}", or_star(&spec["includedResources"]));
+    let excluded: Vec<String> = spec["excludedResources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(s)
+        .collect();
+    match asked {
+        Some(asked) => {
+            let asked: Vec<String> = asked.as_array().into_iter().flatten().map(s).collect();
+            let _ = writeln!(
+                out,
+                "{indent}  Excluded:  {}",
+                or_none(&Value::String(asked.join(", ")))
+            );
+            let nacs = excluded.iter().filter(|e| !asked.contains(e)).count();
+            if nacs > 0 {
+                let _ = writeln!(
+                    out,
+                    "{indent}  Left out by nac:  {nacs} kinds (nac's own, cluster security kinds, and kinds you may \
+                     not list; -o yaml lists them)"
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "{indent}  Excluded:  {}",
+                or_none(&Value::String(excluded.join(", ")))
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{indent}Label selector:  {}", selector(&spec["labelSelector"]));
 }
 
 fn or_star(v: &Value) -> String {
@@ -389,7 +417,7 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
     if let Some(r) = vs["failureReason"].as_str() {
         let _ = writeln!(out, "Failure reason:  {r}");
     }
-    spec_filters(&mut out, spec, "Namespaces");
+    spec_filters(&mut out, spec, "", Some(&o["spec"]["backupSpec"]["excludedResources"]));
     let _ = writeln!(
         out,
         "\nStorage Location:  {}",
@@ -466,7 +494,7 @@ pub fn describe_restore(o: &Value, kind: &Kind) -> String {
         "Velero Restore:  {}",
         or_none(&o["status"]["veleroRestore"]["name"])
     );
-    spec_filters(&mut out, spec, "Namespaces");
+    spec_filters(&mut out, spec, "", None);
     let _ = writeln!(out, "\nRestore PVs:  {}", or_auto(&spec["restorePVs"]));
     let p = &vs["progress"];
     if !p.is_null() {
@@ -500,7 +528,7 @@ pub fn describe_schedule(o: &Value) -> String {
     let _ = writeln!(out, "Next Run:      {}", or_none(&st["nextRun"]));
     let spec = &o["spec"]["template"]["backupSpec"];
     out.push_str("\nBackup Template:");
-    spec_filters(&mut out, spec, "  Namespaces");
+    spec_filters(&mut out, spec, "  ", None);
     let _ = writeln!(out, "  Storage Location:  {}", or_default(&spec["storageLocation"]));
     let _ = writeln!(out, "  TTL:  {}", or_none(&spec["ttl"]));
     let recent = st["recentBackups"].as_array().cloned().unwrap_or_default();
@@ -556,7 +584,7 @@ mod tests {
         use crate::plugin::kinds::BACKUP;
         let o = json!({
             "metadata": {"name": "b", "namespace": "team-a"},
-            "spec": {"backupSpec": {"storageLocation": "mine"}},
+            "spec": {"backupSpec": {"storageLocation": "mine", "excludedResources": ["secrets"]}},
             "status": {"phase": "Created", "conditions": [
                 {"type": "Accepted", "status": "True", "reason": "BackupAccepted", "message": "backup accepted"}],
                 "veleroBackup": {"name": "team-a-b-u", "spec": {"includedNamespaces": ["team-a"],
@@ -570,7 +598,8 @@ mod tests {
             "NonAdminBackup phase:  Created",
             "Warnings:  2",
             "Included:  team-a",
-            "Excluded:  secrets, nonadminbackups",
+            "Excluded:  secrets\n",
+            "Left out by nac:  1 kinds",
             // The user's name of their location, not the Velero one.
             "Storage Location:  mine",
             "TTL:  720h0m0s",
