@@ -1023,6 +1023,25 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
         .as_str()
         .unwrap()
         .contains("bob"));
+    // A changed expression under a minimum interval never runs at once (edit after edit would run backups more
+    // often than the policy allows), whatever the edit says; an unchanged one is left as it is.
+    let mut retimed = paused.clone();
+    retimed["spec"]["schedule"] = json!("0 3 * * *");
+    retimed["spec"]["skipImmediately"] = json!(false);
+    let review = nas_review("alice", "team-a", retimed.clone(), Some(paused.clone()));
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert_eq!(patched_object(&review, &out)["spec"]["skipImmediately"], true, "{out}");
+    assert!(
+        resp(&out)["warnings"].to_string().contains("schedule.minInterval"),
+        "{out}"
+    );
+    let mut same = paused.clone();
+    same["spec"]["skipImmediately"] = json!(false);
+    let review = nas_review("alice", "team-a", same, Some(paused.clone()));
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(patched_object(&review, &out)["spec"]["skipImmediately"], false, "{out}");
+
     // nac's records are not the user's to change otherwise.
     let mut forged = paused.clone();
     forged["metadata"]["annotations"][REQUESTER_ANNOTATION] = json!("{\"username\":\"admin\"}");

@@ -304,9 +304,10 @@ pub(super) async fn mutate(
             // skipImmediately) pass as they are.
             if !is_privileged(state, req) {
                 let template_changed = old_spec.get("template") != p.spec.get("template");
+                let expression_changed = old_spec.get("schedule") != p.spec.get("schedule");
                 let unpaused = old_spec.get("paused").and_then(Value::as_bool).unwrap_or(false)
                     && !p.spec.get("paused").and_then(Value::as_bool).unwrap_or(false);
-                if template_changed || unpaused {
+                if template_changed || unpaused || expression_changed {
                     let Some(policy) = state.policy.current() else {
                         return deny(resp, no_policy_message(state, kind), []);
                     };
@@ -328,6 +329,19 @@ pub(super) async fn mutate(
                     }
                     if unpaused {
                         warnings.extend(default_skip(&mut patched, &policy));
+                    }
+                    if expression_changed
+                        && policy.schedule.min_interval.is_some()
+                        && patched["spec"]["skipImmediately"] != Value::Bool(true)
+                    {
+                        // Velero runs an edited expression at once when its new time has passed: edit after edit
+                        // would run backups more often than the policy allows.
+                        patched["spec"]["skipImmediately"] = Value::Bool(true);
+                        warnings.push(
+                            "spec.skipImmediately set to true by cluster policy (schedule.minInterval): a changed \
+                             expression runs at its next time, not at once"
+                                .into(),
+                        );
                     }
                 }
             }

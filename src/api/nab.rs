@@ -50,7 +50,7 @@ pub struct NonAdminBackupStatus {
 }
 
 /// The Velero Backup behind a NonAdminBackup.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VeleroBackupRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +65,50 @@ pub struct VeleroBackupRef {
     /// A copy of the Velero Backup's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BackupStatus>,
+    /// Set on a compact copy (nac's in-memory store): the fingerprint of the spec and status it left out.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub compact: Option<u64>,
+}
+
+impl VeleroBackupRef {
+    /// A fingerprint of the spec and status copies (stable within one process).
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        self.compact.unwrap_or_else(|| {
+            let mut h = std::hash::DefaultHasher::new();
+            serde_json::to_vec(&(&self.spec, &self.status))
+                .unwrap_or_default()
+                .hash(&mut h);
+            h.finish()
+        })
+    }
+
+    /// Leaves out what the reconcilers never read from their store (the spec copy, the untyped parts of the
+    /// status copy), keeping their fingerprint: a NonAdminBackup in memory is then about half its size.
+    pub fn make_compact(&mut self) {
+        if self.compact.is_some() {
+            return;
+        }
+        self.compact = Some(self.fingerprint());
+        self.spec = None;
+        if let Some(s) = self.status.as_mut() {
+            s.extra = Default::default();
+        }
+    }
+}
+
+/// Equal when they name the same Velero Backup with the same copies; a compact copy compares by fingerprint.
+impl PartialEq for VeleroBackupRef {
+    fn eq(&self, o: &Self) -> bool {
+        self.nacuuid == o.nacuuid
+            && self.name == o.name
+            && self.namespace == o.namespace
+            && match (self.compact, o.compact) {
+                (None, None) => self.spec == o.spec && self.status == o.status,
+                _ => self.fingerprint() == o.fingerprint(),
+            }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -118,4 +162,48 @@ pub struct FileSystemPodVolumeBackups {
     pub failed: i64,
     #[serde(default)]
     pub completed: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_compact_copy_compares_by_fingerprint() {
+        let full: VeleroBackupRef = serde_json::from_value(json!({
+            "nacuuid": "u", "name": "u", "namespace": "velero",
+            "spec": {"includedNamespaces": ["team-a"], "excludedResources": ["secrets", "nonadminbackups"]},
+            "status": {"phase": "Completed", "expiration": "2026-12-25T00:00:00Z",
+                       "progress": {"totalItems": 9, "itemsBackedUp": 9}}
+        }))
+        .unwrap();
+        let mut compact = full.clone();
+        compact.make_compact();
+        assert!(compact.spec.is_none());
+        let st = compact.status.as_ref().unwrap();
+        assert!(st.extra.is_empty(), "{st:?}");
+        // What the reconcilers read of a stored copy stays.
+        assert_eq!(st.phase.as_deref(), Some("Completed"));
+        assert_eq!(st.expiration.as_deref(), Some("2026-12-25T00:00:00Z"));
+        assert_eq!(compact, full);
+        assert_eq!(full, compact);
+        // A second compaction keeps the first fingerprint; any change of the copies is seen.
+        let mut again = compact.clone();
+        again.make_compact();
+        assert_eq!(again.compact, compact.compact);
+        let mut progressed = full.clone();
+        progressed
+            .status
+            .as_mut()
+            .unwrap()
+            .extra
+            .insert("progress".into(), json!({"totalItems": 10}));
+        assert_ne!(compact, progressed);
+        let mut other = full.clone();
+        other.name = Some("v".into());
+        assert_ne!(compact, other);
+        // Serialised (a status write), a compact copy never claims to be whole: nothing of it is written.
+        assert!(!serde_json::to_string(&compact).unwrap().contains("compact"));
+    }
 }

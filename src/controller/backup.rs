@@ -182,6 +182,7 @@ impl Tenant for NonAdminBackup {
             namespace: Some(vb.namespace.clone()),
             spec: vb.spec.clone(),
             status: vb.status.clone(),
+            compact: None,
         });
         s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
         s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
@@ -510,9 +511,19 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
             .get(&ctx.velero_ref(&tenant::velero_name(nab, u)))
             .filter(|vb| tenant::check_owner(&**vb, nab).is_ok())
             .or_else(|| {
-                ctx.nab
-                    .velero
-                    .find(|b| NAB.nacuuid(&b.metadata) == Some(u.as_str()) && tenant::check_owner(b, nab).is_ok())
+                ctx.nab.velero.find(|b| {
+                    let ns = nab.namespace().unwrap_or_default();
+                    // A run of this NonAdminBackup's schedule, and not on another tenant's location: a copy
+                    // planted in some bucket with this identity is not adopted.
+                    NAB.nacuuid(&b.metadata) == Some(u.as_str())
+                        && tenant::check_owner(b, nab).is_ok()
+                        && super::sync::run_of(b).is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
+                        && b.spec
+                            .storage_location
+                            .as_deref()
+                            .and_then(|l| super::sync::tenant_location_of(ctx, l))
+                            .is_none_or(|(owner, _)| owner == ns)
+                })
             })
     });
     let young = nab

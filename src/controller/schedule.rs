@@ -165,14 +165,27 @@ pub fn next_run(velero: &Schedule) -> Option<Timestamp> {
     crate::cron::Schedule::parse(&velero.spec.schedule).ok()?.next(from)
 }
 
-/// The newest backups a Velero Schedule made, newest first, as the NonAdminSchedule lists them.
+/// The newest backups Velero Schedule `schedule` made for NonAdminSchedule `namespace/nas_name`, newest first, as
+/// the NonAdminSchedule lists them: a Backup counts when it carries the schedule's identity and lies on the
+/// template's location (a copy planted in another tenant's bucket does not).
 pub fn recent_backups<'b>(
-    nas_name: &str,
-    schedule: &str,
+    (namespace, nas_name): (&str, &str),
+    schedule: &Schedule,
     backups: impl Iterator<Item = &'b Backup>,
+    tenant_locations: crate::controller::sync::TenantLocations,
 ) -> Vec<RecentBackup> {
+    let template_location = schedule.spec.template.storage_location.as_deref();
+    let schedule = schedule.metadata.name.as_deref().unwrap_or_default();
     let mut runs: Vec<(&str, &Backup)> = backups
         .filter(|b| b.labels().get(SCHEDULE_NAME_LABEL).map(String::as_str) == Some(schedule))
+        .filter(|b| NAS.owns(&b.metadata, namespace, nas_name))
+        .filter(|b| {
+            crate::controller::sync::run_location_ok(
+                template_location,
+                b.spec.storage_location.as_deref(),
+                tenant_locations,
+            )
+        })
         .filter_map(|b| Some((run_timestamp(b.metadata.name.as_deref()?, schedule)?, b)))
         .collect();
     runs.sort_by(|a, b| b.0.cmp(a.0));
@@ -418,7 +431,14 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
             tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule created");
             v
         }
-        Some(have) => match changes(&have, &want) {
+        Some(have) => match changes(&have, &{
+            let mut want = want.clone();
+            if have.spec.schedule != want.spec.schedule && policy.schedule.min_interval.is_some() {
+                // As the webhook does: a changed expression does not run at once under a minimum interval.
+                want.spec.skip_immediately = Some(true);
+            }
+            want
+        }) {
             Some(ops) => {
                 let v = patch_velero(ctx, &nacuuid, ops).await?;
                 tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule updated");
@@ -437,7 +457,13 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
         )
         .await?;
     }
-    let recent = recent_backups(&nas.name_any(), &nacuuid, ctx.nab.velero.state().iter().map(|b| &**b));
+    let tenant_locations = |l: &str| crate::controller::sync::tenant_location_of(ctx, l);
+    let recent = recent_backups(
+        (&ns, &nas.name_any()),
+        &velero,
+        ctx.nab.velero.state().iter().map(|b| &**b),
+        &tenant_locations,
+    );
     let vns = ctx.opts.velero_namespace.clone();
     let stage = Stage::Created {
         nacuuid: &nacuuid,
@@ -548,12 +574,17 @@ mod tests {
         );
     }
 
+    /// A run of team-a's schedule `nightly` as Velero makes it (the Schedule's identity copied onto it).
     fn run(name: &str, schedule: &str, phase: &str) -> Backup {
         let mut b = Backup::new(name, Default::default());
-        b.metadata.labels = Some(BTreeMap::from([(
-            SCHEDULE_NAME_LABEL.to_string(),
-            schedule.to_string(),
-        )]));
+        b.metadata = NAS.stamp(
+            name,
+            "velero",
+            schedule,
+            "team-a",
+            "nightly",
+            &[(SCHEDULE_NAME_LABEL, schedule)],
+        );
         b.status = Some(BackupStatus {
             phase: Some(phase.into()),
             ..Default::default()
@@ -570,7 +601,25 @@ mod tests {
         all.push(run(&format!("{s}-20261125020000"), s, "InProgress"));
         all.push(run("other-20261125030000", "other", "Completed"));
         all.push(run(&format!("{s}-x"), s, "Completed"));
-        let r = recent_backups("nightly", s, all.iter());
+        let mut schedule = Schedule::new(s, ScheduleSpec::default());
+        schedule.metadata = NAS.stamp(s, "velero", s, "team-a", "nightly", &[]);
+        let no_tenants = |_: &str| None;
+        // Planted in team-b's own bucket with the schedule's identity and a later timestamp: not a run.
+        let mut planted = run(&format!("{s}-20261125090000"), s, "Completed");
+        planted.spec.storage_location = Some("team-b-own".into());
+        all.push(planted);
+        let tenants = |l: &str| (l == "team-b-own").then(|| ("team-b".to_string(), "own".to_string()));
+        let r = recent_backups(("team-a", "nightly"), &schedule, all.iter(), &tenants);
+        assert_eq!(
+            r,
+            recent_backups(
+                ("team-a", "nightly"),
+                &schedule,
+                all[..all.len() - 1].iter(),
+                &no_tenants
+            )
+        );
+        assert!(recent_backups(("team-b", "nightly"), &schedule, all.iter(), &tenants).is_empty());
         assert_eq!(r.len(), RECENT_BACKUPS);
         assert_eq!(r[0].name, "nightly-20261125020000");
         assert_eq!(r[0].phase.as_deref(), Some("InProgress"));

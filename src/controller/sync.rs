@@ -56,6 +56,25 @@ pub type TenantLocations<'a> = &'a dyn Fn(&str) -> Option<(String, String)>;
 /// location)`.
 pub type LiveSchedules<'a> = &'a dyn Fn(&str) -> Option<(String, Option<String>)>;
 
+/// Whether a run's storage location is its schedule's: the template's, or, when the template names none,
+/// Velero's default (which Velero writes into the run), never a tenant's own location.
+pub fn run_location_ok(template: Option<&str>, run: Option<&str>, tenant_locations: TenantLocations) -> bool {
+    match template {
+        Some(t) => run == Some(t),
+        None => run.is_none_or(|l| tenant_locations(l).is_none()),
+    }
+}
+
+/// The tenant a Velero BackupStorageLocation belongs to, `(namespace, NonAdminBackupStorageLocation)`, when nac
+/// made it for one.
+pub fn tenant_location_of(ctx: &Ctx, location: &str) -> Option<(String, String)> {
+    let bsl = ctx.locations.get(&ctx.velero_ref(location))?;
+    crate::naming::NABSL
+        .origin_of(&bsl.metadata)
+        .filter(|_| crate::naming::NABSL.is_tagged(&bsl.metadata))
+        .map(|(ns, name)| (ns.to_string(), name.to_string()))
+}
+
 /// A Backup a Velero Schedule nac made for a NonAdminSchedule ran: where its NonAdminBackup goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
@@ -146,7 +165,9 @@ pub fn sync_origin(
     let phase = status.and_then(|s| s.phase.as_deref());
     let location = b.spec.storage_location.clone();
     let is_live = run.as_ref().is_some_and(|r| {
-        live(&r.schedule).is_some_and(|(ns, template_location)| ns == r.namespace && template_location == location)
+        live(&r.schedule).is_some_and(|(ns, template_location)| {
+            ns == r.namespace && run_location_ok(template_location.as_deref(), location.as_deref(), tenant_locations)
+        })
     });
     if is_live {
         if phase == Some("Deleting") {
@@ -334,13 +355,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     let Some(b) = ctx.nab.velero.get(&ctx.velero_ref(name)) else {
         return Outcome::Done;
     };
-    let tenant_locations = |location: &str| {
-        let bsl = ctx.locations.get(&ctx.velero_ref(location))?;
-        crate::naming::NABSL
-            .origin_of(&bsl.metadata)
-            .filter(|_| crate::naming::NABSL.is_tagged(&bsl.metadata))
-            .map(|(ns, name)| (ns.to_string(), name.to_string()))
-    };
+    let tenant_locations = |location: &str| tenant_location_of(ctx, location);
     let live = |schedule: &str| {
         let s = ctx.velero_schedules.get(&ctx.velero_ref(schedule))?;
         let (ns, _) = NAS.origin_of(&s.metadata)?;

@@ -249,7 +249,10 @@ pub fn tenant_stream<K: Tenant>(
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
     let s = watcher(api)
         .default_backoff()
-        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .modify(|o: &mut K| {
+            o.meta_mut().managed_fields = None;
+            o.make_compact();
+        })
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
             Event::InitDone => synced.mark(),

@@ -142,12 +142,48 @@ where
 pub trait HasStatus:
     Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
 {
-    type Status: Clone + PartialEq + Debug + Send + Sync;
+    type Status: Clone + PartialEq + Debug + Send + Sync + CompactStatus;
     /// Kind label for the write counter (`<Kind>/status`).
     const STATUS_KIND: &'static str;
     fn status_ref(&self) -> Option<&Self::Status>;
     fn status_mut(&mut self) -> &mut Option<Self::Status>;
+    /// Leaves out of a store's copy what the reconcilers do not read (see [`CompactStatus`]).
+    fn make_compact(&mut self) {
+        if let Some(s) = self.status_mut() {
+            s.make_compact();
+        }
+    }
+    /// Whether this is such a copy: a status write then starts from the object as the API server has it.
+    fn is_compact(&self) -> bool {
+        self.status_ref().is_some_and(CompactStatus::is_compact)
+    }
 }
+
+/// Statuses whose store copies can leave parts out (by default none do).
+pub trait CompactStatus {
+    fn make_compact(&mut self) {}
+    fn is_compact(&self) -> bool {
+        false
+    }
+}
+
+/// A NonAdminBackup's status carries a whole copy of its Velero Backup's spec and status, which the Velero
+/// Backup's own store holds too: the store's copy of the NonAdminBackup keeps only their fingerprint.
+impl CompactStatus for NonAdminBackupStatus {
+    fn make_compact(&mut self) {
+        if let Some(r) = self.velero_backup.as_mut() {
+            r.make_compact();
+        }
+    }
+    fn is_compact(&self) -> bool {
+        self.velero_backup.as_ref().is_some_and(|r| r.compact.is_some())
+    }
+}
+impl CompactStatus for crate::api::NonAdminRestoreStatus {}
+impl CompactStatus for crate::api::NonAdminBackupStorageLocationStatus {}
+impl CompactStatus for crate::api::NonAdminBackupStorageLocationRequestStatus {}
+impl CompactStatus for crate::api::NonAdminDownloadRequestStatus {}
+impl CompactStatus for crate::api::NonAdminScheduleStatus {}
 
 /// `HasStatus` for nac's resources: each has a `status: Option<Status>` field.
 macro_rules! has_status {
@@ -224,6 +260,13 @@ where
                 old,
                 written: false,
             });
+        }
+        if current.is_compact() {
+            // A store's compact copy would write back what it left out: the object as the API server has it.
+            current = api.get(&name).await?;
+            recent.record(&current);
+            attempt -= 1;
+            continue;
         }
         let old = current.status_ref().cloned();
         let mut next = current.clone();

@@ -701,7 +701,18 @@ async fn bsl(s: &Session, verb: BslVerb) -> Result<()> {
             let spec = json!({"backupStorageLocationSpec": {
                 "provider": provider, "objectStorage": storage, "config": config_map,
                 "credential": {"name": secret, "key": key}}});
-            let (made, warnings) = s.create(&LOCATION, &object(&LOCATION, &name, spec)).await?;
+            let (made, warnings) = match s.create(&LOCATION, &object(&LOCATION, &name, spec)).await {
+                Ok(m) => m,
+                Err(e) => {
+                    // Refused or failed: the Secret made for it goes again.
+                    if credential_file.is_some() {
+                        if let Err(d) = secrets.delete(&secret, &Default::default()).await {
+                            eprintln!("Warning: the Secret {secret} made for the location was not deleted: {d}");
+                        }
+                    }
+                    return Err(e);
+                }
+            };
             print_warnings(&warnings);
             match output {
                 Output::Table => println!(
@@ -722,11 +733,18 @@ async fn bsl(s: &Session, verb: BslVerb) -> Result<()> {
             for n in &names {
                 s.delete(&LOCATION, n).await?;
                 println!("Request to delete backup storage location \"{n}\" submitted successfully.");
-                let made = secrets
+                let made = match secrets
                     .list(&kube::api::ListParams::default().labels(&format!("{MADE_FOR_LOCATION}={n}")))
                     .await
-                    .map(|l| l.items)
-                    .unwrap_or_default();
+                {
+                    Ok(l) => l.items,
+                    Err(e) => {
+                        eprintln!(
+                            "Warning: a credentials Secret the plugin made for {n} may be left: listing Secrets: {e}"
+                        );
+                        Vec::new()
+                    }
+                };
                 for secret in made {
                     let sn = secret.metadata.name.unwrap_or_default();
                     secrets

@@ -92,7 +92,7 @@ fn refusal(o: &Value) -> Option<String> {
     }
 }
 
-/// Copies file `kind` of `name`, gunzipped, to `out`.
+/// Copies file `kind` of `name`, gunzipped, to `out`. Needs the multi-thread runtime (the plugin's).
 pub async fn copy(s: &Session, kind: &str, name: &str, tls: &Tls, out: &mut (dyn Write + Send)) -> Result<()> {
     let url = signed_url(s, kind, name).await?;
     let stream = crate::download::get(&url, tls.config()?).await.map_err(Error::Api)?;

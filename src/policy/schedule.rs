@@ -71,9 +71,10 @@ pub fn check_expression(
         return Err(format!("is invalid: {expression:?} has no run in the next five years"));
     }
     if let Some(min) = rules.min_interval {
+        // Fewer than two runs within a year (`@yearly`, `0 0 29 2 *`): a year at least between them.
         let every = parsed
             .min_interval(now)
-            .ok_or_else(|| "is invalid: it never runs".to_string())?;
+            .unwrap_or(jiff::SignedDuration::from_hours(366 * 24));
         let every = GoDuration(every.as_nanos().unsigned_abs());
         if every < min {
             return Err(format!(
@@ -224,6 +225,10 @@ mod tests {
         assert!(out.message().contains("runs every 30m0s"), "{}", out.message());
         assert!(out.message().contains("schedule.minInterval"), "{}", out.message());
         assert!(!eval(json!("@every 59m")).allowed());
+        // Once a year (or every four): fine under any minimum interval of less than a year, on any day.
+        for yearly in ["@yearly", "0 0 15 6 *", "0 0 29 2 *"] {
+            assert!(eval(json!(yearly)).allowed(), "{yearly}");
+        }
         assert!(eval(json!("0 0 30 2 *"))
             .message()
             .contains("has no run in the next five years"));
