@@ -635,6 +635,13 @@ mod tests {
         assert_eq!(sync_origin(&wide, &sync, &none, &live), None);
         assert_eq!(sync_origin(&b, &sync, &none, &no_live), None);
         assert!(sync_origin(&run("Completed", "default"), &open(&["default"]), &none, &no_live).is_some());
+        // A template naming no location: the run is on Velero's default, never on a tenant's own location.
+        let unnamed = |name: &str| (name == SCHEDULE).then(|| ("team-a".to_string(), None));
+        assert!(sync_origin(&run("InProgress", "default"), &sync, &tenants, &unnamed).is_some());
+        assert_eq!(
+            sync_origin(&run("InProgress", "team-b-own"), &sync, &tenants, &unnamed),
+            None
+        );
         // A run on a tenant's own location is that tenant's only.
         let own = |name: &str| (name == SCHEDULE).then(|| ("team-a".to_string(), Some("team-b-own".to_string())));
         assert_eq!(
