@@ -115,6 +115,19 @@ impl Config {
     }
 }
 
+/// The configurations to run: ADMISSION_CONFIGS (comma-separated names), or all. `none`, `nac` and `cel` are
+/// always run, since the ratios are taken against them.
+fn configs() -> Vec<Config> {
+    let Ok(names) = std::env::var("ADMISSION_CONFIGS") else {
+        return Config::ALL.to_vec();
+    };
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    Config::ALL
+        .into_iter()
+        .filter(|c| matches!(c, Config::None | Config::Nac | Config::Cel) || names.contains(&c.name()))
+        .collect()
+}
+
 fn env_usize(k: &str, d: usize) -> usize {
     std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }
@@ -203,14 +216,14 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
             .create(&PostParams::default(), &nab(&format!("probe-{}-{i}", config.name())))
             .await;
         let validated = validate_calls(nac).await > before;
-        let seen = o.map(|o| {
+        let seen = o.as_ref().map(|o| {
             let labelled = o
                 .metadata
                 .labels
                 .as_ref()
                 .is_some_and(|l| l.contains_key(nac::naming::NAB_ORIGIN_NACUUID_LABEL));
             let scoped = o.spec.backup_spec.included_namespaces.is_some();
-            let off = rights_mode(&o) == Some(nac::rights::RightsMode::Off);
+            let off = rights_mode(o) == Some(nac::rights::RightsMode::Off);
             match (labelled, validated, scoped) {
                 (false, false, false) => Some(Config::None),
                 (true, false, _) if off => Some(Config::NacRightsOff),
@@ -220,8 +233,17 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
                 (false, true, _) => None,
             }
         });
-        if seen.as_ref().ok() == Some(&Some(want)) {
-            return;
+        if let Ok(o) = &o {
+            if seen.as_ref().ok() == Some(&Some(want)) {
+                // What the configuration makes of the same request: the object as stored.
+                let size = serde_json::to_vec(o).unwrap().len();
+                let notes: usize = o.annotations().iter().map(|(k, v)| k.len() + v.len()).sum();
+                println!(
+                    "{}: the created object is {size} bytes of JSON, {notes} of them annotations",
+                    config.name()
+                );
+                return;
+            }
         }
         assert!(
             Instant::now() < deadline,
@@ -264,6 +286,82 @@ async fn measure(api: &Api<NonAdminBackup>, prefix: &str, n: usize, in_flight: u
     (lat, wall)
 }
 
+/// CPU time (user + system) a process has used so far, in milliseconds; `None` when it is gone.
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) start after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks * 1000.0 / hz)
+}
+
+/// The processes whose CPU time a run is charged with: where the time of a create goes.
+struct Cpu {
+    procs: Vec<(&'static str, u32)>,
+}
+
+impl Cpu {
+    fn new(env: &Env, nac: &NacProcess) -> Cpu {
+        let pid = |k: &str| env.cluster.get(k).parse::<u32>().unwrap();
+        Cpu {
+            procs: vec![
+                ("kube-apiserver", pid("APISERVER_PID")),
+                ("etcd", pid("ETCD_PID")),
+                ("nac", nac.nac_pid().expect("nac runs")),
+                ("client", std::process::id()),
+            ],
+        }
+    }
+    fn sample(&self) -> Vec<f64> {
+        self.procs.iter().map(|(_, p)| cpu_ms(*p).unwrap_or(0.0)).collect()
+    }
+}
+
+/// With ADMISSION_PERF=<dir>: `perf record` of the API server and nac during a measured run, into
+/// `<dir>/<process>-<run>.data` (where a create's CPU time goes; `perf report -i ...`).
+fn perf_start(cpu: &Cpu, run: &str) -> Vec<std::process::Child> {
+    let Ok(dir) = std::env::var("ADMISSION_PERF") else {
+        return Vec::new();
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    cpu.procs
+        .iter()
+        .filter(|(name, _)| matches!(*name, "kube-apiserver" | "nac"))
+        .filter_map(|(name, pid)| {
+            // nac's Rust frames unwind only with DWARF (no frame pointers); the Go API server's with them.
+            let graph = if *name == "nac" { "dwarf,16384" } else { "fp" };
+            std::process::Command::new("perf")
+                .args([
+                    "record",
+                    "-q",
+                    "-F",
+                    "499",
+                    "--call-graph",
+                    graph,
+                    "-p",
+                    &pid.to_string(),
+                    "-o",
+                ])
+                .arg(format!("{dir}/{name}-{run}.data"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .ok()
+        })
+        .collect()
+}
+
+fn perf_stop(children: Vec<std::process::Child>) {
+    for mut c in children {
+        // SAFETY: kill has no memory preconditions; perf writes its file on SIGINT.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        let _ = c.wait();
+    }
+}
+
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
@@ -273,10 +371,13 @@ async fn admission_configurations_side_by_side() {
     let n = env_usize("ADMISSION_CREATES", 2000);
     let in_flight = env_usize("ADMISSION_IN_FLIGHT", 16);
     let rounds = env_usize("ADMISSION_ROUNDS", 3);
+    // nac logs as installed (info), not at the tests' debug level: a line per review is not what runs.
+    let info = || vec![("NAC_LOG__LEVEL".to_string(), "info".to_string())];
     let env = Env::start(
         POLICY,
         NacOptions {
             controllers: false,
+            extra_env: info(),
             ..Default::default()
         },
     )
@@ -288,22 +389,34 @@ async fn admission_configurations_side_by_side() {
         &env.cluster,
         NacOptions {
             controllers: false,
-            extra_env: vec![("NAC_WEBHOOK__HTTP2".into(), "false".into())],
+            extra_env: [info(), vec![("NAC_WEBHOOK__HTTP2".into(), "false".into())]].concat(),
             ..Default::default()
         },
     );
     h1.wait_ready().await;
+    let (cpu, cpu_h1) = (Cpu::new(&env, &env.nac), Cpu::new(&env, &h1));
     let mut all: Vec<(Config, Vec<Duration>, Duration)> = Vec::new();
+    // CPU ms per create, summed over rounds, per configuration and process.
+    let mut spent: Vec<(Config, Vec<f64>)> = configs().iter().map(|c| (*c, vec![0.0; 4])).collect();
     println!("{n} creates per run, {in_flight} in flight, {rounds} rounds; configurations interleaved");
     println!("| round | configuration | p50 ms | p99 ms | creates/s |");
     println!("|---|---|---|---|---|");
     for round in 0..rounds {
-        for config in Config::ALL {
+        for config in configs() {
             let (ns, user, _) = new_tenant(&format!("adm-{}-{round}", config.name())).await;
             let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
             configure(&env, &h1, &admin, config, &api).await;
             measure(&api, "warm-", 200, in_flight).await;
+            let cpu = if config == Config::NacH1 { &cpu_h1 } else { &cpu };
+            let before = cpu.sample();
+            let perf = perf_start(cpu, &format!("{}-{round}", config.name()));
             let (lat, wall) = measure(&api, "b-", n, in_flight).await;
+            perf_stop(perf);
+            let after = cpu.sample();
+            let slot = &mut spent.iter_mut().find(|s| s.0 == config).unwrap().1;
+            for (i, (a, b)) in after.iter().zip(&before).enumerate() {
+                slot[i] += (a - b) / n as f64;
+            }
             println!(
                 "| {round} | {} | {:.1} | {:.1} | {:.0} |",
                 config.name(),
@@ -318,7 +431,7 @@ async fn admission_configurations_side_by_side() {
     println!("| configuration | p50 ms | p99 ms | creates/s |");
     println!("|---|---|---|---|");
     let mut summary = Vec::new();
-    for config in Config::ALL {
+    for config in configs() {
         let mut lat: Vec<Duration> = all
             .iter()
             .filter(|(c, _, _)| *c == config)
@@ -333,6 +446,21 @@ async fn admission_configurations_side_by_side() {
         let (p50, p99, rate) = (pct(&lat, 0.5), pct(&lat, 0.99), lat.len() as f64 / wall);
         println!("| {} | {p50:.1} | {p99:.1} | {rate:.0} |", config.name());
         summary.push((config, p50, p99));
+    }
+    println!("\nCPU per create, ms (average over rounds; a 2-core machine: the sum bounds creates/s):");
+    println!(
+        "| configuration | {} | total |",
+        cpu.procs.iter().map(|p| p.0).collect::<Vec<_>>().join(" | ")
+    );
+    println!("|---|---|---|---|---|---|");
+    for (c, ms) in &spent {
+        let ms: Vec<f64> = ms.iter().map(|m| m / rounds as f64).collect();
+        println!(
+            "| {} | {} | {:.3} |",
+            c.name(),
+            ms.iter().map(|m| format!("{m:.3}")).collect::<Vec<_>>().join(" | "),
+            ms.iter().sum::<f64>()
+        );
     }
     let get = |c: Config| summary.iter().find(|s| s.0 == c).copied().unwrap();
     let (nac, cel, none) = (get(Config::Nac), get(Config::Cel), get(Config::None));
