@@ -358,9 +358,7 @@ mod tests {
     fn the_patch_goes_out_base64_and_the_status_only_with_a_refusal() {
         let ops: json_patch::Patch =
             serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}])).unwrap();
-        let allowed = AdmissionResponse::from(&request())
-            .with_patch(ops.clone())
-            .unwrap();
+        let allowed = AdmissionResponse::from(&request()).with_patch(ops.clone()).unwrap();
         let allowed = with_warnings(allowed, vec!["filled".into()]);
         let out: Value = serde_json::from_slice(&encode_review(&allowed)).unwrap();
         assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
@@ -376,7 +374,11 @@ mod tests {
             .unwrap();
         assert_eq!(serde_json::from_slice::<json_patch::Patch>(&bytes).unwrap(), ops);
 
-        let denied = deny(AdmissionResponse::from(&request()), "no".into(), [("spec.x".into(), "no".into())]);
+        let denied = deny(
+            AdmissionResponse::from(&request()),
+            "no".into(),
+            [("spec.x".into(), "no".into())],
+        );
         let out: Value = serde_json::from_slice(&encode_review(&denied)).unwrap();
         let r = &out["response"];
         assert_eq!(r["allowed"], false);

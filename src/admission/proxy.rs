@@ -355,7 +355,7 @@ pub(super) async fn mutate(
     // One webhook call per create or update: the object as mutated is checked here with the validating rules,
     // so a refusal comes from this call (the validating endpoints stay served for installations that register
     // a second check; nac's own registrations no longer do, see BENCHMARKS.md §5).
-    let verdict = validate_patched(state, kind, req, &patched);
+    let verdict = validate_patched(state, kind, req, &p, &patched);
     if !verdict.allowed {
         return with_warnings(verdict, warnings);
     }
@@ -466,26 +466,27 @@ async fn stamp_rights(
     Ok(())
 }
 
-/// The validating rules applied to `req` with its object replaced by `patched`.
+/// The validating rules applied to `req` with its object replaced by `patched` (parsed as `p`).
 fn validate_patched(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
+    p: &Parsed<'_>,
     patched: &Value,
 ) -> AdmissionResponse {
-    let object: DynamicObject = match serde_json::from_value(patched.clone()) {
-        Ok(o) => o,
-        Err(e) => {
-            return deny(
-                AdmissionResponse::from(req),
-                format!("internal error re-reading the mutated object: {e}"),
-                [],
-            )
-        }
+    let resp = AdmissionResponse::from(req);
+    let spec = match spec_of(kind, patched) {
+        Ok(s) => s,
+        Err(e) => return deny(resp, e, []),
     };
-    let mut checked = req.clone();
-    checked.object = Some(object);
-    validate(state, kind, &checked)
+    let checked = Parsed {
+        namespace: p.namespace,
+        name: p.name.clone(),
+        object: patched.clone(),
+        spec,
+        old: p.old.clone(),
+    };
+    validate_parsed(state, kind, req, resp, &checked)
 }
 
 /// A NonAdminRestore's wait-timeout annotation outside the policy (checked when set or changed).
@@ -624,10 +625,20 @@ pub(super) fn validate(
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let (resp, p) = match prepare(kind, req) {
-        Ok(x) => x,
-        Err(done) => return *done,
-    };
+    match prepare(kind, req) {
+        Ok((resp, p)) => validate_parsed(state, kind, req, resp, &p),
+        Err(done) => *done,
+    }
+}
+
+/// The validating rules on a parsed review.
+fn validate_parsed(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+    resp: AdmissionResponse,
+    p: &Parsed<'_>,
+) -> AdmissionResponse {
     let label_key = kind.identity_label();
     let label_field = format!("metadata.labels[{label_key}]");
     let privileged = is_privileged(state, req);

@@ -160,14 +160,19 @@ fn strings(spec: &Map<String, Value>, field: &str) -> Vec<String> {
 /// The kinds of `all` a backup spec would include: Velero's include/exclude resource filters, old style
 /// (`includedResources`) and new (`includedNamespaceScopedResources`), exclusions winning.
 pub fn backup_kinds<'a>(spec: &Map<String, Value>, all: &'a [Kind]) -> Vec<&'a Kind> {
-    let included = |field: &str, k: &Kind| {
-        let list = strings(spec, field);
-        list.is_empty() || list.iter().any(|p| k.named_by(p))
-    };
-    let excluded = |field: &str, k: &Kind| strings(spec, field).iter().any(|p| k.named_by(p));
+    // Each filter read once, not once per kind (this runs in every admission review).
+    let [inc, inc_ns, exc, exc_ns] = [
+        "includedResources",
+        "includedNamespaceScopedResources",
+        "excludedResources",
+        "excludedNamespaceScopedResources",
+    ]
+    .map(|f| strings(spec, f));
+    let included = |list: &[String], k: &Kind| list.is_empty() || list.iter().any(|p| k.named_by(p));
+    let excluded = |list: &[String], k: &Kind| list.iter().any(|p| k.named_by(p));
     all.iter()
-        .filter(|k| included("includedResources", k) && included("includedNamespaceScopedResources", k))
-        .filter(|k| !excluded("excludedResources", k) && !excluded("excludedNamespaceScopedResources", k))
+        .filter(|k| included(&inc, k) && included(&inc_ns, k))
+        .filter(|k| !excluded(&exc, k) && !excluded(&exc_ns, k))
         .collect()
 }
 
@@ -254,6 +259,32 @@ pub enum RoleKind {
 pub trait Access: Send + Sync {
     fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>>;
     fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>>;
+    /// The kinds among `kinds` that `who` may not `verb` in `namespace`, as filter names, sorted; any failed
+    /// answer fails the whole check (closed). By default each kind is asked on its own.
+    fn refused<'a>(
+        &'a self,
+        who: &'a Requester,
+        verb: &'a str,
+        namespace: &'a str,
+        kinds: &'a [&'a Kind],
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(async move {
+            let answers = futures::future::join_all(kinds.iter().map(|k| async move {
+                let q = Question::on(k, verb, namespace);
+                self.ask(who, &q).await
+            }))
+            .await;
+            let mut out = Vec::new();
+            for (k, a) in kinds.iter().zip(answers) {
+                if !a? {
+                    out.push(k.filter_name());
+                }
+            }
+            out.sort();
+            out.dedup();
+            Ok(out)
+        })
+    }
     /// The rules of a live Role (in `namespace`) or ClusterRole; `None` when it does not exist.
     fn role_rules<'a>(
         &'a self,
@@ -283,16 +314,7 @@ pub async fn refused(
     namespace: &str,
     kinds: &[&Kind],
 ) -> Result<Vec<String>, String> {
-    let answers = futures::future::join_all(kinds.iter().map(|k| allowed(access, who, verb, k, namespace))).await;
-    let mut out = Vec::new();
-    for (k, a) in kinds.iter().zip(answers) {
-        if !a? {
-            out.push(k.filter_name());
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    access.refused(who, verb, namespace, kinds).await
 }
 
 /// The kinds among `kinds` that `who` may not `list` in `namespace` (what a backup may not read).
@@ -309,6 +331,31 @@ type Key = (Requester, Question);
 /// An answer and when it was given; empty while it is being asked.
 type Answer = Arc<tokio::sync::OnceCell<(bool, Instant)>>;
 
+/// One user's answer over a whole list of kinds (what an admission review asks: ~70 questions), kept while the
+/// oldest answer it was made from is fresh, so a review costs one lookup instead of one per kind.
+struct Decision {
+    verb: String,
+    namespace: String,
+    /// The kinds asked about, (group, resource), in order.
+    kinds: Vec<(String, String)>,
+    refused: Vec<String>,
+    oldest: Instant,
+}
+
+impl Decision {
+    fn answers(&self, verb: &str, namespace: &str, kinds: &[&Kind]) -> bool {
+        self.verb == verb
+            && self.namespace == namespace
+            && self.oldest.elapsed() < CACHE_TTL
+            && self.kinds.len() == kinds.len()
+            && self
+                .kinds
+                .iter()
+                .zip(kinds)
+                .all(|((g, r), k)| *g == k.group && *r == k.resource)
+    }
+}
+
 /// [`Access`] against the API server: discovery, SubjectAccessReviews (each answer cached for [`CACHE_TTL`]) and
 /// role reads.
 pub struct KubeAccess {
@@ -316,6 +363,8 @@ pub struct KubeAccess {
     /// One cell per question: concurrent askers of a question that is not answered (or whose answer expired)
     /// wait for one SubjectAccessReview instead of each sending their own.
     answers: Mutex<HashMap<Key, Answer>>,
+    /// Whole decisions per user, made from `answers` (never older than they are).
+    decisions: Mutex<HashMap<Requester, Vec<Decision>>>,
     kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
 }
 
@@ -324,8 +373,36 @@ impl KubeAccess {
         KubeAccess {
             client,
             answers: Mutex::new(HashMap::new()),
+            decisions: Mutex::new(HashMap::new()),
             kinds: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The answer to `q` and when it was given (one SubjectAccessReview per question and [`CACHE_TTL`]).
+    async fn ask_at(&self, who: &Requester, q: &Question) -> Result<(bool, Instant), String> {
+        let key: Key = (who.clone(), q.clone());
+        let fresh = |c: &tokio::sync::OnceCell<(bool, Instant)>| c.get().is_none_or(|(_, at)| at.elapsed() < CACHE_TTL);
+        let cell = {
+            let mut answers = self.answers.lock().expect("rights cache");
+            match answers.get(&key) {
+                // Answered and fresh, or being asked right now.
+                Some(c) if fresh(c) => c.clone(),
+                _ => {
+                    // Expired answers go when the cache grows; it never holds more than a TTL's worth.
+                    if answers.len() > 10_000 {
+                        answers.retain(|_, c| fresh(c));
+                    }
+                    let c = Arc::new(tokio::sync::OnceCell::new());
+                    answers.insert(key, c.clone());
+                    c
+                }
+            }
+        };
+        // A failed review leaves the cell empty: the next asker tries again.
+        let a = cell
+            .get_or_try_init(|| async { Ok::<_, String>((self.review(who, q).await?, Instant::now())) })
+            .await?;
+        Ok(*a)
     }
 
     async fn discover(&self) -> Result<Vec<Kind>, String> {
@@ -424,31 +501,55 @@ impl Access for KubeAccess {
     }
 
     fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move { Ok(self.ask_at(who, q).await?.0) })
+    }
+
+    fn refused<'a>(
+        &'a self,
+        who: &'a Requester,
+        verb: &'a str,
+        namespace: &'a str,
+        kinds: &'a [&'a Kind],
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
         Box::pin(async move {
-            let key: Key = (who.clone(), q.clone());
-            let fresh =
-                |c: &tokio::sync::OnceCell<(bool, Instant)>| c.get().is_none_or(|(_, at)| at.elapsed() < CACHE_TTL);
-            let cell = {
-                let mut answers = self.answers.lock().expect("rights cache");
-                match answers.get(&key) {
-                    // Answered and fresh, or being asked right now.
-                    Some(c) if fresh(c) => c.clone(),
-                    _ => {
-                        // Expired answers go when the cache grows; it never holds more than a TTL's worth.
-                        if answers.len() > 10_000 {
-                            answers.retain(|_, c| fresh(c));
-                        }
-                        let c = Arc::new(tokio::sync::OnceCell::new());
-                        answers.insert(key, c.clone());
-                        c
-                    }
+            if let Some(d) = self.decisions.lock().expect("rights cache").get(who) {
+                if let Some(d) = d.iter().find(|d| d.answers(verb, namespace, kinds)) {
+                    return Ok(d.refused.clone());
                 }
-            };
-            // A failed review leaves the cell empty: the next asker tries again.
-            let (a, _) = cell
-                .get_or_try_init(|| async { Ok::<_, String>((self.review(who, q).await?, Instant::now())) })
-                .await?;
-            Ok(*a)
+            }
+            let answers = futures::future::join_all(kinds.iter().map(|k| async move {
+                let q = Question::on(k, verb, namespace);
+                self.ask_at(who, &q).await
+            }))
+            .await;
+            let (mut refused, mut oldest) = (Vec::new(), Instant::now());
+            for (k, a) in kinds.iter().zip(answers) {
+                let (allowed, at) = a?;
+                oldest = oldest.min(at);
+                if !allowed {
+                    refused.push(k.filter_name());
+                }
+            }
+            refused.sort();
+            refused.dedup();
+            let mut decisions = self.decisions.lock().expect("rights cache");
+            // Like the answers, expired decisions go when the cache grows.
+            if decisions.len() > 10_000 {
+                decisions.retain(|_, d| {
+                    d.retain(|d| d.oldest.elapsed() < CACHE_TTL);
+                    !d.is_empty()
+                });
+            }
+            let mine = decisions.entry(who.clone()).or_default();
+            mine.retain(|d| (d.verb != verb || d.namespace != namespace) && d.oldest.elapsed() < CACHE_TTL);
+            mine.push(Decision {
+                verb: verb.into(),
+                namespace: namespace.into(),
+                kinds: kinds.iter().map(|k| (k.group.clone(), k.resource.clone())).collect(),
+                refused: refused.clone(),
+                oldest,
+            });
+            Ok(refused)
         })
     }
 
@@ -666,6 +767,64 @@ mod tests {
         assert_eq!(access.ask(&who, &q).await, Ok(true));
         drop(access);
         assert_eq!(server.await.unwrap(), 2, "one failed review, then one for all sixteen");
+    }
+
+    #[tokio::test]
+    async fn a_whole_decision_is_reused_only_for_the_same_user_verb_namespace_and_kinds() {
+        use hyper::http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let access = KubeAccess::new(kube::Client::new(service, "default"));
+        // The API server: secrets may not be listed, everything else may; counts the reviews.
+        let server = tokio::spawn(async move {
+            let mut reviews = 0;
+            while let Some((req, send)) = handle.next_request().await {
+                reviews += 1;
+                let body = axum::body::to_bytes(axum::body::Body::new(req.into_body()), 1 << 20)
+                    .await
+                    .unwrap();
+                let sar: Value = serde_json::from_slice(&body).unwrap();
+                let allowed = sar["spec"]["resourceAttributes"]["resource"] != "secrets";
+                let answer = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                    "spec": {}, "status": {"allowed": allowed}});
+                send.send_response(
+                    Response::builder()
+                        .status(201)
+                        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                        .unwrap(),
+                );
+            }
+            reviews
+        });
+        let alice = Requester {
+            username: "alice".into(),
+            ..Default::default()
+        };
+        let bob = Requester {
+            username: "bob".into(),
+            ..Default::default()
+        };
+        let all = [
+            Kind::new("", "secrets", "Secret", &[]),
+            Kind::new("", "pods", "Pod", &["po"]),
+            Kind::new("apps", "deployments", "Deployment", &["deploy"]),
+        ];
+        let kinds: Vec<&Kind> = all.iter().collect();
+        let secrets = Ok(vec!["secrets".to_string()]);
+        assert_eq!(refused(&access, &alice, "list", "team-a", &kinds).await, secrets);
+        // The same decision, from the cache; other lists, users and namespaces are decided on their own.
+        assert_eq!(refused(&access, &alice, "list", "team-a", &kinds).await, secrets);
+        assert_eq!(
+            refused(&access, &alice, "list", "team-a", &kinds[1..]).await,
+            Ok(vec![])
+        );
+        assert_eq!(refused(&access, &alice, "list", "team-a", &kinds).await, secrets);
+        assert_eq!(refused(&access, &bob, "list", "team-a", &kinds[..1]).await, secrets);
+        assert_eq!(refused(&access, &alice, "list", "team-b", &kinds[..2]).await, secrets);
+        drop(access);
+        // alice in team-a: 3; bob: 1; alice in team-b: 2 (the sub-list in team-a was answered question by question
+        // from the cache).
+        assert_eq!(server.await.unwrap(), 6);
     }
 
     #[test]
