@@ -16,6 +16,10 @@
 //! user, into a fresh namespace. Prints p50/p99 of the create call and creates/s per configuration and round, and
 //! the ratios the issue asks about.
 //!
+//! Each run is also charged with the CPU time of the API server, etcd, nac and the client per create (on a
+//! 2-core machine a create is CPU-bound: that is where its latency goes). ADMISSION_CONFIGS=a,b runs a subset
+//! (`none`, `nac` and `cel` always); ADMISSION_PERF=<dir> records `perf` profiles of the API server and nac.
+//!
 //! `make admission-bench` (its own control plane in .cluster-admission, started and stopped there).
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
