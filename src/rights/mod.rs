@@ -718,6 +718,27 @@ mod tests {
         assert!(none.is_empty());
     }
 
+    fn user(name: &str) -> Requester {
+        Requester {
+            username: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// The mock API server's answer to one request.
+    fn reply(
+        send: tower_test::mock::SendResponse<hyper::http::Response<kube::client::Body>>,
+        status: u16,
+        body: &Value,
+    ) {
+        send.send_response(
+            hyper::http::Response::builder()
+                .status(status)
+                .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+                .unwrap(),
+        );
+    }
+
     #[tokio::test]
     async fn concurrent_askers_of_one_question_cost_one_review_and_failures_are_not_kept() {
         use hyper::http::{Request, Response};
@@ -744,19 +765,11 @@ mod tests {
                                  "spec": {}, "status": {"allowed": true}}),
                     )
                 };
-                send.send_response(
-                    Response::builder()
-                        .status(status)
-                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                        .unwrap(),
-                );
+                reply(send, status, &body);
             }
             reviews
         });
-        let who = Requester {
-            username: "alice".into(),
-            ..Default::default()
-        };
+        let who = user("alice");
         let q = Question::on(&Kind::new("", "secrets", "Secret", &[]), "list", "team-a");
         // The first question fails, for its one asker only.
         assert!(access.ask(&who, &q).await.unwrap_err().contains("etcd down"));
@@ -787,23 +800,11 @@ mod tests {
                 let allowed = sar["spec"]["resourceAttributes"]["resource"] != "secrets";
                 let answer = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                                     "spec": {}, "status": {"allowed": allowed}});
-                send.send_response(
-                    Response::builder()
-                        .status(201)
-                        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
-                        .unwrap(),
-                );
+                reply(send, 201, &answer);
             }
             reviews
         });
-        let alice = Requester {
-            username: "alice".into(),
-            ..Default::default()
-        };
-        let bob = Requester {
-            username: "bob".into(),
-            ..Default::default()
-        };
+        let (alice, bob) = (user("alice"), user("bob"));
         let all = [
             Kind::new("", "secrets", "Secret", &[]),
             Kind::new("", "pods", "Pod", &["po"]),
