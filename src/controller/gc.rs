@@ -186,40 +186,38 @@ pub enum Trigger {
 fn made_for(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Vec<Candidate> {
     let mut out = Vec::new();
     for made in Made::ALL.into_iter().filter(|m| m.origin() == origin) {
-        for (n, meta) in metas(ctx, made) {
-            if origin.owns(&meta, namespace, name) {
-                out.push(Candidate { made, name: n });
-            }
+        for name in names_where(ctx, made, &|meta| origin.owns(meta, namespace, name)) {
+            out.push(Candidate { made, name });
         }
     }
     out
 }
 
-fn names_metas<K>(store: &Store<K>, tagged: &Origin) -> Vec<(String, ObjectMeta)>
-where
-    K: Lookup + Resource + Clone + 'static,
-    <K as Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store
-        .state()
-        .iter()
-        .filter(|o| tagged.is_tagged(o.meta()))
-        .map(|o| (o.name_any(), o.meta().clone()))
-        .collect()
-}
-
-/// Every object of one kind the stores hold that carries its origin label.
-fn metas(ctx: &Ctx, made: Made) -> Vec<(String, ObjectMeta)> {
+/// The names of the objects of one kind the stores hold that carry its origin label and pass `keep`. Only the
+/// names are copied: a sweep looks at every object nac made (10,000 metadata copies were ~20 MiB at once).
+fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&ObjectMeta) -> bool) -> Vec<String> {
+    fn names<K>(store: &Store<K>, tagged: &Origin, keep: &dyn Fn(&ObjectMeta) -> bool) -> Vec<String>
+    where
+        K: Lookup + Resource + Clone + 'static,
+        <K as Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        store
+            .state()
+            .iter()
+            .filter(|o| tagged.is_tagged(o.meta()) && keep(o.meta()))
+            .map(|o| o.name_any())
+            .collect()
+    }
     let o = made.origin();
     match made {
-        Made::Backup => names_metas(&ctx.nab.velero, o),
-        Made::DeleteBackupRequest => names_metas(&ctx.delete_requests, o),
-        Made::Restore => names_metas(&ctx.nar.velero, o),
-        Made::BackupStorageLocation => names_metas(&ctx.locations, o),
-        Made::SecretCopy => names_metas(&ctx.secret_copies, o),
-        Made::LocationRequest => names_metas(&ctx.location_requests, o),
-        Made::DownloadRequest => names_metas(&ctx.download_requests, o),
-        Made::Schedule => names_metas(&ctx.velero_schedules, o),
+        Made::Backup => names(&ctx.nab.velero, o, keep),
+        Made::DeleteBackupRequest => names(&ctx.delete_requests, o, keep),
+        Made::Restore => names(&ctx.nar.velero, o, keep),
+        Made::BackupStorageLocation => names(&ctx.locations, o, keep),
+        Made::SecretCopy => names(&ctx.secret_copies, o, keep),
+        Made::LocationRequest => names(&ctx.location_requests, o, keep),
+        Made::DownloadRequest => names(&ctx.download_requests, o, keep),
+        Made::Schedule => names(&ctx.velero_schedules, o, keep),
     }
 }
 
@@ -399,9 +397,9 @@ pub async fn sweep(ctx: &Ctx) -> usize {
     let all: BTreeSet<Candidate> = Made::ALL
         .into_iter()
         .flat_map(|made| {
-            metas(ctx, made)
+            names_where(ctx, made, &|_| true)
                 .into_iter()
-                .map(move |(name, _)| Candidate { made, name })
+                .map(move |name| Candidate { made, name })
         })
         .collect();
     let n = all.len();
