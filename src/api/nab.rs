@@ -23,8 +23,9 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NonAdminBackupSpec {
-    /// The Velero BackupSpec; the admin policy decides what may be set.
-    pub backup_spec: BackupSpec,
+    /// The Velero BackupSpec; the admin policy decides what may be set. Boxed: a BackupSpec is 0.7 KiB of
+    /// mostly empty fields, and nac's store holds every NonAdminBackup.
+    pub backup_spec: Box<BackupSpec>,
     /// Set to true to delete the Velero backup and its data in object storage, then this object.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]
     pub delete_backup: bool,
@@ -59,9 +60,9 @@ pub struct VeleroBackupRef {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// The spec the Velero Backup was created with.
+    /// The spec the Velero Backup was created with (boxed, as the NonAdminBackup's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<BackupSpec>,
+    pub spec: Option<Box<BackupSpec>>,
     /// A copy of the Velero Backup's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BackupStatus>,

@@ -13,7 +13,7 @@ use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
 use super::queue::reported;
 use super::status::{self, Words};
-use super::tenant::{self, set_status, Admission, Tenant};
+use super::tenant::{self, set_status, Admission, StoreCopy, Tenant};
 use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::*;
 use crate::api::{
@@ -49,8 +49,8 @@ pub struct BackupView {
     pub nacuuid: String,
     pub name: String,
     pub namespace: String,
-    pub spec: Option<BackupSpec>,
-    pub status: Option<BackupStatus>,
+    /// The copy of the Velero Backup the status carries (compact, of a compact store copy).
+    pub mirrored: VeleroBackupRef,
     pub queue_position: i64,
     pub data_uploads: PhaseTally,
     pub pod_volume_backups: PhaseTally,
@@ -72,6 +72,67 @@ crate::tenant_types! {
     unfinished: backup_phase_unfinished,
     failure: |v: &BackupStatus| v.failure_reason.clone().or_else(|| v.validation_errors.as_ref().map(|e| e.join("; "))),
     status: NonAdminBackupStatus, reference: velero_backup, VeleroBackupRef,
+}
+
+/// The store keeps a Velero Backup of nac's without what the reconcilers read only to mirror it into the
+/// NonAdminBackup's status: the resource lists (nac's and the requester's exclusions: some 85 kinds, most of a
+/// Backup's memory), selectors, hooks, uploader settings, fields of newer Velero versions and the untyped parts
+/// of the status (progress). What stays is what stores are searched and decided by: identity, namespaces,
+/// storage location, TTL, phases and times. The fingerprint of the status mirror it left out ([`mirrored`])
+/// tells whether a NonAdminBackup's copy is current without a request; a write reads the Backup first.
+impl StoreCopy for Backup {
+    fn make_compact(&mut self) {
+        if self.spec.compact.is_some() {
+            return;
+        }
+        let fingerprint = mirrored(self, None).fingerprint();
+        let s = &mut self.spec;
+        s.compact = Some(fingerprint);
+        s.included_resources = None;
+        s.excluded_resources = None;
+        s.included_cluster_scoped_resources = None;
+        s.excluded_cluster_scoped_resources = None;
+        s.included_namespace_scoped_resources = None;
+        s.excluded_namespace_scoped_resources = None;
+        s.label_selector = None;
+        s.or_label_selectors = None;
+        s.hooks = None;
+        s.ordered_resources = None;
+        s.resource_policy = None;
+        s.uploader_config = None;
+        s.metadata = None;
+        s.extra = Default::default();
+        if let Some(st) = self.status.as_mut() {
+            st.extra = Default::default();
+        }
+    }
+
+    fn is_compact(&self) -> bool {
+        self.spec.compact.is_some()
+    }
+}
+
+/// The copy of a Velero Backup a NonAdminBackup's status carries (`status.veleroBackup`): its spec and status,
+/// Velero's own queue position reported as nac reports positions. Of a compact store copy, a compact reference
+/// holding the whole copy's fingerprint.
+pub fn mirrored(vb: &Backup, nacuuid: Option<&str>) -> VeleroBackupRef {
+    let mut r = VeleroBackupRef {
+        nacuuid: nacuuid.map(str::to_string),
+        name: vb.metadata.name.clone(),
+        namespace: vb.metadata.namespace.clone(),
+        spec: Some(Box::new(vb.spec.clone())),
+        // Velero's own queuePosition changes for every queued backup at each advance: mirrored as reported.
+        status: vb.status.clone().map(|mut s| {
+            s.queue_position = s.queue_position.map(reported);
+            s
+        }),
+        compact: None,
+    };
+    if let Some(fingerprint) = vb.spec.compact {
+        r.spec = None;
+        r.compact = Some(fingerprint);
+    }
+    r
 }
 
 impl Tenant for NonAdminBackup {
@@ -145,12 +206,7 @@ impl Tenant for NonAdminBackup {
             nacuuid: nacuuid.to_string(),
             name: name.clone(),
             namespace: ctx.opts.velero_namespace.clone(),
-            spec: Some(vb.spec.clone()),
-            // Velero's own queuePosition changes for every queued backup at each advance: mirrored as reported.
-            status: vb.status.clone().map(|mut s| {
-                s.queue_position = s.queue_position.map(reported);
-                s
-            }),
+            mirrored: mirrored(vb, Some(nacuuid)),
             queue_position: ctx.nab.position(&name),
             // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
             data_uploads: ctx
@@ -180,9 +236,7 @@ impl Tenant for NonAdminBackup {
             nacuuid: Some(vb.nacuuid.clone()),
             name: Some(vb.name.clone()),
             namespace: Some(vb.namespace.clone()),
-            spec: vb.spec.clone(),
-            status: vb.status.clone(),
-            compact: None,
+            ..vb.mirrored.clone()
         });
         s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
         s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
@@ -752,6 +806,89 @@ mod tests {
 
     fn policy(yaml: &str) -> Policy {
         Policy::parse(yaml).unwrap()
+    }
+
+    /// What the API server hands back of a value nac wrote (JSON through and through).
+    fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(v: &T) -> T {
+        serde_json::from_str(&serde_json::to_string(v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_compact_store_copy_tells_a_current_mirror_from_a_stale_one_and_is_never_written() {
+        let id = nacuuid_with("team-a", "nightly", U);
+        let mut vb = velero_backup_for(
+            &nab(json!({"labelSelector": {"matchLabels": {"app": "db"}}})),
+            &id,
+            "velero",
+            &Policy::default(),
+        )
+        .unwrap();
+        vb.status = Some(
+            serde_json::from_value(json!({"phase": "Queued", "queuePosition": 40, "version": 1,
+                                          "progress": {"totalItems": 9, "itemsBackedUp": 2}}))
+            .unwrap(),
+        );
+        let whole = vb.clone();
+        // What the NonAdminBackup's status holds once written from the whole object, and its store's copy of it.
+        let written = round_trip(&mirrored(&whole, Some(&id)));
+        let mut stored = written.clone();
+        stored.make_compact();
+
+        let mut compact = vb.clone();
+        compact.make_compact();
+        assert!(compact.is_compact());
+        assert!(compact.spec.excluded_resources.is_none() && compact.spec.label_selector.is_none());
+        assert!(compact.status.as_ref().unwrap().extra.is_empty());
+        // Kept: what stores are searched and decided by.
+        assert_eq!(compact.spec.included_namespaces, whole.spec.included_namespaces);
+        assert_eq!(compact.metadata, whole.metadata);
+        assert_eq!(compact.status.as_ref().unwrap().phase.as_deref(), Some("Queued"));
+        // Current: equal to the written copy and to its compact store copy, without the left-out parts.
+        let from_compact = mirrored(&compact, Some(&id));
+        assert_eq!(from_compact, written);
+        assert_eq!(from_compact, stored);
+        // A mirror of a compact copy cannot be written as a whole one: no spec, marked compact, and a status
+        // holding it is compact (update_status reads the object before any write from such a status).
+        assert!(from_compact.spec.is_none() && from_compact.compact.is_some());
+        let mut status = NonAdminBackupStatus {
+            velero_backup: Some(from_compact),
+            ..Default::default()
+        };
+        assert!(crate::controller::write::CompactStatus::is_compact(&status));
+        status.velero_backup = Some(mirrored(&whole, Some(&id)));
+        assert!(!crate::controller::write::CompactStatus::is_compact(&status));
+        // Compacting twice keeps the first fingerprint.
+        let mut again = compact.clone();
+        again.make_compact();
+        assert_eq!(again.spec.compact, compact.spec.compact);
+
+        // Velero's progress moves: stale, though the compact copies look alike.
+        let mut moved = whole.clone();
+        moved
+            .status
+            .as_mut()
+            .unwrap()
+            .extra
+            .insert("progress".into(), json!({"totalItems": 9, "itemsBackedUp": 3}));
+        moved.make_compact();
+        assert_eq!(moved.status, compact.status);
+        assert_ne!(mirrored(&moved, Some(&id)), stored);
+        // Velero's own queue position moves within one reported step: nothing to write.
+        let p = (12..200).find(|p| reported(*p) == reported(p + 1)).unwrap();
+        let at = |q: i64| {
+            let mut b = whole.clone();
+            b.status.as_mut().unwrap().queue_position = Some(q);
+            b
+        };
+        let written_at_p = round_trip(&mirrored(&at(p), Some(&id)));
+        let mut next = at(p + 1);
+        next.make_compact();
+        assert_eq!(mirrored(&next, Some(&id)), written_at_p);
+        // Any change of the spec (an edit by hand of the Velero Backup) is stale too.
+        let mut edited = whole.clone();
+        edited.spec.excluded_resources.as_mut().unwrap().pop();
+        edited.make_compact();
+        assert_ne!(mirrored(&edited, Some(&id)), stored);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::queue::reported;
 use super::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
 };
-use super::tenant::{self, set_status, Admission, Tenant, Waiting};
+use super::tenant::{self, set_status, Admission, StoreCopy, Tenant, Waiting};
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::naming::{Origin, NAB, NAR};
@@ -69,6 +69,9 @@ crate::tenant_types! {
     },
     status: NonAdminRestoreStatus, reference: velero_restore, VeleroRestoreRef,
 }
+
+/// A Velero Restore is kept whole: its status is all a NonAdminRestore mirrors, and it has no large parts.
+impl StoreCopy for Restore {}
 
 impl Tenant for NonAdminRestore {
     const ORIGIN: Origin = NAR;

@@ -308,7 +308,7 @@ mod tests {
     };
     use crate::controller::counts::PhaseTally;
     use crate::controller::restore::{restore_finalizer_stalled_message, RestoreView, RESTORE_DELETE_MESSAGE};
-    use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus, RestoreStatus};
+    use crate::velero::{BackupStatus, DeleteBackupRequestStatus, RestoreStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use NonAdminPhase::*;
 
@@ -321,11 +321,14 @@ mod tests {
             nacuuid: "team-a-nightly-u".into(),
             name: "team-a-nightly-u".into(),
             namespace: "openshift-adp".into(),
-            spec: Some(BackupSpec::default()),
-            status: phase.map(|p| BackupStatus {
-                phase: Some(p.into()),
+            mirrored: crate::api::VeleroBackupRef {
+                spec: Some(Box::default()),
+                status: phase.map(|p| BackupStatus {
+                    phase: Some(p.into()),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
+            },
             queue_position: position,
             ..Default::default()
         }
@@ -421,7 +424,7 @@ mod tests {
     fn a_failed_velero_backup_is_a_warning_with_the_reason() {
         let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut failed = view(Some("Failed"), 0);
-        failed.status.as_mut().unwrap().failure_reason = Some("no credentials".into());
+        failed.mirrored.status.as_mut().unwrap().failure_reason = Some("no credentials".into());
         let s2 = created::<NonAdminBackup>(Some(&s), &failed, t(1));
         let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupFailed"]);
@@ -432,7 +435,7 @@ mod tests {
     fn a_completed_backup_with_warnings_is_a_warning_naming_the_count_and_the_log() {
         let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut done = view(Some("Completed"), 0);
-        done.status.as_mut().unwrap().warnings = Some(1);
+        done.mirrored.status.as_mut().unwrap().warnings = Some(1);
         let s2 = created::<NonAdminBackup>(Some(&s), &done, t(1));
         let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupCompletedWithWarnings"]);
@@ -448,7 +451,7 @@ mod tests {
     fn a_partially_failed_backup_names_its_error_and_warning_counts() {
         let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
         let mut done = view(Some("PartiallyFailed"), 0);
-        let st = done.status.as_mut().unwrap();
+        let st = done.mirrored.status.as_mut().unwrap();
         (st.errors, st.warnings) = (Some(2), Some(3));
         let s2 = created::<NonAdminBackup>(Some(&s), &done, t(1));
         let n = notes::<NonAdminBackup>(Some(&s), &s2);

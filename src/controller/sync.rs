@@ -18,6 +18,7 @@
 
 use super::context::{key_of, Ctx};
 use super::status::Note;
+use super::tenant::StoreCopy;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
@@ -227,7 +228,7 @@ pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
     let mut nab = NonAdminBackup::new(
         &origin.name,
         NonAdminBackupSpec {
-            backup_spec: spec,
+            backup_spec: Box::new(spec),
             delete_backup: false,
         },
     );
@@ -382,6 +383,19 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
         }
         return Outcome::Done;
     }
+    // The store's copy is compact; the NonAdminBackup gets the spec the backup was made with, whole.
+    let b = if b.is_compact() {
+        match ctx.velero_api::<Backup>().get_opt(name).await {
+            Ok(Some(whole)) => Arc::new(whole),
+            Ok(None) => return Outcome::Done,
+            Err(e) => {
+                tracing::warn!(backup = %name, error = %e, "backup sync: reading the backup failed");
+                return Outcome::Retry;
+            }
+        }
+    } else {
+        b
+    };
     let nab = synced_nab(&b, &origin);
     let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &origin.namespace);
     ctx.metrics.write("NonAdminBackup");

@@ -6,7 +6,7 @@
 use super::context::KindState;
 use super::counts::PhaseCounts;
 use super::queue::QueueIndex;
-use super::tenant::{Tenant, VeleroObject};
+use super::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::api::NonAdminBackup;
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
@@ -249,10 +249,7 @@ pub fn tenant_stream<K: Tenant>(
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
     let s = watcher(api)
         .default_backoff()
-        .modify(|o: &mut K| {
-            o.meta_mut().managed_fields = None;
-            o.make_compact();
-        })
+        .modify(tenant_store_copy::<K>)
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
             Event::InitDone => synced.mark(),
@@ -261,6 +258,24 @@ pub fn tenant_stream<K: Tenant>(
         })
         .applied_objects();
     log_errors(s, K::CONTROLLER)
+}
+
+/// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
+/// and the kind's compact copy.
+pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+    o.make_compact();
+}
+
+/// What a tenant kind's Velero store keeps of a Velero object: of nac's own a compact copy, of the others (only
+/// counted in the queue) the queue fields.
+pub fn velero_store_copy<K: Tenant>(v: &mut K::Velero) {
+    v.meta_mut().managed_fields = None;
+    if K::keeps(v.meta()) {
+        v.make_compact();
+    } else {
+        v.keep_queue_fields_only();
+    }
 }
 
 fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
@@ -289,12 +304,7 @@ where
     let trigger = state.trigger.clone();
     let s = watcher(api)
         .default_backoff()
-        .modify(|v: &mut K::Velero| {
-            v.meta_mut().managed_fields = None;
-            if !K::keeps(v.meta()) {
-                v.keep_queue_fields_only();
-            }
-        })
+        .modify(velero_store_copy::<K>)
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index.lock().expect("queue lock").apply(&ev);

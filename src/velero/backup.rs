@@ -104,6 +104,11 @@ pub struct BackupSpec {
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
+    /// Set on a compact copy in nac's store (`Backup::make_compact`): the fingerprint of what it left out.
+    /// Never serialized, so a compact copy can never be written as a spec.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub compact: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
