@@ -232,12 +232,17 @@ impl Tenant for NonAdminBackup {
     }
 
     fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
-        s.velero_backup = Some(VeleroBackupRef {
+        let copy = VeleroBackupRef {
             nacuuid: Some(vb.nacuuid.clone()),
             name: Some(vb.name.clone()),
             namespace: Some(vb.namespace.clone()),
             ..vb.mirrored.clone()
-        });
+        };
+        // A current copy stays as it is: a whole one is not replaced by the compact copy of the same (a queue move
+        // then writes the status without reading the Velero Backup).
+        if s.velero_backup.as_ref() != Some(&copy) {
+            s.velero_backup = Some(copy);
+        }
         s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
         s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
         // Only while the location is gone: a backup on an existing location carries no extra condition.

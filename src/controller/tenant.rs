@@ -498,24 +498,22 @@ pub async fn mirror<K: Tenant>(
     nacuuid: &str,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    let mut view = K::view(ctx, velero, nacuuid).await;
+    let view = K::view(ctx, velero, nacuuid).await;
     let now = now_seconds();
-    if velero.is_compact() {
-        // A store's compact copy compares by fingerprint: enough to see that nothing changed (the settled case,
-        // no request), not enough to write. To write, the object as the API server has it.
-        let planned = status::created::<K>(obj.status_ref(), &view, now);
-        if obj.status_ref() == Some(&planned) && !ctx.recent.is_stale(obj) {
-            return Ok(Action::await_change());
-        }
+    let up = set_status(api, obj, ctx, |s| status::created::<K>(s, &view, now)).await?;
+    if up.incomplete {
+        // The store's copy of the Velero object is compact (it compares by fingerprint: enough to see that the
+        // status's copy is current, the settled case, with no request) and the status's copy is behind: the
+        // object as the API server has it.
         let name = velero.name_any();
         let Some(whole) = ctx.velero_api::<K::Velero>().get_opt(&name).await? else {
             // Gone meanwhile: its delete event brings this object back.
             return Ok(Action::await_change());
         };
         check_owner(&whole, obj)?;
-        view = K::view(ctx, &whole, nacuuid).await;
+        let view = K::view(ctx, &whole, nacuuid).await;
+        set_status(api, &up.object, ctx, |s| status::created::<K>(s, &view, now)).await?;
     }
-    set_status(api, obj, ctx, |s| status::created::<K>(s, &view, now)).await?;
     Ok(Action::await_change())
 }
 

@@ -248,6 +248,9 @@ pub struct StatusUpdate<K: HasStatus> {
     /// The status it had before the write.
     pub old: Option<K::Status>,
     pub written: bool,
+    /// Not written: the planned status holds a compact copy of what it mirrors (planned from a store's compact
+    /// copy of it), which is never written. The caller plans again from the object itself.
+    pub incomplete: bool,
 }
 
 impl<K: HasStatus> StatusUpdate<K> {
@@ -287,6 +290,7 @@ where
                 object: current,
                 old,
                 written: false,
+                incomplete: false,
             });
         }
         if current.is_compact() {
@@ -295,6 +299,15 @@ where
             recent.record(&current);
             attempt -= 1;
             continue;
+        }
+        if desired.is_compact() {
+            let old = current.status_ref().cloned();
+            return Ok(StatusUpdate {
+                object: current,
+                old,
+                written: false,
+                incomplete: true,
+            });
         }
         let old = current.status_ref().cloned();
         let mut next = current.clone();
@@ -307,6 +320,7 @@ where
                     object,
                     old,
                     written: true,
+                    incomplete: false,
                 });
             }
             Err(e) if is_conflict(&e) && attempt < STATUS_ATTEMPTS => {
