@@ -66,6 +66,9 @@ where
     }
 }
 
+/// Items [`coalesce`] takes in per poll.
+const COALESCE_BUDGET: usize = 1024;
+
 struct Coalesce<T> {
     input: std::pin::Pin<Box<dyn Stream<Item = T> + Send>>,
     every: std::time::Duration,
@@ -82,7 +85,15 @@ impl<T: Eq + std::hash::Hash + Clone + Unpin> Stream for Coalesce<T> {
     fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
         use std::task::Poll;
         let this = self.get_mut();
+        // A flood of input (a queue drained as fast as the API server takes it) must not keep this poll from
+        // returning: at most this many items per poll, then what is due goes out and the task is woken again.
+        let mut budget = COALESCE_BUDGET;
         while !this.done {
+            if budget == 0 {
+                cx.waker().wake_by_ref();
+                break;
+            }
+            budget -= 1;
             match this.input.as_mut().poll_next(cx) {
                 Poll::Ready(Some(item)) => {
                     if this.every.is_zero() {
@@ -496,6 +507,36 @@ mod tests {
         drop(tx);
         assert_eq!(out.next().await, Some("a"));
         assert_eq!(out.next().await, None);
+    }
+
+    #[test]
+    fn a_flood_of_input_does_not_hold_back_what_is_due() {
+        // An input that is always ready (a queue drained as fast as the API server takes it): items still come
+        // out once per interval. On a thread of its own, so a poll that never returns fails the test, not hangs it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut n = 0u64;
+                let flood = futures::stream::poll_fn(move |_| {
+                    n += 1;
+                    std::task::Poll::Ready(Some(n % 3))
+                });
+                let mut out = Box::pin(coalesce(flood, Duration::from_millis(20)));
+                let mut got = std::collections::HashSet::new();
+                while got.len() < 3 {
+                    got.insert(out.next().await.unwrap());
+                }
+                let _ = tx.send(got);
+            })
+        });
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("nothing released from a flood of input");
+        assert_eq!(got, [0, 1, 2].into());
     }
 
     #[tokio::test]
