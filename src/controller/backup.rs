@@ -75,7 +75,7 @@ crate::tenant_types! {
 }
 
 /// The store keeps a Velero Backup of nac's without what the reconcilers read only to mirror it into the
-/// NonAdminBackup's status: the resource lists (nac's and the requester's exclusions: some 85 kinds, most of a
+/// NonAdminBackup's status: the resource lists (nac's and the requester's exclusions: ~70 kinds for an admin, most of a
 /// Backup's memory), selectors, hooks, uploader settings, fields of newer Velero versions and the untyped parts
 /// of the status (progress). What stays is what stores are searched and decided by: identity, namespaces,
 /// storage location, TTL, phases and times. The fingerprint of the status mirror it left out ([`mirrored`])
