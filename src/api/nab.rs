@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NonAdminBackupSpec {
-    /// The Velero BackupSpec; the admin policy decides what may be set. Boxed: a BackupSpec is 0.7 KiB of
-    /// mostly empty fields, and nac's store holds every NonAdminBackup.
+    /// The Velero BackupSpec; the admin policy decides what may be set.
+    // Boxed: a BackupSpec is 0.7 KiB of mostly empty fields, and nac's store holds every NonAdminBackup.
     pub backup_spec: Box<BackupSpec>,
     /// Set to true to delete the Velero backup and its data in object storage, then this object.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]
@@ -60,7 +60,8 @@ pub struct VeleroBackupRef {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// The spec the Velero Backup was created with (boxed, as the NonAdminBackup's own).
+    /// The spec the Velero Backup was created with.
+    // Boxed, as the NonAdminBackup's own spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<Box<BackupSpec>>,
     /// A copy of the Velero Backup's status.
