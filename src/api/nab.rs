@@ -76,14 +76,16 @@ pub struct VeleroBackupRef {
 impl VeleroBackupRef {
     /// A fingerprint of the spec and status copies (stable within one process).
     pub fn fingerprint(&self) -> u64 {
+        self.compact
+            .unwrap_or_else(|| Self::fingerprint_of(self.spec.as_deref(), self.status.as_ref()))
+    }
+
+    /// The fingerprint of a copy holding `spec` and `status`, computed without making the copy.
+    pub fn fingerprint_of(spec: Option<&BackupSpec>, status: Option<&BackupStatus>) -> u64 {
         use std::hash::{Hash, Hasher};
-        self.compact.unwrap_or_else(|| {
-            let mut h = std::hash::DefaultHasher::new();
-            serde_json::to_vec(&(&self.spec, &self.status))
-                .unwrap_or_default()
-                .hash(&mut h);
-            h.finish()
-        })
+        let mut h = std::hash::DefaultHasher::new();
+        serde_json::to_vec(&(spec, status)).unwrap_or_default().hash(&mut h);
+        h.finish()
     }
 
     /// Leaves out what the reconcilers never read from their store (the spec copy, the untyped parts of the

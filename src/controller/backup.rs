@@ -85,7 +85,7 @@ impl StoreCopy for Backup {
         if self.spec.compact.is_some() {
             return;
         }
-        let fingerprint = mirrored(self, None).fingerprint();
+        let fingerprint = VeleroBackupRef::fingerprint_of(Some(&self.spec), reported_status(self).as_ref());
         let s = &mut self.spec;
         s.compact = Some(fingerprint);
         s.included_resources = None;
@@ -116,23 +116,22 @@ impl StoreCopy for Backup {
 /// Velero's own queue position reported as nac reports positions. Of a compact store copy, a compact reference
 /// holding the whole copy's fingerprint.
 pub fn mirrored(vb: &Backup, nacuuid: Option<&str>) -> VeleroBackupRef {
-    let mut r = VeleroBackupRef {
+    VeleroBackupRef {
         nacuuid: nacuuid.map(str::to_string),
         name: vb.metadata.name.clone(),
         namespace: vb.metadata.namespace.clone(),
-        spec: Some(Box::new(vb.spec.clone())),
-        // Velero's own queuePosition changes for every queued backup at each advance: mirrored as reported.
-        status: vb.status.clone().map(|mut s| {
-            s.queue_position = s.queue_position.map(reported);
-            s
-        }),
-        compact: None,
-    };
-    if let Some(fingerprint) = vb.spec.compact {
-        r.spec = None;
-        r.compact = Some(fingerprint);
+        spec: vb.spec.compact.is_none().then(|| Box::new(vb.spec.clone())),
+        status: reported_status(vb),
+        compact: vb.spec.compact,
     }
-    r
+}
+
+/// Velero's own queuePosition changes for every queued backup at each advance: mirrored as nac reports positions.
+fn reported_status(vb: &Backup) -> Option<BackupStatus> {
+    vb.status.clone().map(|mut s| {
+        s.queue_position = s.queue_position.map(reported);
+        s
+    })
 }
 
 impl Tenant for NonAdminBackup {

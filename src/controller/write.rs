@@ -254,6 +254,16 @@ pub struct StatusUpdate<K: HasStatus> {
 }
 
 impl<K: HasStatus> StatusUpdate<K> {
+    fn unwritten(object: K, incomplete: bool) -> Self {
+        let old = object.status_ref().cloned();
+        StatusUpdate {
+            object,
+            old,
+            written: false,
+            incomplete,
+        }
+    }
+
     pub fn status(&self) -> Option<&K::Status> {
         self.object.status_ref()
     }
@@ -285,13 +295,7 @@ where
         attempt += 1;
         let desired = plan(current.status_ref());
         if current.status_ref() == Some(&desired) {
-            let old = current.status_ref().cloned();
-            return Ok(StatusUpdate {
-                object: current,
-                old,
-                written: false,
-                incomplete: false,
-            });
+            return Ok(StatusUpdate::unwritten(current, false));
         }
         if current.is_compact() {
             // A store's compact copy would write back what it left out: the object as the API server has it.
@@ -301,13 +305,7 @@ where
             continue;
         }
         if desired.is_compact() {
-            let old = current.status_ref().cloned();
-            return Ok(StatusUpdate {
-                object: current,
-                old,
-                written: false,
-                incomplete: true,
-            });
+            return Ok(StatusUpdate::unwritten(current, true));
         }
         let old = current.status_ref().cloned();
         let mut next = current.clone();
