@@ -53,6 +53,18 @@ pub struct ControllerSettings {
     /// Where Velero runs and nac creates Velero objects.
     pub velero_namespace: String,
     pub leader_election: LeaderElectionSettings,
+    /// How watches fill their stores: `stream` (the API server sends the objects one by one, WatchList), `paged`
+    /// (lists of 500), or `auto`: stream when the API server supports it (asked once at start).
+    pub initial_lists: InitialLists,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum InitialLists {
+    #[default]
+    Auto,
+    Stream,
+    Paged,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -124,6 +136,7 @@ impl Default for ControllerSettings {
             enabled: true,
             velero_namespace: "openshift-adp".into(),
             leader_election: LeaderElectionSettings::default(),
+            initial_lists: InitialLists::Auto,
         }
     }
 }

@@ -6,7 +6,9 @@
 //! on writes per queue advance, and that a restart of nac over the settled NABs writes no status.
 //!
 //! `make scale` (or: cargo test --release --features e2e,scale --test scale_run -- --nocapture); smaller runs
-//! with SCALE_NAMESPACES / SCALE_PER_NAMESPACE.
+//! with SCALE_NAMESPACES / SCALE_PER_NAMESPACE. Memory side by side: SCALE_RESTART_BINARIES=a,b restarts nac
+//! alternately with those builds over the settled NABs (SCALE_RESTART_ROUNDS rounds), and SCALE_RESTART_ONLY
+//! skips the creates to do that over the NABs an earlier run left.
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
 mod common;
@@ -85,8 +87,65 @@ async fn scale_run() {
     let namespaces = env_usize("SCALE_NAMESPACES", 1000);
     let per_ns = env_usize("SCALE_PER_NAMESPACE", 10);
     let concurrency = env_usize("SCALE_CONCURRENCY", 16);
-    let total = namespaces * per_ns;
     let env = Env::start("backup:\n  maxTtl: 2160h\n", NacOptions::default()).await;
+    // SCALE_RESTART_ONLY: no new NABs; the restarts below go over the settled NABs of an earlier run.
+    let total = if std::env::var_os("SCALE_RESTART_ONLY").is_some() {
+        let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
+        all.list_metadata(&ListParams::default()).await.unwrap().items.len()
+    } else {
+        create_and_drain(&env, namespaces, per_ns, concurrency).await;
+        namespaces * per_ns
+    };
+
+    // A restart over settled NABs writes no status: the new process reads, compares and finds nothing to change.
+    let (on_restart, peak, _) = restart_over_settled(&env, total, None).await;
+    println!(
+        "| status writes after restarting nac over {total} settled NABs | {on_restart} |\n| nac peak RSS after the restart | {:.1} MiB |",
+        peak as f64 / 1024.0
+    );
+
+    // SCALE_RESTART_BINARIES=a,b (SCALE_RESTART_ROUNDS, 2): restarts alternating between nac builds over the same
+    // settled NABs, for side-by-side memory figures (each a fresh process: peak and settled RSS).
+    let binaries = std::env::var("SCALE_RESTART_BINARIES").unwrap_or_default();
+    let binaries: Vec<&str> = binaries.split(',').filter(|b| !b.is_empty()).collect();
+    if !binaries.is_empty() {
+        println!("\n| round | nac binary | peak RSS MiB | RSS settled MiB | status writes |\n|---|---|---|---|---|");
+    }
+    for round in 0..env_usize("SCALE_RESTART_ROUNDS", 2) {
+        for b in &binaries {
+            let (writes, peak, now) = restart_over_settled(&env, total, Some(b)).await;
+            let mib = |k: u64| k as f64 / 1024.0;
+            println!("| {round} | {b} | {:.1} | {:.1} | {writes} |", mib(peak), mib(now));
+        }
+    }
+}
+
+/// Restarts nac (with `binary`, or this build's) over `total` settled NABs: once every NAB is reconciled and the
+/// status writes have been quiet for 5 s, returns the status writes (asserted 0), peak and current RSS (KiB).
+async fn restart_over_settled(env: &Env, total: usize, binary: Option<&str>) -> (f64, u64, u64) {
+    env.nac.restart_with(binary).await;
+    eventually(
+        Duration::from_secs(300),
+        "every NAB reconciled after the restart",
+        || async {
+            let m = env.nac.metrics_text().await;
+            let done = counter(&m, "nac_reconciles_total", "controller=\"nonadminbackup\"");
+            (done >= total as f64).then_some(())
+        },
+    )
+    .await;
+    let on_restart = settled_status_writes(&env.nac, Duration::from_secs(5)).await;
+    let m = env.nac.metrics_text().await;
+    assert_eq!(on_restart, 0.0, "a restart rewrote statuses");
+    assert_eq!(writes_of(&m, "Backup"), 0.0, "a restart created Velero Backups");
+    let peak = env.nac.peak_rss_kib().unwrap_or(0);
+    (on_restart, peak, env.nac.rss_kib().unwrap_or(0))
+}
+
+/// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
+/// queue as Velero does (asserting the bounds on writes per advance and per drain).
+async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
+    let total = namespaces * per_ns;
     let run = unique_ns("scale");
 
     let mut tenants = Vec::new();
@@ -253,25 +312,4 @@ async fn scale_run() {
     // Each advance: the completed NAB (position 0 and phase) plus at most 10 + one per grid point.
     assert!(worst <= 1.0 + 90.0, "a queue advance cost {worst} status writes");
     assert!(all_drain <= exact / 10.0, "draining cost {all_drain} status writes");
-
-    // A restart over settled NABs writes no status: the new process reads, compares and finds nothing to change.
-    env.nac.restart().await;
-    eventually(
-        Duration::from_secs(300),
-        "every NAB reconciled after the restart",
-        || async {
-            let m = env.nac.metrics_text().await;
-            let done = counter(&m, "nac_reconciles_total", "controller=\"nonadminbackup\"");
-            (done >= total as f64).then_some(())
-        },
-    )
-    .await;
-    let on_restart = settled_status_writes(&env.nac, Duration::from_secs(5)).await;
-    let m = env.nac.metrics_text().await;
-    println!(
-        "| status writes after restarting nac over {total} settled NABs | {on_restart} |\n| nac peak RSS after the restart | {:.1} MiB |",
-        env.nac.peak_rss_kib().unwrap_or(0) as f64 / 1024.0
-    );
-    assert_eq!(on_restart, 0.0, "a restart rewrote statuses");
-    assert_eq!(writes_of(&m, "Backup"), 0.0, "a restart created Velero Backups");
 }

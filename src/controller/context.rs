@@ -3,6 +3,7 @@
 //! per-object error backoff.
 
 use super::counts::PhaseCounts;
+use super::events::Recorder;
 use super::queue::QueueIndex;
 use super::status::Note;
 use super::tenant::{Tenant, VeleroObject};
@@ -17,7 +18,6 @@ use crate::policy::live::PolicyStore;
 use crate::velero::{BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Schedule};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{self, store::Writer, Lookup, ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::gauge::Gauge;
@@ -334,7 +334,7 @@ pub struct Ctx {
     pub opts: Options,
     pub policy: Arc<PolicyStore>,
     pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
+    pub recorder: Arc<Recorder>,
     pub nab: KindState<NonAdminBackup>,
     pub nar: KindState<NonAdminRestore>,
     pub delete_requests_synced: Synced,
@@ -399,7 +399,7 @@ impl Ctx {
         opts: Options,
         policy: Arc<PolicyStore>,
         metrics: Arc<Metrics>,
-        recorder: Recorder,
+        recorder: Arc<Recorder>,
         access: Arc<dyn crate::rights::Access>,
     ) -> (Self, Wiring) {
         let (nab, nab_wiring) = KindState::new(&metrics, &opts.velero_namespace);
@@ -534,18 +534,7 @@ impl Ctx {
             let reference = reference.clone();
             self.metrics.write("Event");
             tokio::spawn(async move {
-                let ev = KubeEvent {
-                    type_: if n.warning {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason: n.reason.clone(),
-                    note: Some(truncate(&n.message, 1000)),
-                    action: n.reason,
-                    secondary: None,
-                };
-                if let Err(e) = recorder.publish(&ev, &reference).await {
+                if let Err(e) = recorder.publish(&n, &reference).await {
                     tracing::debug!(error = %e, "publishing an event failed");
                 }
             });
@@ -622,17 +611,6 @@ impl Ctx {
     }
 }
 
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,13 +632,5 @@ mod tests {
         let wrapped: Error = kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting("x".into())).into();
         assert!(wrapped.is_waiting());
         assert!(!Error::NotReady("x".into()).is_waiting());
-    }
-
-    #[test]
-    fn event_notes_are_cut_to_the_api_limit() {
-        let long = "é".repeat(800);
-        let t = truncate(&long, 1000);
-        assert!(t.len() <= 1004);
-        assert!(t.ends_with('…'));
     }
 }

@@ -4,6 +4,7 @@
 //! a uid and resourceVersion).
 
 use super::context::Ctx;
+use super::events::Recorder;
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::Metrics;
@@ -12,7 +13,6 @@ use crate::policy::live::{Offer, PolicyStore};
 use crate::velero::{Backup, Restore};
 use axum::http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use kube::Client;
@@ -66,13 +66,7 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     assert!(matches!(store.offer(policy, "test"), Offer::Applied(_)));
     let mut opts = Options::from_settings(&crate::config::Settings::default());
     opts.velero_namespace = "openshift-adp".into();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "nac".into(),
-            instance: Some("test".into()),
-        },
-    );
+    let recorder = Arc::new(Recorder::new(client.clone(), "nac", "test"));
     // Rights from a table, and a backup whose contents hold a ConfigMap and a Pod: no network in these tests.
     let access = Arc::new(crate::rights::Fixed {
         denied: vec![

@@ -22,6 +22,7 @@ pub mod contents;
 pub mod context;
 pub mod counts;
 pub mod download;
+pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod gc;
@@ -50,10 +51,10 @@ use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
 use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup, Schedule};
 use context::Ctx;
+use events::Recorder;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use queue::QueueIndex;
@@ -93,6 +94,8 @@ pub struct Options {
     pub store_ready_timeout: Duration,
     /// How long in-flight reconciles may take to finish when stopping.
     pub shutdown_grace: Duration,
+    /// How watches fill their stores (see [`watches::config`]).
+    pub initial_lists: crate::config::InitialLists,
 }
 
 impl Options {
@@ -117,6 +120,7 @@ impl Options {
             restore_finalizer_grace: Duration::from_secs(120),
             store_ready_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            initial_lists: c.initial_lists,
         }
     }
 }
@@ -176,6 +180,7 @@ pub async fn run_with(
         identity = %opts.identity,
         "starting controllers"
     );
+    watches::choose_initial_lists(&client, &opts).await;
     if !opts.leader_election {
         metrics.leader.set(1);
         let res = term(client, opts, policy, metrics.clone(), access, shutdown).await;
@@ -221,13 +226,7 @@ async fn term(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let vns = opts.velero_namespace.clone();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "nac".into(),
-            instance: Some(opts.identity.clone()),
-        },
-    );
+    let recorder = Arc::new(Recorder::new(client.clone(), "nac", &opts.identity));
     let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder, access);
     let ctx = Arc::new(ctx);
     // Velero Backups without a NonAdminBackup, for backup sync and garbage collection.
@@ -347,7 +346,7 @@ async fn term(
     let gc_locations = gc_tx.clone();
     let nabsl_objects = watches::origin_stream(
         Api::<NonAdminBackupStorageLocation>::all(client.clone()),
-        kube::runtime::watcher::Config::default(),
+        watches::config(),
         wiring.storage_locations,
         ctx.storage_locations_synced.clone(),
         "nonadminbackupstoragelocations",
@@ -357,14 +356,14 @@ async fn term(
     );
     let requests = watches::store_stream(
         Api::<NonAdminBackupStorageLocationRequest>::namespaced(client.clone(), &vns),
-        kube::runtime::watcher::Config::default(),
+        watches::config(),
         wiring.location_requests,
         ctx.location_requests_synced.clone(),
         "nonadminbackupstoragelocationrequests",
     );
     let copies = watches::store_stream(
         Api::<Secret>::namespaced(client.clone(), &vns),
-        kube::runtime::watcher::Config::default().labels(NABSL.nacuuid_label),
+        watches::config().labels(NABSL.nacuuid_label),
         wiring.secret_copies,
         ctx.secret_copies_synced.clone(),
         "secret copies",
@@ -426,7 +425,7 @@ async fn term(
     let gc_downloads = gc_tx.clone();
     let nadr_objects = watches::origin_stream(
         Api::<NonAdminDownloadRequest>::all(client.clone()),
-        kube::runtime::watcher::Config::default(),
+        watches::config(),
         wiring.downloads,
         ctx.downloads_synced.clone(),
         "nonadmindownloadrequests",
@@ -436,7 +435,7 @@ async fn term(
     );
     let velero_downloads = watches::store_stream(
         Api::<DownloadRequest>::namespaced(client.clone(), &vns),
-        kube::runtime::watcher::Config::default().labels(NADR.nacuuid_label),
+        watches::config().labels(NADR.nacuuid_label),
         wiring.download_requests,
         ctx.download_requests_synced.clone(),
         "velero downloadrequests",
@@ -467,7 +466,7 @@ async fn term(
     let gc_schedules = gc_tx.clone();
     let nas_objects = watches::origin_stream(
         Api::<NonAdminSchedule>::all(client.clone()),
-        kube::runtime::watcher::Config::default(),
+        watches::config(),
         wiring.schedules,
         ctx.schedules_synced.clone(),
         "nonadminschedules",
@@ -477,7 +476,7 @@ async fn term(
     );
     let velero_schedules = watches::store_stream(
         Api::<Schedule>::namespaced(client.clone(), &vns),
-        kube::runtime::watcher::Config::default().labels(NAS.nacuuid_label),
+        watches::config().labels(NAS.nacuuid_label),
         wiring.velero_schedules,
         ctx.velero_schedules_synced.clone(),
         "velero schedules",

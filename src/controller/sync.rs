@@ -248,7 +248,7 @@ fn created_namespaces(client: kube::Client) -> impl futures::Stream<Item = Strin
     use kube::runtime::{watcher, WatchStreamExt};
     watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client),
-        watcher::Config::default(),
+        super::watches::config(),
     )
     .default_backoff()
     .filter_map(|e| async move {

@@ -18,6 +18,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Whether a watch has completed its first list. Unlike `Store::wait_until_ready` (a oneshot that wakes only
@@ -293,7 +294,72 @@ fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    kube::runtime::watcher(api, watcher::Config::default())
+    kube::runtime::watcher(api, config())
+}
+
+/// Whether watches start by streaming (WatchList): chosen once per process by [`choose_initial_lists`].
+static STREAMING_LISTS: AtomicBool = AtomicBool::new(false);
+
+/// The watch settings of every store and trigger of the controllers. A streamed start holds one object at a time
+/// before it is made compact; a paged list holds a page of 500 whole objects (managedFields and all) and the
+/// response body, for every kind listing at once — most of nac's peak memory when it starts over many objects.
+pub fn config() -> watcher::Config {
+    let c = watcher::Config::default();
+    if STREAMING_LISTS.load(Ordering::Relaxed) {
+        c.streaming_lists()
+    } else {
+        c
+    }
+}
+
+/// Sets how watches start, from `opts.initial_lists`; `auto` asks the API server once (a streamed watch of the
+/// ConfigMaps of nac's namespace named as its Lease, which nac may watch): an API server without WatchList
+/// refuses `sendInitialEvents`, and a watcher asking for it would then retry forever.
+pub async fn choose_initial_lists(client: &kube::Client, opts: &super::Options) {
+    use crate::config::InitialLists;
+    let stream = match opts.initial_lists {
+        InitialLists::Stream => true,
+        InitialLists::Paged => false,
+        InitialLists::Auto => streams_initial_events(client, &opts.lease_namespace, &opts.lease_name).await,
+    };
+    tracing::info!(streaming = stream, setting = ?opts.initial_lists, "watches' initial lists");
+    STREAMING_LISTS.store(stream, Ordering::Relaxed);
+}
+
+/// Whether the API server answers a watch with `sendInitialEvents` by the end-of-initial-events bookmark.
+async fn streams_initial_events(client: &kube::Client, namespace: &str, name: &str) -> bool {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{WatchEvent, WatchParams};
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let wp = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(10)
+        .initial_events();
+    let probe = async {
+        let events = api.watch(&wp, "0").await?;
+        futures::pin_mut!(events);
+        while let Some(ev) = events.try_next().await? {
+            match ev {
+                WatchEvent::Bookmark(b) => {
+                    return Ok(b.metadata.annotations.contains_key("k8s.io/initial-events-end"));
+                }
+                WatchEvent::Error(e) => return Err(kube::Error::Api(e)),
+                _ => {}
+            }
+        }
+        Ok(false)
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(15), probe).await {
+        Ok(Ok(streams)) => streams,
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "the API server does not stream initial lists: watches list in pages");
+            false
+        }
+        Err(_) => {
+            tracing::info!("no answer to a streamed watch in 15 s: watches list in pages");
+            false
+        }
+    }
 }
 
 /// The Velero objects of a tenant kind (Backups, Restores) in the Velero namespace. All of them feed the queue
@@ -339,8 +405,8 @@ pub fn delete_request_stream(
     metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<crate::velero::DeleteBackupRequest, watcher::Error>> + Send {
     let store = writer.as_reader();
-    let config = watcher::Config::default().labels(crate::naming::NAB_ORIGIN_NACUUID_LABEL);
-    store_stream(api, config, writer, synced, "velero deletebackuprequests")
+    let cfg = config().labels(crate::naming::NAB_ORIGIN_NACUUID_LABEL);
+    store_stream(api, cfg, writer, synced, "velero deletebackuprequests")
         .inspect(move |_| set_gauge(&metrics, "DeleteBackupRequest", store.len()))
 }
 
@@ -391,7 +457,7 @@ pub fn volume_count_stream<V: VolumeProgress>(
     what: &'static str,
 ) -> impl Stream<Item = ()> + Send {
     let trigger = backups.trigger.clone();
-    let s = kube::runtime::watcher(api, watcher::Config::default().labels(VELERO_BACKUP_NAME_LABEL))
+    let s = kube::runtime::watcher(api, config().labels(VELERO_BACKUP_NAME_LABEL))
         .default_backoff()
         .inspect_err({
             let synced = synced.clone();
@@ -458,7 +524,7 @@ pub fn secret_changes(
     api: Api<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>>,
     changed: impl Fn(&str, &str) + Send + 'static,
 ) -> impl Stream<Item = ()> + Send {
-    let s = kube::runtime::watcher(api, watcher::Config::default())
+    let s = kube::runtime::watcher(api, config())
         .default_backoff()
         .map_ok(move |ev| {
             if let Event::Apply(m) | Event::InitApply(m) = &ev {

@@ -172,7 +172,8 @@ impl NacProcess {
         let logf = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(r#""$0" serve & p=$!; cat >/dev/null; kill -TERM $p 2>/dev/null; wait $p"#)
+            // NAC_E2E_BIN, when set, runs another build (the scale run's side-by-side restarts).
+            .arg(r#""${NAC_E2E_BIN:-$0}" serve & p=$!; cat >/dev/null; kill -TERM $p 2>/dev/null; wait $p"#)
             .arg(env!("CARGO_BIN_EXE_nac"))
             .env("KUBECONFIG", cluster.get("KUBECONFIG"))
             .env("NAC_WEBHOOK__LISTEN", webhook.to_string())
@@ -209,9 +210,18 @@ impl NacProcess {
     /// Stops nac (SIGTERM) and starts it again with the same settings and addresses (its log goes on in the same
     /// file); returns once the new process is ready.
     pub async fn restart(&self) {
+        self.restart_with(None).await
+    }
+
+    /// [`NacProcess::restart`] with another nac binary (`None`: the one of this build).
+    pub async fn restart_with(&self, binary: Option<&str>) {
         self.stop();
         {
             let mut cmd = self.cmd.lock().unwrap();
+            match binary {
+                Some(b) => cmd.env("NAC_E2E_BIN", b),
+                None => cmd.env_remove("NAC_E2E_BIN"),
+            };
             let logf = std::fs::OpenOptions::new().append(true).open(&self.log).unwrap();
             cmd.stdout(logf.try_clone().unwrap()).stderr(logf).stdin(Stdio::piped());
             let mut child = cmd.spawn().expect("starting nac again");
@@ -252,8 +262,17 @@ impl NacProcess {
 
     /// Peak resident memory of nac so far (VmHWM), in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmHWM:")
+    }
+
+    /// Resident memory of nac now (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmRSS:")
+    }
+
+    fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.nac_pid()?)).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()
     }
 
