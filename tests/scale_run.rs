@@ -309,6 +309,10 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         all_drain / exact * 100.0,
         drain_took.as_secs_f64()
     );
+    println!(
+        "| nac peak RSS (VmHWM) after the drain | {:.1} MiB |",
+        env.nac.peak_rss_kib().unwrap_or(0) as f64 / 1024.0
+    );
     // Each advance: the completed NAB (position 0 and phase) plus at most 10 + one per grid point.
     assert!(worst <= 1.0 + 90.0, "a queue advance cost {worst} status writes");
     assert!(all_drain <= exact / 10.0, "draining cost {all_drain} status writes");
