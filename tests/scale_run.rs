@@ -297,6 +297,38 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     }
     let drained = settled_status_writes(&env.nac, Duration::from_secs(5)).await - before;
     let drain_took = drain_start.elapsed();
+    // Quiet writes are not the end by themselves (a watch the API server closed as unresponsive is resumed or
+    // re-listed first): every NonAdminBackup of the run must show its Backup Completed.
+    let nabs: Api<NonAdminBackup> = Api::all(env.admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let behind = nabs
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| ns.starts_with(&format!("{run}-")))
+            })
+            .filter(|n| {
+                let copy = n.status.as_ref().and_then(|s| s.velero_backup.as_ref());
+                copy.and_then(|v| v.status.as_ref()?.phase.as_deref()) != Some("Completed")
+            })
+            .count();
+        if behind == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{behind} NonAdminBackups do not show their completed Velero Backup 180 s after the drain's status \
+             writes went quiet"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
     let worst = per_advance.iter().cloned().fold(0.0, f64::max);
     let exact = (total * (total - 1) / 2 + total) as f64;
     let all_drain = per_advance.iter().sum::<f64>() + drained;
