@@ -153,11 +153,21 @@ pub trait HasStatus:
     /// every kind left out, often a kilobyte or two). A status write never sends metadata (the API server keeps
     /// its own for a status update), so what is left out here is never lost.
     fn make_compact(&mut self) {
+        let mut identity = None;
         let settled = self.status_mut().as_mut().is_some_and(|s| {
             s.make_compact();
+            identity = s.identity().map(str::to_string);
             s.is_settled()
         });
         let meta = self.meta_mut();
+        // A settled object's only label is its identity label, which the status records too and which the
+        // reconcilers read from the status first (`tenant::nacuuid`): its B-tree node (half a KiB) is not kept.
+        let only_identity = |l: &std::collections::BTreeMap<String, String>| {
+            l.len() == 1 && identity.is_some() && l.values().next() == identity.as_ref()
+        };
+        if settled && meta.labels.as_ref().is_some_and(only_identity) {
+            meta.labels = None;
+        }
         if let Some(a) = meta.annotations.as_mut() {
             a.remove(LAST_APPLIED_ANNOTATION);
             if settled {
@@ -190,6 +200,10 @@ pub trait CompactStatus {
     fn is_settled(&self) -> bool {
         false
     }
+    /// The identity (nacuuid) the status records, for kinds whose store copy may leave out the identity label.
+    fn identity(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A NonAdminBackup's status carries a whole copy of its Velero Backup's spec and status, which the Velero
@@ -205,6 +219,13 @@ impl CompactStatus for NonAdminBackupStatus {
     }
     fn is_settled(&self) -> bool {
         self.is_compact() && self.phase == Some(crate::api::NonAdminPhase::Created)
+    }
+    fn identity(&self) -> Option<&str> {
+        self.velero_backup
+            .as_ref()?
+            .nacuuid
+            .as_deref()
+            .filter(|u| !u.is_empty())
     }
 }
 impl CompactStatus for crate::api::NonAdminRestoreStatus {}
@@ -379,6 +400,41 @@ mod tests {
         assert!(r.is_stale(&nab("4")), "still stale on the next reconcile");
         assert!(!r.is_stale(&nab("5")), "caught up");
         assert!(!r.is_stale(&nab("4")), "the record is gone once the cache caught up");
+    }
+
+    #[test]
+    fn a_settled_backup_is_stored_without_its_identity_label_whose_nacuuid_the_status_records() {
+        use crate::api::{NonAdminPhase, VeleroBackupRef};
+        use crate::naming::{nacuuid_with, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
+        let u = nacuuid_with("ns", "b", "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab");
+        let made = |phase: NonAdminPhase, labels: &[(&str, &str)], recorded: &str| {
+            let mut n = nab("1");
+            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n.status = Some(NonAdminBackupStatus {
+                phase: Some(phase),
+                velero_backup: Some(VeleroBackupRef {
+                    nacuuid: Some(recorded.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            n.make_compact();
+            n
+        };
+        let settled = made(NonAdminPhase::Created, &[(NAB_ORIGIN_NACUUID_LABEL, &u)], &u);
+        assert_eq!(settled.metadata.labels, None);
+        assert_eq!(super::super::tenant::nacuuid(&settled).as_deref(), Some(u.as_str()));
+        // Not settled yet, another value than the status's, or another label beside it: kept as they are.
+        let pending = made(NonAdminPhase::New, &[(NAB_ORIGIN_NACUUID_LABEL, &u)], &u);
+        assert_eq!(pending.labels().len(), 1);
+        let other = made(NonAdminPhase::Created, &[(NAB_ORIGIN_NACUUID_LABEL, "x")], &u);
+        assert_eq!(other.labels().len(), 1);
+        let synced = made(
+            NonAdminPhase::Created,
+            &[(NAB_ORIGIN_NACUUID_LABEL, &u), (NAB_SYNCED_FROM_NACUUID_LABEL, &u)],
+            &u,
+        );
+        assert_eq!(synced.labels().len(), 2);
     }
 
     #[test]
