@@ -153,19 +153,19 @@ pub trait HasStatus:
     /// every kind left out, often a kilobyte or two). A status write never sends metadata (the API server keeps
     /// its own for a status update), so what is left out here is never lost.
     fn make_compact(&mut self) {
-        let mut identity = None;
         let settled = self.status_mut().as_mut().is_some_and(|s| {
             s.make_compact();
-            identity = s.identity().map(str::to_string);
             s.is_settled()
         });
-        let meta = self.meta_mut();
         // A settled object's only label is its identity label, which the status records too and which the
         // reconcilers read from the status first (`tenant::nacuuid`): its B-tree node (half a KiB) is not kept.
-        let only_identity = |l: &std::collections::BTreeMap<String, String>| {
-            l.len() == 1 && identity.is_some() && l.values().next() == identity.as_ref()
-        };
-        if settled && meta.labels.as_ref().is_some_and(only_identity) {
+        let identity = self.status_ref().and_then(CompactStatus::identity);
+        let only_identity =
+            self.meta().labels.as_ref().is_some_and(|l| {
+                l.len() == 1 && identity.is_some() && l.values().next().map(String::as_str) == identity
+            });
+        let meta = self.meta_mut();
+        if settled && only_identity {
             meta.labels = None;
         }
         if let Some(a) = meta.annotations.as_mut() {
