@@ -91,6 +91,18 @@ impl<T: Eq + std::hash::Hash + Clone + Unpin> Coalesce<T> {
         }
     }
 
+    /// Gives back what a burst grew (a start or a drain triggers every queued object once: thousands of keys in
+    /// four collections that would otherwise keep their size for the life of the process).
+    fn release_capacity(&mut self) {
+        const KEEP: usize = 64;
+        if self.due.capacity() > KEEP || self.seen.capacity() > KEEP {
+            self.pending.shrink_to(KEEP);
+            self.seen.shrink_to(KEEP);
+            self.ready.shrink_to(KEEP);
+            self.due.shrink_to(KEEP);
+        }
+    }
+
     /// Items held: each distinct one at most once in `pending` and once in `ready`.
     #[cfg(test)]
     fn held(&self) -> usize {
@@ -146,6 +158,9 @@ impl<T: Eq + std::hash::Hash + Clone + Unpin> Stream for Coalesce<T> {
         match this.ready.pop_front() {
             Some(item) => {
                 this.due.remove(&item);
+                if this.ready.is_empty() && this.pending.is_empty() {
+                    this.release_capacity();
+                }
                 Poll::Ready(Some(item))
             }
             None if this.done && this.pending.is_empty() => Poll::Ready(None),
@@ -650,6 +665,21 @@ mod tests {
         }
         assert_eq!(out, [0, 1, 2].into());
         assert!(most <= 6, "held {most} items for 3 distinct ones");
+    }
+
+    #[tokio::test]
+    async fn a_burst_gives_its_memory_back_once_released() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<u32>();
+        let mut c = Coalesce::new(rx, Duration::from_millis(5));
+        for i in 0..10_000 {
+            tx.unbounded_send(i).unwrap();
+        }
+        for _ in 0..10_000 {
+            c.next().await.unwrap();
+        }
+        assert!(c.seen.capacity() <= 64 * 2, "seen kept {}", c.seen.capacity());
+        assert!(c.due.capacity() <= 64 * 2, "due kept {}", c.due.capacity());
+        assert!(c.pending.capacity() <= 64 && c.ready.capacity() <= 64);
     }
 
     #[tokio::test]
