@@ -100,6 +100,15 @@ impl QueueDepth {
         self.publish(p.len());
     }
 
+    /// An object that is gone: a trigger it had waiting will not run (kube skips refs missing from the store), so
+    /// it leaves the count here instead of staying in it for good.
+    pub fn gone(&self, key: &str) {
+        let mut p = self.pending.lock().expect("queue depth lock");
+        if p.remove(key) {
+            self.publish(p.len());
+        }
+    }
+
     pub fn start(&self, key: &str) {
         let mut p = self.pending.lock().expect("queue depth lock");
         p.remove(key);
@@ -624,6 +633,22 @@ mod tests {
         assert_eq!(backoff_delay(4, base, max), Duration::from_secs(4));
         assert_eq!(backoff_delay(8, base, max), Duration::from_secs(60));
         assert_eq!(backoff_delay(1000, base, max), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_gone_object_leaves_the_queue_depth() {
+        let metrics = Metrics::new();
+        let d = QueueDepth::new(&metrics, "test");
+        d.enqueue("ns/a".into());
+        d.enqueue("ns/b".into());
+        d.start("ns/b");
+        assert_eq!(d.gauge.get(), 2);
+        // `a` was deleted before its reconcile ran: kube never runs it, so nothing else would take it out.
+        d.gone("ns/a");
+        d.gone("ns/never-queued");
+        assert_eq!(d.gauge.get(), 1);
+        d.finish();
+        assert_eq!(d.gauge.get(), 0);
     }
 
     #[test]

@@ -555,12 +555,15 @@ where
 {
     let client = ctx.client.clone();
     let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
-    let (c1, c2, c3) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     let objects = watches::tenant_stream(
         Api::<K>::all(client.clone()),
         wiring.objects,
         K::state(ctx).objects_synced.clone(),
-        deleted,
+        move |o: &K| {
+            K::state(&c4).depth.gone(&context::key_of(o));
+            deleted(o)
+        },
     )
     .map(move |r| {
         if let Ok(o) = &r {
