@@ -5,6 +5,7 @@ use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::sync::{Arc, LazyLock};
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -24,11 +25,32 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct NonAdminBackupSpec {
     /// The Velero BackupSpec; the admin policy decides what may be set.
-    // Boxed: a BackupSpec is 0.7 KiB of mostly empty fields, and nac's store holds every NonAdminBackup.
-    pub backup_spec: Box<BackupSpec>,
+    // Shared: a BackupSpec is 0.7 KiB of mostly empty fields, and the store's copy of a settled NonAdminBackup
+    // (read only to admit it) points at one empty spec for all (`left_out_spec`).
+    pub backup_spec: Arc<BackupSpec>,
     /// Set to true to delete the Velero backup and its data in object storage, then this object.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]
     pub delete_backup: bool,
+}
+
+/// The spec of every store copy that left its own out: one allocation for all of them.
+static LEFT_OUT: LazyLock<Arc<BackupSpec>> = LazyLock::new(|| {
+    Arc::new(BackupSpec {
+        compact: Some(0),
+        ..Default::default()
+    })
+});
+
+impl NonAdminBackupSpec {
+    /// The store's copy of a settled NonAdminBackup keeps no spec of its own (see `Tenant::leave_out_spec`).
+    pub fn leave_out_spec(&mut self) {
+        self.backup_spec = LEFT_OUT.clone();
+    }
+
+    /// Whether the spec was left out: never to be read as the user's.
+    pub fn spec_left_out(&self) -> bool {
+        Arc::ptr_eq(&self.backup_spec, &LEFT_OUT)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

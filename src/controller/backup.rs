@@ -159,6 +159,14 @@ impl Tenant for NonAdminBackup {
         NAB.is_tagged(meta) || crate::naming::NAS.is_tagged(meta)
     }
 
+    fn leave_out_spec(&mut self) {
+        self.spec.leave_out_spec();
+    }
+
+    fn spec_left_out(&self) -> bool {
+        self.spec.spec_left_out()
+    }
+
     async fn early(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
         if nab.spec.delete_backup {
             return request_deletion(api, nab, ctx).await.map(Some);
@@ -759,6 +767,56 @@ mod tests {
     use std::collections::BTreeMap;
 
     const U: &str = "0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
+
+    #[test]
+    fn a_settled_backup_is_stored_without_its_spec_and_a_pending_one_with_it() {
+        use crate::api::{NonAdminPhase, VeleroBackupRef};
+        use crate::controller::watches::tenant_store_copy;
+        let id = nacuuid_with("team-a", "nightly", U);
+        let stored = |phase: NonAdminPhase| {
+            let mut n = NonAdminBackup::new(
+                "nightly",
+                NonAdminBackupSpec {
+                    backup_spec: serde_json::from_value(json!({"includedNamespaces": ["team-a"], "ttl": "1h0m0s"}))
+                        .unwrap(),
+                    delete_backup: false,
+                },
+            );
+            n.metadata.namespace = Some("team-a".into());
+            n.status = Some(NonAdminBackupStatus {
+                phase: Some(phase),
+                velero_backup: Some(VeleroBackupRef {
+                    nacuuid: Some(id.clone()),
+                    name: Some(id.clone()),
+                    status: Some(BackupStatus {
+                        phase: Some("Completed".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            tenant_store_copy::<NonAdminBackup>(&mut n);
+            n
+        };
+        let settled = stored(NonAdminPhase::Created);
+        assert!(settled.spec_left_out());
+        assert_eq!(settled.spec.backup_spec.included_namespaces, None);
+        // Two settled copies share one spec.
+        assert!(std::sync::Arc::ptr_eq(
+            &settled.spec.backup_spec,
+            &stored(NonAdminPhase::Created).spec.backup_spec
+        ));
+        // What decides anything later is kept: the identity, the deletion flag, the status.
+        assert_eq!(tenant::nacuuid(&settled).as_deref(), Some(id.as_str()));
+        assert!(!settled.spec.delete_backup);
+        // Not settled: admitted from its spec, so it keeps it.
+        for phase in [NonAdminPhase::New, NonAdminPhase::BackingOff] {
+            let pending = stored(phase);
+            assert!(!pending.spec_left_out());
+            assert_eq!(pending.spec.backup_spec.ttl.as_deref(), Some("1h0m0s"));
+        }
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

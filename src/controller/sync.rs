@@ -228,7 +228,7 @@ pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
     let mut nab = NonAdminBackup::new(
         &origin.name,
         NonAdminBackupSpec {
-            backup_spec: Box::new(spec),
+            backup_spec: std::sync::Arc::new(spec),
             delete_backup: false,
         },
     );

@@ -165,6 +165,16 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
         Self::ORIGIN.is_tagged(meta)
     }
 
+    /// Leaves the spec out of the store's copy of a settled object (its Velero object made, its copy compact):
+    /// the spec is read only to admit the object, which a settled one never is again (`apply` checks). By
+    /// default kept.
+    fn leave_out_spec(&mut self) {}
+
+    /// Whether this copy left its spec out (then it is never admitted from).
+    fn spec_left_out(&self) -> bool {
+        false
+    }
+
     /// Decisions before anything else on a live object (e.g. a deletion the spec asks for). `None`: go on.
     fn early(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
         async { Ok(None) }
@@ -389,6 +399,13 @@ async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action
         set_status(api, &obj, ctx, status::first_sight::<K::Status>).await?;
         tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
+    };
+    // Unreachable for a store copy without its spec (only settled, Created ones are), yet admitting from one would
+    // build the Velero object from an empty spec: the object as the API server has it instead.
+    let obj = if obj.spec_left_out() {
+        Arc::new(api.get(&obj.name_any()).await?)
+    } else {
+        obj
     };
     let me = kube::runtime::reflector::ObjectRef::from_obj(&*obj);
     let spec = match K::admit(&obj, &policy, ctx).await? {

@@ -316,8 +316,12 @@ pub fn tenant_stream<K: Tenant>(
 /// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
 /// and the kind's compact copy.
 pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
+    use super::write::CompactStatus;
     o.meta_mut().managed_fields = None;
     o.make_compact();
+    if o.status_ref().is_some_and(CompactStatus::is_settled) {
+        o.leave_out_spec();
+    }
 }
 
 /// What a tenant kind's Velero store keeps of a Velero object: of nac's own a compact copy, of the others (only
