@@ -34,12 +34,7 @@ pub struct NonAdminBackupSpec {
 }
 
 /// The spec of every store copy that left its own out: one allocation for all of them.
-static LEFT_OUT: LazyLock<Arc<BackupSpec>> = LazyLock::new(|| {
-    Arc::new(BackupSpec {
-        compact: Some(0),
-        ..Default::default()
-    })
-});
+static LEFT_OUT: LazyLock<Arc<BackupSpec>> = LazyLock::new(Default::default);
 
 impl NonAdminBackupSpec {
     /// The store's copy of a settled NonAdminBackup keeps no spec of its own (see `Tenant::leave_out_spec`).

@@ -82,12 +82,15 @@ crate::tenant_types! {
 /// tells whether a NonAdminBackup's copy is current without a request; a write reads the Backup first.
 impl StoreCopy for Backup {
     fn make_compact(&mut self) {
-        if self.spec.compact.is_some() {
+        if self.compact.is_some() {
             return;
         }
-        let fingerprint = VeleroBackupRef::fingerprint_of(Some(&self.spec), reported_status(self).as_ref());
-        let s = &mut self.spec;
-        s.compact = Some(fingerprint);
+        self.compact = Some(VeleroBackupRef::fingerprint_of(
+            Some(&self.spec),
+            reported_status(self).as_ref(),
+        ));
+        // Unique right after a watch event: stripped in place, then shared with the equal compact specs.
+        let s = self.spec_mut();
         s.included_resources = None;
         s.excluded_resources = None;
         s.included_cluster_scoped_resources = None;
@@ -102,15 +105,20 @@ impl StoreCopy for Backup {
         s.uploader_config = None;
         s.metadata = None;
         s.extra = Default::default();
+        self.spec = COMPACT_SPECS.share(std::mem::take(&mut self.spec));
         if let Some(st) = self.status.as_mut() {
             st.extra = Default::default();
         }
     }
 
     fn is_compact(&self) -> bool {
-        self.spec.compact.is_some()
+        self.compact.is_some()
     }
 }
+
+/// The compact specs of the Velero Backups in the store: those of one namespace and location are alike.
+static COMPACT_SPECS: std::sync::LazyLock<super::shared::Shared<BackupSpec>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// The copy of a Velero Backup a NonAdminBackup's status carries (`status.veleroBackup`): its spec and status,
 /// Velero's own queue position reported as nac reports positions. Of a compact store copy, a compact reference
@@ -120,9 +128,9 @@ pub fn mirrored(vb: &Backup, nacuuid: Option<&str>) -> VeleroBackupRef {
         nacuuid: nacuuid.map(str::to_string),
         name: vb.metadata.name.clone(),
         namespace: vb.metadata.namespace.clone(),
-        spec: vb.spec.compact.is_none().then(|| Box::new(vb.spec.clone())),
+        spec: vb.compact.is_none().then(|| Box::new((*vb.spec).clone())),
         status: reported_status(vb),
-        compact: vb.spec.compact,
+        compact: vb.compact,
     }
 }
 
@@ -922,7 +930,16 @@ mod tests {
         // Compacting twice keeps the first fingerprint.
         let mut again = compact.clone();
         again.make_compact();
-        assert_eq!(again.spec.compact, compact.spec.compact);
+        assert_eq!(again.compact, compact.compact);
+        // Another Backup of the namespace, alike but for its name and progress: one compact spec for both.
+        let mut sibling = whole.clone();
+        sibling.metadata.name = Some("sibling".into());
+        sibling.status.as_mut().unwrap().extra.clear();
+        sibling.make_compact();
+        assert!(std::sync::Arc::ptr_eq(&sibling.spec, &compact.spec));
+        assert_ne!(sibling.compact, compact.compact);
+        // The whole object never shares: a spec to change is its own.
+        assert!(!std::sync::Arc::ptr_eq(&whole.spec, &compact.spec));
 
         // Velero's progress moves: stale, though the compact copies look alike.
         let mut moved = whole.clone();
@@ -948,7 +965,7 @@ mod tests {
         assert_eq!(mirrored(&next, Some(&id)), written_at_p);
         // Any change of the spec (an edit by hand of the Velero Backup) is stale too.
         let mut edited = whole.clone();
-        edited.spec.excluded_resources.as_mut().unwrap().pop();
+        edited.spec_mut().excluded_resources.as_mut().unwrap().pop();
         edited.make_compact();
         assert_ne!(mirrored(&edited, Some(&id)), stored);
     }
@@ -995,7 +1012,7 @@ mod tests {
             &Policy::default(),
         )
         .unwrap();
-        let ex = b.spec.excluded_resources.unwrap();
+        let ex = b.spec.excluded_resources.clone().unwrap();
         assert_eq!(ex[0], "secrets");
         for k in EXCLUDED_NAMESPACED_RESOURCES.iter().chain(EXCLUDED_CLUSTER_RESOURCES) {
             assert!(ex.iter().any(|e| e == k), "{k} missing from {ex:?}");
@@ -1014,11 +1031,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            b.spec.excluded_namespace_scoped_resources.unwrap(),
+            b.spec.excluded_namespace_scoped_resources.clone().unwrap(),
             EXCLUDED_NAMESPACED_RESOURCES
         );
         assert_eq!(
-            b.spec.excluded_cluster_scoped_resources.unwrap(),
+            b.spec.excluded_cluster_scoped_resources.clone().unwrap(),
             EXCLUDED_CLUSTER_RESOURCES
         );
         assert!(

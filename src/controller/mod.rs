@@ -31,6 +31,7 @@ mod objects;
 pub mod queue;
 pub mod restore;
 pub mod schedule;
+pub mod shared;
 pub mod status;
 pub mod sync;
 pub mod tenant;

@@ -606,7 +606,7 @@ mod tests {
         let no_tenants = |_: &str| None;
         // Planted in team-b's own bucket with the schedule's identity and a later timestamp: not a run.
         let mut planted = run(&format!("{s}-20261125090000"), s, "Completed");
-        planted.spec.storage_location = Some("team-b-own".into());
+        planted.spec_mut().storage_location = Some("team-b-own".into());
         all.push(planted);
         let tenants = |l: &str| (l == "team-b-own").then(|| ("team-b".to_string(), "own".to_string()));
         let r = recent_backups(("team-a", "nightly"), &schedule, all.iter(), &tenants);

@@ -219,7 +219,7 @@ pub fn sync_origin(
 /// identity and in the sync label, and the backup's spec as it was made, its storage location named as the tenant
 /// names it: their own location's name, or left out for an admin one (tenants never name admin locations).
 pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
-    let mut spec = b.spec.clone();
+    let mut spec = (*b.spec).clone();
     spec.storage_location = origin.location.clone();
     let labels = BTreeMap::from([
         (NAB_ORIGIN_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
@@ -645,7 +645,7 @@ mod tests {
         assert_eq!(sync_origin(&run("Deleting", "default"), &sync, &none, &live), None);
         assert_eq!(sync_origin(&run("InProgress", "other"), &sync, &none, &live), None);
         let mut wide = run("InProgress", "default");
-        wide.spec.included_namespaces = Some(vec!["team-a".into(), "team-b".into()]);
+        wide.spec_mut().included_namespaces = Some(vec!["team-a".into(), "team-b".into()]);
         assert_eq!(sync_origin(&wide, &sync, &none, &live), None);
         assert_eq!(sync_origin(&b, &sync, &none, &no_live), None);
         assert!(sync_origin(&run("Completed", "default"), &open(&["default"]), &none, &no_live).is_some());

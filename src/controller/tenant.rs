@@ -58,6 +58,25 @@ pub trait VeleroObject:
     fn phase(&self) -> Option<&str>;
 }
 
+/// The spec a Velero object nac did not make keeps in the store (it is only counted in the queue).
+pub trait EmptySpec {
+    fn empty() -> Self;
+}
+
+impl EmptySpec for crate::velero::RestoreSpec {
+    fn empty() -> Self {
+        Default::default()
+    }
+}
+
+/// One empty Backup spec for all.
+impl EmptySpec for Arc<crate::velero::BackupSpec> {
+    fn empty() -> Self {
+        static EMPTY: std::sync::LazyLock<Arc<crate::velero::BackupSpec>> = std::sync::LazyLock::new(Default::default);
+        EMPTY.clone()
+    }
+}
+
 /// The table entries of a tenant kind's types: its Velero object's queue fields and its status's common fields.
 /// `failure` turns the Velero object's status into the failure text events quote.
 #[macro_export]
@@ -87,7 +106,7 @@ macro_rules! tenant_types {
             }
 
             fn keep_queue_fields_only(&mut self) {
-                self.spec = Default::default();
+                self.spec = $crate::controller::tenant::EmptySpec::empty();
                 if let Some(s) = self.status.as_mut() {
                     *s = $vstatus {
                         phase: s.phase.take(),
