@@ -46,6 +46,108 @@ pub const NAS_FINALIZER: &str = "nonadminschedule.oadp.openshift.io/finalizer";
 /// backup's nacuuid. Only nac may set it: it makes the reconciler adopt the existing Velero Backup.
 pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
 
+/// Where nac reads the labels and annotations of an object: its metadata, or what a compact store copy kept of
+/// them (a B-tree map holds half a KiB however few entries it has; a Velero Backup of nac's carries two).
+pub trait Tags {
+    fn label(&self, key: &str) -> Option<&str>;
+    fn annotation(&self, key: &str) -> Option<&str>;
+}
+
+impl Tags for ObjectMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+}
+
+/// `Tags` of objects nac reads from their metadata (all but those with a compact copy of their own).
+#[macro_export]
+macro_rules! tags_from_meta {
+    ($($t:ty),* $(,)?) => {$(
+        impl $crate::naming::Tags for $t {
+            fn label(&self, key: &str) -> Option<&str> {
+                $crate::naming::Tags::label(kube::Resource::meta(self), key)
+            }
+            fn annotation(&self, key: &str) -> Option<&str> {
+                $crate::naming::Tags::annotation(kube::Resource::meta(self), key)
+            }
+        }
+    )*};
+}
+
+/// Labels or annotations as `ObjectMeta` holds them.
+pub type TagMap = BTreeMap<String, String>;
+
+/// Labels and annotations in one allocation, each entry its kind (`L` or `A`), then key and value, each after its
+/// length (u32, little-endian): lengths, not separators, so no key or value (an annotation may hold any text, and
+/// a synced Backup's come from a bucket a tenant controls) can make up an entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactTags(Box<[u8]>);
+
+impl CompactTags {
+    pub fn new(labels: Option<&BTreeMap<String, String>>, annotations: Option<&BTreeMap<String, String>>) -> Self {
+        let mut buf = Vec::new();
+        for (kind, map) in [(b'L', labels), (b'A', annotations)] {
+            for (k, v) in map.into_iter().flatten() {
+                buf.push(kind);
+                for part in [k, v] {
+                    buf.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                    buf.extend_from_slice(part.as_bytes());
+                }
+            }
+        }
+        CompactTags(buf.into_boxed_slice())
+    }
+
+    /// Every entry: its kind, key and value.
+    pub fn entries(&self) -> impl Iterator<Item = (u8, &str, &str)> {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let (&kind, after) = rest.split_first()?;
+            let (k, after) = Self::part(after)?;
+            let (v, after) = Self::part(after)?;
+            rest = after;
+            Some((kind, k, v))
+        })
+    }
+
+    fn part(b: &[u8]) -> Option<(&str, &[u8])> {
+        let len = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let s = std::str::from_utf8(b.get(4..4 + len)?).ok()?;
+        Some((s, &b[4 + len..]))
+    }
+
+    fn find(&self, kind: u8, key: &str) -> Option<&str> {
+        self.entries()
+            .find(|(c, k, _)| *c == kind && *k == key)
+            .map(|(_, _, v)| v)
+    }
+
+    /// The maps again, as the metadata had them (an empty one as none).
+    pub fn maps(&self) -> (Option<TagMap>, Option<TagMap>) {
+        let of = |kind: u8| {
+            let m: BTreeMap<String, String> = self
+                .entries()
+                .filter(|(c, _, _)| *c == kind)
+                .map(|(_, k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            (!m.is_empty()).then_some(m)
+        };
+        (of(b'L'), of(b'A'))
+    }
+}
+
+impl Tags for CompactTags {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.find(b'L', key)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.find(b'A', key)
+    }
+}
+
 /// The identity scheme of one tenant kind, shared by the webhooks, the reconciler and backup sync: the label
 /// carrying the nacuuid (on the tenant object and on every Velero object made for it), the annotations naming the
 /// origin object, and the finalizer. Adding a kind adds one of these.
@@ -131,25 +233,24 @@ impl Origin {
     }
 
     /// Whether a Velero object carries this kind's identity label.
-    pub fn is_tagged(&self, meta: &ObjectMeta) -> bool {
+    pub fn is_tagged<T: Tags + ?Sized>(&self, meta: &T) -> bool {
         self.nacuuid(meta).is_some()
     }
 
     /// The nacuuid in this kind's identity label.
-    pub fn nacuuid<'m>(&self, meta: &'m ObjectMeta) -> Option<&'m str> {
-        meta.labels.as_ref()?.get(self.nacuuid_label).map(String::as_str)
+    pub fn nacuuid<'m, T: Tags + ?Sized>(&self, meta: &'m T) -> Option<&'m str> {
+        meta.label(self.nacuuid_label)
     }
 
     /// `(namespace, name)` of the origin object named by the annotations.
-    pub fn origin_of<'m>(&self, meta: &'m ObjectMeta) -> Option<(&'m str, &'m str)> {
-        let a = meta.annotations.as_ref()?;
-        let name = a.get(self.name_annotation).filter(|s| !s.is_empty())?;
-        let ns = a.get(self.namespace_annotation).filter(|s| !s.is_empty())?;
+    pub fn origin_of<'m, T: Tags + ?Sized>(&self, meta: &'m T) -> Option<(&'m str, &'m str)> {
+        let name = meta.annotation(self.name_annotation).filter(|s| !s.is_empty())?;
+        let ns = meta.annotation(self.namespace_annotation).filter(|s| !s.is_empty())?;
         Some((ns, name))
     }
 
     /// The origin object a tagged Velero object was made for.
-    pub fn owner<K>(&self, meta: &ObjectMeta) -> Option<ObjectRef<K>>
+    pub fn owner<K>(&self, meta: &(impl Tags + ?Sized)) -> Option<ObjectRef<K>>
     where
         K: Lookup,
         K::DynamicType: Default,
@@ -161,7 +262,7 @@ impl Origin {
 
     /// Whether a Velero object found under a nacuuid really belongs to `namespace`/`name` (a guard against a
     /// forged or copied nacuuid pointing at someone else's object).
-    pub fn owns(&self, meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
+    pub fn owns<T: Tags + ?Sized>(&self, meta: &T, namespace: &str, name: &str) -> bool {
         self.origin_of(meta) == Some((namespace, name))
     }
 }
@@ -306,6 +407,48 @@ pub fn is_nacuuid_in(value: &str, namespace: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compact_tags_read_as_the_maps_did_and_no_value_makes_up_an_entry() {
+        let mut m = NAB.stamp(
+            "u1",
+            "velero",
+            "u1",
+            "team-a",
+            "nightly",
+            &[("velero.io/storage-location", "default")],
+        );
+        // A value crafted to look like an encoded origin-namespace entry (annotations may hold any text; a synced
+        // Backup's come from a bucket a tenant controls).
+        let mut forged = vec![b'A'];
+        for part in [NAB_ORIGIN_NAMESPACE_ANNOTATION, "team-b"] {
+            forged.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            forged.extend_from_slice(part.as_bytes());
+        }
+        let forged = String::from_utf8(forged).unwrap();
+        m.annotations.as_mut().unwrap().insert("a-note".into(), forged.clone());
+        m.labels.as_mut().unwrap().insert("zz".into(), "\u{0}".into());
+        let t = CompactTags::new(m.labels.as_ref(), m.annotations.as_ref());
+        assert_eq!(t.maps(), (m.labels.clone(), m.annotations.clone()));
+        assert_eq!(NAB.nacuuid(&t), NAB.nacuuid(&m));
+        assert_eq!(NAB.origin_of(&t), Some(("team-a", "nightly")));
+        assert_eq!(t.annotation("a-note"), Some(forged.as_str()));
+        assert_eq!(t.label("velero.io/storage-location"), Some("default"));
+        assert_eq!(
+            t.label(NAB_ORIGIN_NAME_ANNOTATION),
+            None,
+            "an annotation is not a label"
+        );
+        assert_eq!(
+            t.annotation(NAB_ORIGIN_NACUUID_LABEL),
+            None,
+            "a label is not an annotation"
+        );
+        // Nothing at all: no entries, no maps.
+        let empty = CompactTags::new(None, Some(&BTreeMap::new()));
+        assert_eq!(empty.maps(), (None, None));
+        assert_eq!(empty.entries().count(), 0);
+    }
 
     #[test]
     fn a_nacuuid_is_recognised_as_of_its_namespace() {

@@ -106,6 +106,7 @@ impl StoreCopy for Backup {
         s.metadata = None;
         s.extra = Default::default();
         self.spec = COMPACT_SPECS.share(std::mem::take(&mut self.spec));
+        self.compact_tags();
         if let Some(st) = self.status.as_mut() {
             st.extra = Default::default();
         }
@@ -163,7 +164,7 @@ impl Tenant for NonAdminBackup {
     }
 
     /// nac's Backups, and the runs of the Velero Schedules nac made (backup sync gives each its NonAdminBackup).
-    fn keeps(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    fn keeps<T: crate::naming::Tags + ?Sized>(meta: &T) -> bool {
         NAB.is_tagged(meta) || crate::naming::NAS.is_tagged(meta)
     }
 
@@ -589,7 +590,7 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
                     let ns = nab.namespace().unwrap_or_default();
                     // A run of this NonAdminBackup's schedule, and not on another tenant's location: a copy
                     // planted in some bucket with this identity is not adopted.
-                    NAB.nacuuid(&b.metadata) == Some(u.as_str())
+                    NAB.nacuuid(b) == Some(u.as_str())
                         && tenant::check_owner(b, nab).is_ok()
                         && super::sync::run_of(b).is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
                         && b.spec
@@ -911,7 +912,12 @@ mod tests {
         assert!(compact.status.as_ref().unwrap().extra.is_empty());
         // Kept: what stores are searched and decided by.
         assert_eq!(compact.spec.included_namespaces, whole.spec.included_namespaces);
-        assert_eq!(compact.metadata, whole.metadata);
+        assert_eq!(compact.whole_meta(), whole.metadata);
+        // Its labels and annotations in one allocation, read through `Tags` as before.
+        assert!(compact.metadata.labels.is_none() && compact.metadata.annotations.is_none());
+        assert_eq!(NAB.nacuuid(&compact), Some(id.as_str()));
+        assert_eq!(NAB.origin_of(&compact), NAB.origin_of(&whole.metadata));
+        assert!(NAB.owns(&compact, "team-a", "nightly") && !NAB.owns(&compact, "team-b", "nightly"));
         assert_eq!(compact.status.as_ref().unwrap().phase.as_deref(), Some("Queued"));
         // Current: equal to the written copy and to its compact store copy, without the left-out parts.
         let from_compact = mirrored(&compact, Some(&id));

@@ -329,7 +329,7 @@ impl<K: Tenant> Trigger<K> {
                         })
                     })?
                 })
-                .and_then(|v| K::ORIGIN.owner(v.meta()));
+                .and_then(|v| K::ORIGIN.owner(&*v));
             if let Some(r) = owner {
                 let _ = self.triggers.unbounded_send(r);
             }

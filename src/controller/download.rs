@@ -205,7 +205,7 @@ pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy
                 target.name
             ))
         })?;
-        if NAB.origin_of(&b.metadata).is_none_or(|(o, _)| o != ns) {
+        if NAB.origin_of(&*b).is_none_or(|(o, _)| o != ns) {
             return Err(Stage::Unavailable(format!(
                 "NonAdminRestore {} restored a backup of another namespace",
                 target.name
@@ -225,7 +225,7 @@ pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy
         .and_then(|s| s.velero_backup.as_ref())
         .and_then(|r| r.name.as_deref())
         .and_then(|n| look.backup(n))
-        .filter(|b| NAB.owns(&b.metadata, &ns, &backup_name));
+        .filter(|b| NAB.owns(&**b, &ns, &backup_name));
     let Some(backup) = backup else {
         return Err(Stage::NotFinished(format!(
             "waiting for NonAdminBackup {backup_name} to get its Velero Backup"

@@ -22,7 +22,7 @@
 use super::context::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
 use crate::naming::{
-    Origin, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
+    Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };
 use crate::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore};
 use futures::channel::mpsc::UnboundedReceiver;
@@ -195,16 +195,16 @@ fn made_for(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Vec<Cand
 
 /// The names of the objects of one kind the stores hold that carry its origin label and pass `keep`. Only the
 /// names are copied: a sweep looks at every object nac made (10,000 metadata copies were ~20 MiB at once).
-fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&ObjectMeta) -> bool) -> Vec<String> {
-    fn names<K>(store: &Store<K>, tagged: &Origin, keep: &dyn Fn(&ObjectMeta) -> bool) -> Vec<String>
+fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String> {
+    fn names<K>(store: &Store<K>, tagged: &Origin, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String>
     where
-        K: Lookup + Resource + Clone + 'static,
+        K: Lookup + Resource + Tags + Clone + 'static,
         <K as Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
     {
         store
             .state()
             .iter()
-            .filter(|o| tagged.is_tagged(o.meta()) && keep(o.meta()))
+            .filter(|o| tagged.is_tagged(&***o) && keep(&***o))
             .map(|o| o.name_any())
             .collect()
     }
@@ -239,7 +239,8 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
         Made::Backup => ctx.nab.velero.get(&ctx.velero_ref(n)).map(|b| {
             let location = b.spec.storage_location.as_deref().unwrap_or("default");
             let gone = ctx.locations.get(&ctx.velero_ref(location)).is_none();
-            (b.meta().clone(), backup_kept(&b, gone))
+            // Its labels and annotations too, wherever the store's copy keeps them.
+            (b.whole_meta(), backup_kept(&b, gone))
         }),
         Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
         Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),

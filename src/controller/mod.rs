@@ -57,7 +57,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use queue::QueueIndex;
 use std::sync::Arc;
 use std::time::Duration;
@@ -296,9 +296,9 @@ async fn term(
     // backup sync of one that has no NonAdminBackup yet.
     let (run_schedules, sync_runs) = (ctx.schedules_trigger.clone(), sync_tx.clone());
     let runs = move |b: &Backup| {
-        if let Some(r) = NAS.owner::<NonAdminSchedule>(&b.metadata) {
+        if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
             let _ = run_schedules.unbounded_send(r);
-            if !NAB.is_tagged(&b.metadata) {
+            if !NAB.is_tagged(b) {
                 let _ = sync_runs.unbounded_send(b.name_any());
             }
         }
@@ -589,7 +589,7 @@ where
         .with_config(config)
         .watches_stream(velero, move |v: K::Velero| {
             seen(&v);
-            let r = K::ORIGIN.owner::<K>(v.meta())?;
+            let r = K::ORIGIN.owner::<K>(&v)?;
             orphan(&v, &r);
             K::state(&c2).enqueued(&r);
             // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.

@@ -470,7 +470,7 @@ pub fn judge(src: &SourceView, rules: &RestoreRules) -> Source {
             src.velero_namespace
         ));
     };
-    if !NAB.owns(&b.metadata, ns, n) {
+    if !NAB.owns(b, ns, n) {
         return Source::Unusable(format!(
             "Velero Backup {backup_name} does not belong to NonAdminBackup {n}"
         ));

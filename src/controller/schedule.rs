@@ -15,7 +15,7 @@ use super::status::Note;
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
-use crate::naming::{generate_nacuuid, is_nacuuid_for, run_name, NAS};
+use crate::naming::{generate_nacuuid, is_nacuuid_for, run_name, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
@@ -177,8 +177,8 @@ pub fn recent_backups<'b>(
     let template_location = schedule.spec.template.storage_location.as_deref();
     let schedule = schedule.metadata.name.as_deref().unwrap_or_default();
     let mut runs: Vec<(&str, &Backup)> = backups
-        .filter(|b| b.labels().get(SCHEDULE_NAME_LABEL).map(String::as_str) == Some(schedule))
-        .filter(|b| NAS.owns(&b.metadata, namespace, nas_name))
+        .filter(|b| b.label(SCHEDULE_NAME_LABEL) == Some(schedule))
+        .filter(|b| NAS.owns(*b, namespace, nas_name))
         .filter(|b| {
             crate::controller::sync::run_location_ok(
                 template_location,

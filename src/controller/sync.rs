@@ -21,7 +21,7 @@ use super::status::Note;
 use super::tenant::StoreCopy;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::naming::{
-    is_nacuuid_for, nacuuid_with, run_name, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
+    is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
     NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };
 use crate::policy::BackupSync;
@@ -98,11 +98,11 @@ pub fn run_nacuuid(b: &Backup, run: &Run) -> Option<String> {
 /// Schedule whose name is the nacuuid of the NonAdminSchedule the origin annotations name, and Velero's name for a
 /// run of that schedule.
 pub fn run_of(b: &Backup) -> Option<Run> {
-    let schedule = NAS.nacuuid(&b.metadata)?;
-    if b.labels().get(SCHEDULE_NAME_LABEL).map(String::as_str) != Some(schedule) {
+    let schedule = NAS.nacuuid(b)?;
+    if b.label(SCHEDULE_NAME_LABEL) != Some(schedule) {
         return None;
     }
-    let (namespace, nas) = NAS.origin_of(&b.metadata)?;
+    let (namespace, nas) = NAS.origin_of(b)?;
     if !is_nacuuid_for(schedule, namespace, nas) {
         return None;
     }
@@ -129,17 +129,16 @@ pub fn sync_origin(
     tenant_locations: TenantLocations,
     live: LiveSchedules,
 ) -> Option<Origin> {
-    let labels = b.metadata.labels.as_ref()?;
-    if labels.get(OADP_LABEL).map(String::as_str) != Some(OADP_LABEL_VALUE)
-        || labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY_VALUE)
+    if b.label(OADP_LABEL) != Some(OADP_LABEL_VALUE)
+        || b.label(MANAGED_BY_LABEL) != Some(MANAGED_BY_VALUE)
         || b.metadata.deletion_timestamp.is_some()
     {
         return None;
     }
     let run = run_of(b);
-    let (namespace, name, nacuuid) = match NAB.nacuuid(&b.metadata) {
+    let (namespace, name, nacuuid) = match NAB.nacuuid(b) {
         Some(nacuuid) => {
-            let (namespace, name) = NAB.origin_of(&b.metadata)?;
+            let (namespace, name) = NAB.origin_of(b)?;
             if !is_nacuuid_for(nacuuid, namespace, name) {
                 return None;
             }
@@ -308,7 +307,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                     .nab.velero
                     .state()
                     .iter()
-                    .filter(|b| NAB.origin_of(&b.metadata).is_some_and(|(origin_ns, _)| origin_ns == ns))
+                    .filter(|b| NAB.origin_of(&***b).is_some_and(|(origin_ns, _)| origin_ns == ns))
                     .map(|b| b.name_any())
                     .collect();
                 for name in names {
@@ -431,7 +430,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
 /// (stamped before, it would look like an orphan to garbage collection for a moment): then the NonAdminBackup
 /// adopts it, and the rest of nac (collection, downloads, restores) knows whose it is.
 async fn stamp_if_new(ctx: &Ctx, b: &Backup, origin: &Origin) -> Outcome {
-    if NAB.is_tagged(&b.metadata) {
+    if NAB.is_tagged(b) {
         return Outcome::Done;
     }
     let name = b.name_any();

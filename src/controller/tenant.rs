@@ -39,6 +39,7 @@ pub trait StoreCopy {
 pub trait VeleroObject:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + StoreCopy
+    + crate::naming::Tags
     + Clone
     + Serialize
     + DeserializeOwned
@@ -180,7 +181,7 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
 
     /// Whether a Velero object is one nac keeps in the kind's store (and reconciles for): by default those
     /// carrying the kind's identity label.
-    fn keeps(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    fn keeps<T: crate::naming::Tags + ?Sized>(meta: &T) -> bool {
         Self::ORIGIN.is_tagged(meta)
     }
 
@@ -381,7 +382,7 @@ pub fn velero_name<K: Tenant>(obj: &K, nacuuid: &str) -> String {
 
 /// Refuses a Velero object found under this object's name that was made for another tenant object.
 pub fn check_owner<K: Tenant>(velero: &K::Velero, obj: &K) -> Result<(), Error> {
-    if K::ORIGIN.owns(velero.meta(), &obj.namespace().unwrap_or_default(), &obj.name_any()) {
+    if K::ORIGIN.owns(velero, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
         Ok(())
     } else {
         Err(Error::Inconsistent(format!(

@@ -328,7 +328,7 @@ pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
 /// counted in the queue) the queue fields.
 pub fn velero_store_copy<K: Tenant>(v: &mut K::Velero) {
     v.meta_mut().managed_fields = None;
-    if K::keeps(v.meta()) {
+    if K::keeps(v) {
         v.make_compact();
     } else {
         v.keep_queue_fields_only();
@@ -430,7 +430,7 @@ where
         .map_ok(move |ev| {
             // The index first: once the store reports ready, positions must be complete too.
             let changed = index.lock().expect("queue lock").apply(&ev);
-            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::keeps(v.meta()));
+            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::keeps(v));
             if matches!(ev, Event::InitDone) {
                 synced.mark();
             }

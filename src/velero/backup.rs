@@ -1,6 +1,7 @@
 //! Velero `Backup` (velero.io/v1).
 
 use super::{Extra, OpaqueObject, TypedLocalObjectReference};
+use crate::naming::{CompactTags, Tags};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::NamespaceResourceScope;
@@ -22,6 +23,8 @@ pub struct Backup {
     /// Set on a compact copy in nac's store: the fingerprint of what it left out. Never serialized, so a
     /// compact copy can never be written as a spec.
     pub compact: Option<u64>,
+    /// A compact copy's labels and annotations, moved out of `metadata` (read them through [`Tags`]).
+    pub tags: Option<CompactTags>,
 }
 
 impl Backup {
@@ -34,12 +37,50 @@ impl Backup {
             spec: Arc::new(spec),
             status: None,
             compact: None,
+            tags: None,
         }
     }
 
     /// The spec to change (a copy when it is shared).
     pub fn spec_mut(&mut self) -> &mut BackupSpec {
         Arc::make_mut(&mut self.spec)
+    }
+
+    /// Moves the labels and annotations into one compact allocation (a store copy's).
+    pub fn compact_tags(&mut self) {
+        if self.tags.is_none() {
+            self.tags = Some(CompactTags::new(
+                self.metadata.labels.as_ref(),
+                self.metadata.annotations.as_ref(),
+            ));
+            self.metadata.labels = None;
+            self.metadata.annotations = None;
+        }
+    }
+
+    /// The metadata with its labels and annotations, wherever they are kept.
+    pub fn whole_meta(&self) -> ObjectMeta {
+        let mut m = self.metadata.clone();
+        if let Some(t) = &self.tags {
+            (m.labels, m.annotations) = t.maps();
+        }
+        m
+    }
+}
+
+/// A compact copy's tags are in `tags`, which has them all.
+impl Tags for Backup {
+    fn label(&self, key: &str) -> Option<&str> {
+        match &self.tags {
+            Some(t) => t.label(key),
+            None => self.metadata.label(key),
+        }
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        match &self.tags {
+            Some(t) => t.annotation(key),
+            None => self.metadata.annotation(key),
+        }
     }
 }
 
@@ -113,6 +154,7 @@ impl<'de> Deserialize<'de> for Backup {
             spec: Arc::new(w.spec),
             status: w.status,
             compact: None,
+            tags: None,
         })
     }
 }

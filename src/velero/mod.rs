@@ -12,6 +12,16 @@ pub use other::*;
 pub use restore::*;
 pub use schedule::*;
 
+crate::tags_from_meta!(
+    Restore,
+    DeleteBackupRequest,
+    BackupStorageLocation,
+    DownloadRequest,
+    Schedule,
+    k8s_openapi::api::core::v1::Secret,
+    crate::api::NonAdminBackupStorageLocationRequest,
+);
+
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
