@@ -26,7 +26,7 @@ use std::sync::{Arc, LazyLock};
 pub struct NonAdminBackupSpec {
     /// The Velero BackupSpec; the admin policy decides what may be set.
     // Shared: a BackupSpec is 0.7 KiB of mostly empty fields, and the store's copy of a settled NonAdminBackup
-    // (read only to admit it) points at one empty spec for all (`left_out_spec`).
+    // (read only to admit it) points at one empty spec for all (`leave_out_spec`).
     pub backup_spec: Arc<BackupSpec>,
     /// Set to true to delete the Velero backup and its data in object storage, then this object.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]

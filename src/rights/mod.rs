@@ -432,7 +432,13 @@ impl KubeAccess {
             ..Default::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer = api.create(&PostParams::default(), &review).await.map_err(|e| {
+        let mut answer = api.create(&PostParams::default(), &review).await;
+        // A review has no effect: one that never got an answer (a pooled connection the API server had closed) is
+        // sent once more before a user's request is refused for it. An answer of the API server's is final.
+        if matches!(answer, Err(kube::Error::Service(_) | kube::Error::HyperError(_))) {
+            answer = api.create(&PostParams::default(), &review).await;
+        }
+        let answer = answer.map_err(|e| {
             format!(
                 "asking the API server whether {} may {} {}: {e}",
                 who.username,
@@ -737,6 +743,36 @@ mod tests {
                 .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
                 .unwrap(),
         );
+    }
+
+    #[tokio::test]
+    async fn a_review_lost_in_transport_is_sent_once_more() {
+        use hyper::http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let access = KubeAccess::new(kube::Client::new(service, "default"));
+        let server = tokio::spawn(async move {
+            let mut reviews = 0;
+            while let Some((_, send)) = handle.next_request().await {
+                reviews += 1;
+                // Questions 1 and 2 lose their first review on the way; question 2 its second too.
+                if reviews == 1 || reviews == 3 || reviews == 4 {
+                    send.send_error("connection closed before message completed");
+                } else {
+                    let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                      "spec": {}, "status": {"allowed": true}});
+                    reply(send, 201, &body);
+                }
+            }
+            reviews
+        });
+        let who = user("alice");
+        let q = |r: &str| Question::on(&Kind::new("", r, "Secret", &[]), "list", "team-a");
+        assert_eq!(access.ask(&who, &q("secrets")).await, Ok(true));
+        let e = access.ask(&who, &q("configmaps")).await.unwrap_err();
+        assert!(e.contains("connection closed"), "{e}");
+        drop(access);
+        assert_eq!(server.await.unwrap(), 4, "one retry per question, no more");
     }
 
     #[tokio::test]
