@@ -5,7 +5,7 @@ use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -33,18 +33,15 @@ pub struct NonAdminBackupSpec {
     pub delete_backup: bool,
 }
 
-/// The spec of every store copy that left its own out: one allocation for all of them.
-static LEFT_OUT: LazyLock<Arc<BackupSpec>> = LazyLock::new(Default::default);
-
 impl NonAdminBackupSpec {
     /// The store's copy of a settled NonAdminBackup keeps no spec of its own (see `Tenant::leave_out_spec`).
     pub fn leave_out_spec(&mut self) {
-        self.backup_spec = LEFT_OUT.clone();
+        self.backup_spec = crate::velero::empty_backup_spec();
     }
 
     /// Whether the spec was left out: never to be read as the user's.
     pub fn spec_left_out(&self) -> bool {
-        Arc::ptr_eq(&self.backup_spec, &LEFT_OUT)
+        Arc::ptr_eq(&self.backup_spec, &crate::velero::empty_backup_spec())
     }
 }
 

@@ -70,11 +70,9 @@ impl EmptySpec for crate::velero::RestoreSpec {
     }
 }
 
-/// One empty Backup spec for all.
 impl EmptySpec for Arc<crate::velero::BackupSpec> {
     fn empty() -> Self {
-        static EMPTY: std::sync::LazyLock<Arc<crate::velero::BackupSpec>> = std::sync::LazyLock::new(Default::default);
-        EMPTY.clone()
+        crate::velero::empty_backup_spec()
     }
 }
 

@@ -745,12 +745,18 @@ mod tests {
         );
     }
 
+    type MockApi =
+        tower_test::mock::Handle<hyper::http::Request<kube::client::Body>, hyper::http::Response<kube::client::Body>>;
+
+    /// A `KubeAccess` whose API server is the test's: each request comes out of the handle.
+    fn mock_api() -> (KubeAccess, MockApi) {
+        let (service, handle) = tower_test::mock::pair();
+        (KubeAccess::new(kube::Client::new(service, "default")), handle)
+    }
+
     #[tokio::test]
     async fn a_review_lost_in_transport_is_sent_once_more() {
-        use hyper::http::{Request, Response};
-        use kube::client::Body;
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let access = KubeAccess::new(kube::Client::new(service, "default"));
+        let (access, mut handle) = mock_api();
         let server = tokio::spawn(async move {
             let mut reviews = 0;
             while let Some((_, send)) = handle.next_request().await {
@@ -777,10 +783,8 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_askers_of_one_question_cost_one_review_and_failures_are_not_kept() {
-        use hyper::http::{Request, Response};
-        use kube::client::Body;
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let access = Arc::new(KubeAccess::new(kube::Client::new(service, "default")));
+        let (access, mut handle) = mock_api();
+        let access = Arc::new(access);
         // The API server: each SubjectAccessReview answered after a pause (so the askers overlap), the first one
         // with an error, every other one allowed; the count of reviews comes back when the mock is dropped.
         let server = tokio::spawn(async move {
@@ -820,10 +824,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_whole_decision_is_reused_only_for_the_same_user_verb_namespace_and_kinds() {
-        use hyper::http::{Request, Response};
-        use kube::client::Body;
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let access = KubeAccess::new(kube::Client::new(service, "default"));
+        let (access, mut handle) = mock_api();
         // The API server: secrets may not be listed, everything else may; counts the reviews.
         let server = tokio::spawn(async move {
             let mut reviews = 0;

@@ -159,6 +159,13 @@ impl<'de> Deserialize<'de> for Backup {
     }
 }
 
+/// One empty spec for every copy that keeps none of its own (a settled NonAdminBackup's, a Velero Backup's nac
+/// only counts in the queue): one allocation for all of them.
+pub fn empty_backup_spec() -> Arc<BackupSpec> {
+    static EMPTY: std::sync::LazyLock<Arc<BackupSpec>> = std::sync::LazyLock::new(Default::default);
+    EMPTY.clone()
+}
+
 /// Velero BackupSpec: what to back up and how.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
