@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Admission benchmark (tests/admission_bench.rs): NonAdminBackup creates through the API server with no admission,
-# nac's webhooks, nac's mutating webhook only, and in-process CEL policies, interleaved. On a control plane of its
-# own (fake Velero: nothing but the API server matters here), started here and always stopped again.
+# nac's webhook (and variants: two calls, HTTP/1.1, rights off, another build), the least a webhook call costs, and
+# in-process CEL policies, interleaved. On a control plane of its own (fake Velero: nothing but the API server
+# matters here), started here and always stopped again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CLUSTER_DIR=${ADMISSION_CLUSTER_DIR:-$PWD/.cluster-admission}

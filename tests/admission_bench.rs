@@ -7,9 +7,18 @@
 //! - `nac-two-calls`: the same plus a validating webhook call (`/validate/nonadminbackups`), as nac registered
 //!   itself before: what the second call costs;
 //! - `nac-h1`: `nac` with nac offering only HTTP/1.1 (`webhook.http2: false`);
+//! - `nac-rights-off`: `nac` with the policy's `rights.backup: off`;
+//! - `webhook-floor`: nac's validating call alone (no mutation, no patch): the least any webhook costs;
+//! - `none-nac-sized`: no admission, each create sending the object as nac stores it: what storing nac's larger
+//!   object costs without any call;
+//! - `nac-baseline`: `nac` from another build (ADMISSION_BASELINE_BIN=<path to a nac binary>), side by side;
 //! - `cel`: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (in-process CEL) expressing the same tenant
 //!   rules, TTL default and bound, and `includedNamespaces` (what an admin could write instead of nac, without the
 //!   nacuuid, the warnings, the live policy or lookups).
+//!
+//! The order of the configurations rotates by one each round; besides the pooled percentiles, each
+//! configuration's ratio to `cel` within each round is printed as the median over the rounds with its range (the
+//! machine drifts within a run; a ratio within a round is less exposed to it).
 //!
 //! Each configuration is checked to be in effect before it is measured (a probe create shows its mutation), then
 //! warmed up, then ADMISSION_CREATES creates (default 2,000) with ADMISSION_IN_FLIGHT (16) in flight, as a tenant
@@ -95,16 +104,27 @@ enum Config {
     NacH1,
     /// `nac` with the policy's `rights.backup: off` (no SubjectAccessReviews for the requester's rights).
     NacRightsOff,
+    /// The least any webhook costs: nac's validating call alone (no mutation, no patch, no rights check), the
+    /// object stored as sent.
+    Floor,
+    /// `nac` run from another build (ADMISSION_BASELINE_BIN): a change against its parent in one run.
+    Baseline,
+    /// No admission, each create sending the object as nac stores it (its label, finalizer, annotations and
+    /// filled-in fields): what storing nac's larger object costs, without any call.
+    NoneNacSized,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 6] = [
+    const ALL: [Config; 9] = [
         Config::None,
         Config::Nac,
         Config::NacTwoCalls,
         Config::NacH1,
         Config::NacRightsOff,
+        Config::Floor,
+        Config::Baseline,
+        Config::NoneNacSized,
         Config::Cel,
     ];
     fn name(self) -> &'static str {
@@ -114,22 +134,48 @@ impl Config {
             Config::NacTwoCalls => "nac-two-calls",
             Config::NacH1 => "nac-h1",
             Config::NacRightsOff => "nac-rights-off",
+            Config::Floor => "webhook-floor",
+            Config::Baseline => "nac-baseline",
+            Config::NoneNacSized => "none-nac-sized",
             Config::Cel => "cel",
         }
     }
 }
 
 /// The configurations to run: ADMISSION_CONFIGS (comma-separated names), or all. `none`, `nac` and `cel` are
-/// always run, since the ratios are taken against them.
+/// always run, since the ratios are taken against them; `nac-baseline` only with ADMISSION_BASELINE_BIN.
 fn configs() -> Vec<Config> {
-    let Ok(names) = std::env::var("ADMISSION_CONFIGS") else {
-        return Config::ALL.to_vec();
-    };
-    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    let baseline = std::env::var_os("ADMISSION_BASELINE_BIN").is_some();
+    let names = std::env::var("ADMISSION_CONFIGS").ok();
+    let names: Option<Vec<&str>> = names.as_deref().map(|n| n.split(',').map(str::trim).collect());
     Config::ALL
         .into_iter()
-        .filter(|c| matches!(c, Config::None | Config::Nac | Config::Cel) || names.contains(&c.name()))
+        .filter(|c| match c {
+            Config::None | Config::Nac | Config::Cel => true,
+            Config::Baseline => baseline,
+            c => names.as_ref().is_none_or(|n| n.contains(&c.name())),
+        })
         .collect()
+}
+
+/// Round `round`'s order: the list rotated by one per round, so that no configuration always runs right after
+/// another (the API server and etcd grow through a run, and what ran just before leaves work behind).
+fn order(configs: &[Config], round: usize) -> Vec<Config> {
+    let mut v = configs.to_vec();
+    if !v.is_empty() {
+        let k = round % v.len();
+        v.rotate_left(k);
+    }
+    v
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 fn env_usize(k: &str, d: usize) -> usize {
@@ -183,13 +229,13 @@ webhooks:
 
 /// Puts `config` in place and waits until a create shows it is in effect. `h1`: the nac process that offers only
 /// HTTP/1.1.
-async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
+async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, probe: &Api<NonAdminBackup>) {
     delete_webhooks(admin).await;
     delete_cel(admin).await;
     let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
         .delete("nac-bench-validating", &DeleteParams::default())
         .await;
-    let nac = if config == Config::NacH1 { h1 } else { &env.nac };
+    let nac = procs.of(env, config);
     let rights_off = config == Config::NacRightsOff;
     let policy = if rights_off {
         format!("{POLICY}rights: {{backup: off}}\n")
@@ -198,15 +244,22 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
     };
     set_policy(admin, &policy).await.unwrap();
     match config {
-        Config::None => {}
-        Config::Nac | Config::NacH1 | Config::NacRightsOff => register_webhooks(&env.cluster, admin, nac).await,
+        Config::None | Config::NoneNacSized => {}
+        Config::Nac | Config::NacH1 | Config::NacRightsOff | Config::Baseline => {
+            register_webhooks(&env.cluster, admin, nac).await
+        }
         Config::NacTwoCalls => {
             register_webhooks(&env.cluster, admin, nac).await;
             apply_yaml(admin, &second_call(env)).await;
         }
+        Config::Floor => apply_yaml(admin, &second_call(env)).await,
         Config::Cel => apply_yaml(admin, CEL).await,
     }
-    let want = if config == Config::NacH1 { Config::Nac } else { config };
+    let want = match config {
+        Config::NacH1 | Config::Baseline => Config::Nac,
+        Config::NoneNacSized => Config::None,
+        c => c,
+    };
     let rights_mode = |o: &NonAdminBackup| {
         let record = o.annotations().get(nac::rights::BACKUP_RIGHTS_ANNOTATION)?;
         Some(serde_json::from_str::<nac::rights::BackupRights>(record).ok()?.mode)
@@ -234,7 +287,7 @@ async fn configure(env: &Env, h1: &NacProcess, admin: &Client, config: Config, p
                 (true, false, _) => Some(Config::Nac),
                 (true, true, _) => Some(Config::NacTwoCalls),
                 (false, false, true) => Some(Config::Cel),
-                (false, true, _) => None,
+                (false, true, _) => Some(Config::Floor),
             }
         });
         if let Ok(o) = &o {
@@ -267,16 +320,44 @@ async fn validate_calls(nac: &NacProcess) -> f64 {
         .sum()
 }
 
-/// `n` creates, `in_flight` at a time: each call's latency, and the wall time of them all.
-async fn measure(api: &Api<NonAdminBackup>, prefix: &str, n: usize, in_flight: usize) -> (Vec<Duration>, Duration) {
+/// The object nac stored for a plain create (`nab`), as a request: what `none-nac-sized` sends.
+async fn as_nac_stores(env: &Env, procs: &Procs, admin: &Client) -> NonAdminBackup {
+    let (ns, user, _) = new_tenant("adm-template").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    configure(env, procs, admin, Config::Nac, &api).await;
+    let mut o = api.create(&PostParams::default(), &nab("template")).await.unwrap();
+    let m = &mut o.metadata;
+    (
+        m.uid,
+        m.resource_version,
+        m.creation_timestamp,
+        m.managed_fields,
+        m.generation,
+        m.namespace,
+    ) = (None, None, None, None, None, None);
+    o.status = None;
+    o
+}
+
+/// `n` creates, `in_flight` at a time: each call's latency, and the wall time of them all. Each create sends
+/// `template` under its own name.
+async fn measure(
+    api: &Api<NonAdminBackup>,
+    prefix: &str,
+    n: usize,
+    in_flight: usize,
+    template: &NonAdminBackup,
+) -> (Vec<Duration>, Duration) {
     let start = Instant::now();
     let mut lat: Vec<Duration> = futures::stream::iter(0..n)
         .map(|i| {
             let api = api.clone();
             let name = format!("{prefix}{i}");
+            let mut o = template.clone();
+            o.metadata.name = Some(name.clone());
             async move {
                 let t = Instant::now();
-                api.create(&PostParams::default(), &nab(&name))
+                api.create(&PostParams::default(), &o)
                     .await
                     .unwrap_or_else(|e| panic!("create {name}: {e}"));
                 t.elapsed()
@@ -300,6 +381,26 @@ fn cpu_ms(pid: u32) -> Option<f64> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Some(ticks * 1000.0 / hz)
+}
+
+/// The nac processes beside the main one: HTTP/1.1 only, and another build.
+struct Procs {
+    h1: NacProcess,
+    baseline: Option<NacProcess>,
+}
+
+impl Procs {
+    /// The nac process a configuration runs against.
+    fn of<'a>(&'a self, env: &'a Env, config: Config) -> &'a NacProcess {
+        match config {
+            Config::NacH1 => &self.h1,
+            Config::Baseline => self
+                .baseline
+                .as_ref()
+                .expect("nac-baseline runs with ADMISSION_BASELINE_BIN"),
+            _ => &env.nac,
+        }
+    }
 }
 
 /// The processes whose CPU time a run is charged with: where the time of a create goes.
@@ -398,36 +499,59 @@ async fn admission_configurations_side_by_side() {
         },
     );
     h1.wait_ready().await;
-    let (cpu, cpu_h1) = (Cpu::new(&env, &env.nac), Cpu::new(&env, &h1));
+    // Another build of nac beside this one (its parent, say), registered the same way.
+    let baseline = std::env::var("ADMISSION_BASELINE_BIN").ok().map(|bin| {
+        NacProcess::spawn(
+            &env.cluster,
+            NacOptions {
+                controllers: false,
+                extra_env: [info(), vec![("NAC_E2E_BIN".into(), bin)]].concat(),
+                ..Default::default()
+            },
+        )
+    });
+    if let Some(b) = &baseline {
+        b.wait_ready().await;
+    }
+    let procs = Procs { h1, baseline };
+    let plain = nab("template");
+    let sized = if configs().contains(&Config::NoneNacSized) {
+        as_nac_stores(&env, &procs, &admin).await
+    } else {
+        plain.clone()
+    };
     let mut all: Vec<(Config, Vec<Duration>, Duration)> = Vec::new();
+    // p50 and p99 per configuration and round, for the ratios within each round.
+    let mut per_round: Vec<(usize, Config, f64, f64)> = Vec::new();
     // CPU ms per create, summed over rounds, per configuration and process.
     let mut spent: Vec<(Config, Vec<f64>)> = configs().iter().map(|c| (*c, vec![0.0; 4])).collect();
-    println!("{n} creates per run, {in_flight} in flight, {rounds} rounds; configurations interleaved");
+    println!("{n} creates per run, {in_flight} in flight, {rounds} rounds; configurations interleaved, the order rotated each round");
     println!("| round | configuration | p50 ms | p99 ms | creates/s |");
     println!("|---|---|---|---|---|");
     for round in 0..rounds {
-        for config in configs() {
+        for config in order(&configs(), round) {
             let (ns, user, _) = new_tenant(&format!("adm-{}-{round}", config.name())).await;
             let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
-            configure(&env, &h1, &admin, config, &api).await;
-            measure(&api, "warm-", 200, in_flight).await;
-            let cpu = if config == Config::NacH1 { &cpu_h1 } else { &cpu };
+            configure(&env, &procs, &admin, config, &api).await;
+            let template = if config == Config::NoneNacSized { &sized } else { &plain };
+            measure(&api, "warm-", 200, in_flight, template).await;
+            let cpu = Cpu::new(&env, procs.of(&env, config));
             let before = cpu.sample();
-            let perf = perf_start(cpu, &format!("{}-{round}", config.name()));
-            let (lat, wall) = measure(&api, "b-", n, in_flight).await;
+            let perf = perf_start(&cpu, &format!("{}-{round}", config.name()));
+            let (lat, wall) = measure(&api, "b-", n, in_flight, template).await;
             perf_stop(perf);
             let after = cpu.sample();
             let slot = &mut spent.iter_mut().find(|s| s.0 == config).unwrap().1;
             for (i, (a, b)) in after.iter().zip(&before).enumerate() {
                 slot[i] += (a - b) / n as f64;
             }
+            let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
             println!(
-                "| {round} | {} | {:.1} | {:.1} | {:.0} |",
+                "| {round} | {} | {p50:.1} | {p99:.1} | {:.0} |",
                 config.name(),
-                pct(&lat, 0.5),
-                pct(&lat, 0.99),
                 n as f64 / wall.as_secs_f64()
             );
+            per_round.push((round, config, p50, p99));
             all.push((config, lat, wall));
         }
     }
@@ -454,7 +578,12 @@ async fn admission_configurations_side_by_side() {
     println!("\nCPU per create, ms (average over rounds; a 2-core machine: the sum bounds creates/s):");
     println!(
         "| configuration | {} | total |",
-        cpu.procs.iter().map(|p| p.0).collect::<Vec<_>>().join(" | ")
+        Cpu::new(&env, &env.nac)
+            .procs
+            .iter()
+            .map(|p| p.0)
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
     println!("|---|---|---|---|---|---|");
     for (c, ms) in &spent {
@@ -475,6 +604,33 @@ async fn admission_configurations_side_by_side() {
     );
     for (c, p50, p99) in &summary {
         println!("  {}: {:.2}x, {:.2}x", c.name(), p50 / cel.1, p99 / cel.2);
+    }
+    // Each round's configurations ran minutes apart at most, against the same cluster: a ratio within a round is
+    // less exposed to the machine's drift than the pooled one. Their median over the rounds, and the spread.
+    println!("\nAgainst cel within each round (median over {rounds} rounds [min, max]), p50 and p99:");
+    for c in configs() {
+        let ratios = |col: fn(&(usize, Config, f64, f64)) -> f64| -> Vec<f64> {
+            (0..rounds)
+                .filter_map(|r| {
+                    let of = |k: Config| per_round.iter().find(|x| x.0 == r && x.1 == k);
+                    Some(col(of(c)?) / col(of(Config::Cel)?))
+                })
+                .collect()
+        };
+        let (a, b) = (ratios(|x| x.2), ratios(|x| x.3));
+        let span = |v: &[f64]| {
+            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("[{min:.2}, {max:.2}]")
+        };
+        println!(
+            "  {}: {:.2}x {}, {:.2}x {}",
+            c.name(),
+            median(a.clone()),
+            span(&a),
+            median(b.clone()),
+            span(&b)
+        );
     }
     delete_cel(&admin).await;
     let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())

@@ -281,11 +281,27 @@ async fn users_reach_nothing_outside_their_namespace() {
     let _ = ns;
 }
 
-/// The exclusions recorded on a created NonAdminBackup.
-fn excluded(n: &NonAdminBackup) -> Vec<String> {
-    let record: Value =
-        serde_json::from_str(&n.metadata.annotations.as_ref().unwrap()[nac::rights::BACKUP_RIGHTS_ANNOTATION]).unwrap();
-    serde_json::from_value(record["excluded"].clone()).unwrap()
+/// Creates a NonAdminBackup with `spec` as `client` would through kubectl, and returns the warnings the API server
+/// passed on (kube's typed calls drop them).
+async fn create_warned(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<String> {
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": spec}
+    }))
+    .unwrap();
+    let req = axum::http::Request::post(format!(
+        "/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminbackups"
+    ))
+    .header("content-type", "application/json")
+    .body(kube::client::Body::from(body))
+    .unwrap();
+    let resp = client.send(req).await.unwrap();
+    assert!(resp.status().is_success(), "create {name}: {}", resp.status());
+    resp.headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -297,31 +313,33 @@ async fn a_revoked_right_is_applied_to_backups_within_the_cache_lifetime() {
     ensure_namespace(&admin, &ns).await;
     let user = format!("user-{ns}");
     grant_editor(&admin, &ns, &user).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(c.as_user(&user).await, &ns);
-    // A namespace owner may list Secrets: nothing of theirs is left out.
-    let first = nabs
-        .create(&PostParams::default(), &nab("first", json!({})))
-        .await
-        .unwrap();
-    assert!(
-        !excluded(&first).contains(&"secrets".to_string()),
-        "{:?}",
-        excluded(&first)
-    );
+    let client = c.as_user(&user).await;
+    let kinds = ["secrets", "configmaps", "deployments.apps"];
+    let spec = json!({ "includedResources": kinds });
+    // A namespace owner may list all three: nothing of theirs is left out.
+    let first = create_warned(&client, &ns, "first", spec.clone()).await;
+    assert!(!first.iter().any(|w| w.contains("left out")), "{first:?}");
     // Ownership revoked: only the backup role remains.
     Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)
         .delete(&format!("{user}-admin"), &Default::default())
         .await
         .unwrap();
     tokio::time::sleep(nac::rights::CACHE_TTL + Duration::from_secs(1)).await;
-    let second = nabs
-        .create(&PostParams::default(), &nab("second", json!({})))
-        .await
-        .unwrap();
-    let left_out = excluded(&second);
-    for kind in ["secrets", "configmaps", "deployments.apps"] {
-        assert!(left_out.contains(&kind.to_string()), "{kind} not in {left_out:?}");
+    let second = create_warned(&client, &ns, "second", spec).await;
+    let left_out = second.iter().find(|w| w.contains("left out of the backup")).cloned();
+    let left_out = left_out.unwrap_or_else(|| panic!("no left-out warning: {second:?}"));
+    for kind in kinds {
+        assert!(left_out.contains(kind), "{kind} not in {left_out}");
     }
-    // The first keeps its own record.
-    assert_eq!(excluded(&nabs.get("first").await.unwrap()), excluded(&first));
+    // Both record who asked and the mode; the kinds are decided again when each Velero Backup is made.
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client, &ns);
+    for name in ["first", "second"] {
+        let n = nabs.get(name).await.unwrap();
+        let annotations = n.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations[nac::rights::BACKUP_RIGHTS_ANNOTATION],
+            r#"{"mode":"exclude"}"#
+        );
+        assert!(annotations[nac::rights::REQUESTER_ANNOTATION].contains(&user));
+    }
 }

@@ -5,6 +5,7 @@
 //! same objects held whole. The scale run (BENCHMARKS.md §3) measures the process at 10,000.
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use nac::api::{NonAdminBackup, NonAdminBackupSpec};
 use nac::controller::backup::{mirrored, velero_backup_for, BackupView};
 use nac::controller::status::created;
@@ -132,7 +133,9 @@ fn pair(i: usize) -> (String, String) {
     let name = format!("b{}", i % 10);
     let uuid = format!("0d0b7b2c-ee76-412d-a867-{i:012}");
     let nacuuid = nacuuid_with(&ns, &name, &uuid);
-    let rights = json!({"mode": "exclude", "excluded": unreadable_kinds()}).to_string();
+    // The record is the mode alone; the Velero Backup leaves out the kinds the reconciler found unreadable.
+    let rights = json!({"mode": "exclude"}).to_string();
+    let listed = json!({"mode": "exclude", "excluded": unreadable_kinds()}).to_string();
     let requester =
         json!({"username": format!("user-{ns}"), "uid": "", "groups": ["system:authenticated"]}).to_string();
     let mut nab = NonAdminBackup::new(
@@ -147,7 +150,11 @@ fn pair(i: usize) -> (String, String) {
         (nac::rights::REQUESTER_ANNOTATION.to_string(), requester),
         (nac::rights::BACKUP_RIGHTS_ANNOTATION.to_string(), rights),
     ]));
-    let mut vb: Backup = velero_backup_for(&nab, &nacuuid, VELERO_NS, &Policy::default()).unwrap();
+    let mut decided = nab.clone();
+    decided
+        .annotations_mut()
+        .insert(nac::rights::BACKUP_RIGHTS_ANNOTATION.to_string(), listed);
+    let mut vb: Backup = velero_backup_for(&decided, &nacuuid, VELERO_NS, &Policy::default()).unwrap();
     let mut v = serde_json::to_value(&vb).unwrap();
     v["metadata"]["uid"] = json!(format!("6a1e5c1e-0000-4000-8000-{i:012}"));
     v["metadata"]["resourceVersion"] = json!(format!("{}", 100_000 + i));

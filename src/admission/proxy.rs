@@ -526,9 +526,13 @@ async fn backup_rights(
     namespace: &str,
     spec: &Map<String, Value>,
 ) -> Result<(BackupRights, Option<String>), (String, String)> {
-    let record = |excluded| BackupRights { mode, excluded };
+    // The kinds are not recorded (see `BackupRights`): the reconciler decides them again with the same answers.
+    let record = BackupRights {
+        mode,
+        excluded: Vec::new(),
+    };
     if mode == RightsMode::Off {
-        return Ok((record(Vec::new()), None));
+        return Ok((record, None));
     }
     let field = format!("{path}.includedResources");
     let what = kind.kind();
@@ -551,7 +555,7 @@ async fn backup_rights(
         .await
         .map_err(fail)?;
     if denied.is_empty() {
-        return Ok((record(denied), None));
+        return Ok((record, None));
     }
     let list = denied.join(", ");
     match mode {
@@ -565,18 +569,18 @@ async fn backup_rights(
         )),
         _ => {
             let warning = left_out_warning(path, &denied, &who.username, namespace);
-            Ok((record(denied), Some(warning)))
+            Ok((record, Some(warning)))
         }
     }
 }
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
-/// controllers' kinds): it names a few, the record all of them.
+/// controllers' kinds): it names a few; the Velero Backup's spec, mirrored in the status, lists them all.
 fn left_out_warning(path: &str, denied: &[String], user: &str, namespace: &str) -> String {
     const SHOWN: usize = 6;
     let shown = if denied.len() > SHOWN {
         format!(
-            "{} and {} more kinds (annotation {BACKUP_RIGHTS_ANNOTATION} lists them all)",
+            "{} and {} more kinds (status.veleroBackup.spec lists them all once the backup is made)",
             denied[..SHOWN].join(", "),
             denied.len() - SHOWN
         )
@@ -786,7 +790,9 @@ mod tests {
         let kinds: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
         let w = left_out_warning("spec.backupSpec", &kinds, "alice", "team-a");
         assert!(
-            w.starts_with("spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds (annotation"),
+            w.starts_with(
+                "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds (status.veleroBackup.spec lists them all"
+            ),
             "{w}"
         );
         assert!(

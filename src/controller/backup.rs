@@ -369,10 +369,11 @@ pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String
     Ok(nacuuid)
 }
 
-/// The webhook recorded what the requester could read at creation; nac asks again before the Velero Backup is
-/// made (answers are shared with the webhook's cache, so right after admission this costs no request). A record
-/// written by hand, with nac's mutating webhook bypassed, cannot widen a backup: kinds the requester may not list
-/// now are left out as well (or the backup is refused), under the stricter of the recorded and the current mode.
+/// The webhook checked what the requester could read at creation and recorded who they are and the mode; nac asks
+/// again before the Velero Backup is made (answers are shared with the webhook's cache, so right after admission
+/// this costs no request) and leaves out the kinds the requester may not list now (or refuses the backup), under
+/// the stricter of the recorded and the current mode. A record written by hand, with nac's mutating webhook
+/// bypassed, cannot widen a backup.
 pub async fn recheck_rights(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     kind: &str,
@@ -381,10 +382,10 @@ pub async fn recheck_rights(
     ctx: &Ctx,
 ) -> Result<Result<(), String>, Error> {
     use crate::rights::{backup_kinds, exclude, unreadable, BackupRights, Requester, RightsMode};
-    let recorded = BackupRights::of(meta.annotations.as_ref())
-        .ok()
-        .flatten()
-        .map(|r| r.mode);
+    let record = BackupRights::of(meta.annotations.as_ref()).ok().flatten();
+    // Records written before the kinds were decided here listed them: finding more is then worth a warning.
+    let listed = record.as_ref().is_some_and(|r| !r.excluded.is_empty());
+    let recorded = record.map(|r| r.mode);
     let strictness = |m: RightsMode| match m {
         RightsMode::Off => 0,
         RightsMode::Exclude => 1,
@@ -425,7 +426,11 @@ pub async fn recheck_rights(
     if more.is_empty() {
         return Ok(Ok(()));
     }
-    tracing::warn!(object = %key, kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
+    if listed {
+        tracing::warn!(object = %key, kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
+    } else {
+        tracing::debug!(object = %key, kinds = more.len(), "kinds the requester may not list left out");
+    }
     if mode == RightsMode::Deny {
         return Ok(Err(format!(
             "{kind} refused: {} may not list {} in namespace {ns} (policy rights.backup: deny)",
@@ -450,8 +455,8 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
     recorded_spec(outcome.spec, &nab.metadata, NAB.kind, "spec.backupSpec", policy)
 }
 
-/// An admitted BackupSpec with the requester's rights as decided at admission (whatever the policy says now)
-/// and nac's exclusions applied. None recorded means the object did not pass nac's webhook, and then only a
+/// An admitted BackupSpec with the rights record applied (the kinds listed in records written before 2026-11-26;
+/// [`recheck_rights`] decides the rest) and nac's exclusions. None recorded means the object did not pass nac's webhook, and then only a
 /// policy that does not check rights lets it through.
 pub fn recorded_spec(
     mut spec: serde_json::Map<String, Value>,

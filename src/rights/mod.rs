@@ -1,6 +1,7 @@
 //! A backup never reads more than its requester could: the resource kinds a NonAdminBackup would include are
 //! checked against the requesting user's own rights (SubjectAccessReview, `list` in the namespace) when it is
-//! created, and the decision is recorded on the object for the reconciler to apply.
+//! created (a warning names what is left out, or the create is refused), and again when its Velero Backup is
+//! made, which leaves out what the requester may not list then. The object records who asked and the mode.
 //!
 //! Velero reads with its own cluster-wide rights; without this, a user who may create NonAdminBackups but not
 //! read Secrets would get the namespace's Secrets into a bucket they control.
@@ -73,12 +74,18 @@ impl Requester {
     }
 }
 
-/// The decision recorded on a NonAdminBackup: the mode it was made under and the kinds left out.
+/// The decision recorded on a NonAdminBackup: the mode it was made under (and, in records nac wrote before
+/// 2026-11-26, the kinds left out at admission, still applied).
+///
+/// The kinds are not recorded: the reconciler asks again when it makes the Velero Backup (whose spec, mirrored in
+/// the NonAdminBackup's status, lists them), and the list was most of what nac stored on every object — some 60
+/// kinds a namespace user may not read are common — which every create paid for in the API server and etcd
+/// (BENCHMARKS.md §5).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackupRights {
     pub mode: RightsMode,
     /// Kinds as Velero names them in resource filters (`secrets`, `roles.rbac.authorization.k8s.io`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excluded: Vec<String>,
 }
 
@@ -874,6 +881,17 @@ mod tests {
         let a = BTreeMap::from([(BACKUP_RIGHTS_ANNOTATION.to_string(), serde_json::to_string(&r).unwrap())]);
         assert_eq!(BackupRights::of(Some(&a)).unwrap(), Some(r));
         assert_eq!(BackupRights::of(None).unwrap(), None);
+        // What nac records now: the mode alone (the kinds are decided when the Velero Backup is made).
+        let mode_only = BackupRights {
+            mode: RightsMode::Exclude,
+            excluded: Vec::new(),
+        };
+        assert_eq!(serde_json::to_string(&mode_only).unwrap(), r#"{"mode":"exclude"}"#);
+        let a = BTreeMap::from([(
+            BACKUP_RIGHTS_ANNOTATION.to_string(),
+            r#"{"mode":"exclude"}"#.to_string(),
+        )]);
+        assert_eq!(BackupRights::of(Some(&a)).unwrap(), Some(mode_only));
         let bad = BTreeMap::from([(BACKUP_RIGHTS_ANNOTATION.to_string(), "{\"mode\":\"all\"}".to_string())]);
         assert!(BackupRights::of(Some(&bad)).is_err());
     }
