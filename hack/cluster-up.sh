@@ -20,6 +20,7 @@
 #      VELERO_VERSION    default v1.18.1
 #      BIN_DIR           binaries (default <repo>/bin; missing ones are built)
 #      READY_TIMEOUT     seconds to wait for /readyz (default 60)
+#      APISERVER_PROFILING  true: the API server serves /debug/pprof (CPU profiles for the admission bench)
 #
 # Writes, under $CLUSTER_DIR:
 #   env               shell-sourceable: `. .cluster/env` exports KUBECONFIG etc.
@@ -351,7 +352,7 @@ start_apiserver() {
 		--service-account-signing-key-file="$PKI/sa.key" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
 		--allow-privileged=false \
-		--profiling=false \
+		--profiling="${APISERVER_PROFILING:-false}" \
 		--v=1 \
 		</dev/null >"$CLUSTER_DIR/kube-apiserver.log" 2>&1 &
 	APISERVER_PID=$!

@@ -783,10 +783,7 @@ async fn a_backup_leaves_out_what_its_requester_may_not_read_and_records_who_ask
     ));
     let review = as_user("broken", json!({}));
     let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
-    assert_eq!(
-        record(&patched_object(&review, &out)),
-        json!({"mode": "off"})
-    );
+    assert_eq!(record(&patched_object(&review, &out)), json!({"mode": "off"}));
 
     // The records are nac's: a supplied requester is replaced, and refused when it reaches validation.
     assert!(matches!(
