@@ -456,8 +456,8 @@ pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<Backu
 }
 
 /// An admitted BackupSpec with the rights record applied (the kinds listed in records written before 2026-11-26;
-/// [`recheck_rights`] decides the rest) and nac's exclusions. None recorded means the object did not pass nac's webhook, and then only a
-/// policy that does not check rights lets it through.
+/// [`recheck_rights`] decides the rest) and nac's exclusions. None recorded means the object did not pass nac's
+/// webhook, and then only a policy that does not check rights lets it through.
 pub fn recorded_spec(
     mut spec: serde_json::Map<String, Value>,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
