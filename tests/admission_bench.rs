@@ -11,6 +11,7 @@
 //! - `webhook-floor`: nac's validating call alone (no mutation, no patch): the least any webhook costs;
 //! - `none-nac-sized`: no admission, each create sending the object as nac stores it: what storing nac's larger
 //!   object costs without any call;
+//! - `cel-mutation-and-floor`: `cel`'s MutatingAdmissionPolicy with nac's validating call (no patch from nac);
 //! - `nac-baseline`: `nac` from another build (ADMISSION_BASELINE_BIN=<path to a nac binary>), side by side;
 //! - `cel`: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (in-process CEL) expressing the same tenant
 //!   rules, TTL default and bound, and `includedNamespaces` (what an admin could write instead of nac, without the
@@ -112,11 +113,14 @@ enum Config {
     /// No admission, each create sending the object as nac stores it (its label, finalizer, annotations and
     /// filled-in fields): what storing nac's larger object costs, without any call.
     NoneNacSized,
+    /// The fill-ins as the in-process MutatingAdmissionPolicy of `cel` and nac's validating call alone: what a
+    /// create would cost if nac rendered its mutation as a policy and kept its call for the checks.
+    MapAndFloor,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 9] = [
+    const ALL: [Config; 10] = [
         Config::None,
         Config::Nac,
         Config::NacTwoCalls,
@@ -125,6 +129,7 @@ impl Config {
         Config::Floor,
         Config::Baseline,
         Config::NoneNacSized,
+        Config::MapAndFloor,
         Config::Cel,
     ];
     fn name(self) -> &'static str {
@@ -137,6 +142,7 @@ impl Config {
             Config::Floor => "webhook-floor",
             Config::Baseline => "nac-baseline",
             Config::NoneNacSized => "none-nac-sized",
+            Config::MapAndFloor => "cel-mutation-and-floor",
             Config::Cel => "cel",
         }
     }
@@ -253,6 +259,11 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
             apply_yaml(admin, &second_call(env)).await;
         }
         Config::Floor => apply_yaml(admin, &second_call(env)).await,
+        Config::MapAndFloor => {
+            // The MutatingAdmissionPolicy and its binding: the first two documents of CEL.
+            apply_yaml(admin, &CEL.split("\n---\n").take(2).collect::<Vec<_>>().join("\n---\n")).await;
+            apply_yaml(admin, &second_call(env)).await;
+        }
         Config::Cel => apply_yaml(admin, CEL).await,
     }
     let want = match config {
@@ -287,7 +298,8 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
                 (true, false, _) => Some(Config::Nac),
                 (true, true, _) => Some(Config::NacTwoCalls),
                 (false, false, true) => Some(Config::Cel),
-                (false, true, _) => Some(Config::Floor),
+                (false, true, true) => Some(Config::MapAndFloor),
+                (false, true, false) => Some(Config::Floor),
             }
         });
         if let Ok(o) = &o {
