@@ -4,13 +4,35 @@ include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: build release install-plugin test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
+.PHONY: image image-rootfs node-up e2e-node build release install-plugin test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
 
 release:
 	$(CARGO) build --release --bins
+
+# nac's container image, built offline from the release build as an OCI archive (no registry, no daemon):
+# target/image/nac-<version>.tar, named localhost/nac:<version> (the chart's default). Reproducible: the same
+# commit gives the same digest. Push it with `skopeo copy oci-archive:target/image/nac-<version>.tar
+# docker://REGISTRY/nac:<version>`; load it with `ctr images import` / `podman load` / `docker load`.
+image: release
+	hack/images.sh nac
+
+# The same image's root filesystem in target/image/rootfs: the build context of the Containerfile, for admins
+# who build with their own tooling (`podman build -f Containerfile target/image/rootfs`).
+image-rootfs: release
+	hack/images.sh rootfs
+
+# The local environment with a real node (root only): containerd, kubelet, kube-proxy, kube-scheduler, pod
+# networking, Velero and its node agent in pods. `make cluster-down` stops it and restores the machine.
+node-up:
+	NODE=1 $(MAKE) --no-print-directory cluster-up
+
+# End-to-end tests that need the node: nac installed by Helm from its image, file-system backup of volume data,
+# leader failover, helm upgrade and uninstall (tests/e2e_node.rs), against `make node-up` in $(CLUSTER_DIR).
+e2e-node: image
+	$(CARGO) test --features e2e --test e2e_node -- --test-threads=1
 
 # The kubectl plugin for namespace users (`kubectl nac ...`), installed into cargo's bin directory (on PATH).
 install-plugin:
@@ -45,7 +67,7 @@ e2e-velero:
 # The local environment (control plane, real Velero and S3 server) plus nac with the strict example policy and a
 # demo tenant, in the foreground until Ctrl-C, with a printed walkthrough.
 run:
-	hack/run.sh
+	RUN_PARENT_PID=$$PPID hack/run.sh
 
 bench:
 	$(CARGO) bench --bench policy

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the local environment started by hack/cluster-up.sh: Velero and the S3
+# Stops the local environment started by hack/cluster-up.sh: the node (NODE=1), Velero and the S3
 # server, kube-controller-manager, then the API server (it hangs on shutdown
 # once etcd is gone), then etcd. Waits for each to exit, SIGKILLs after a
 # timeout, and leaves no process of this cluster behind.
@@ -32,6 +32,12 @@ if [[ -f $ENV_FILE ]]; then
 fi
 
 status=0
+# A node first, while the API server runs: its pods are deleted (the kubelet unmounts their volumes and removes
+# their networks), then its processes are stopped and the machine state it changed is restored.
+if [[ -f $ENV_FILE && $(sed -n 's/^export NODE=//p' "$ENV_FILE" | tail -n 1) == 1 ]] ||
+	[[ -f /run/nac-node.owner && $(cat /run/nac-node.owner) == "$CLUSTER_DIR" ]]; then
+	"$NAC_ROOT/hack/node-up.sh" --stop || status=1
+fi
 # The recorded pids, then any other server still naming this directory
 # (an env file lost or overwritten by a failed start). Velero first: it writes
 # to the bucket and the API server until it stops.

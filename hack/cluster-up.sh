@@ -7,6 +7,11 @@
 #
 # VELERO_MODE=real (default): Velero and versitygw run; the default
 #   BackupStorageLocation points at the local bucket and Velero validates it.
+# NODE=1 (root only): a real node too (hack/node-up.sh: containerd, kubelet, kube-proxy, kube-scheduler, pod
+#   networking on the bridge cni0 with the node address 10.244.0.1). The API server binds to the node address
+#   (pods reach it through the `kubernetes` Service), and Velero runs as an admin installs it: the server as
+#   the Deployment `velero` and the node agent as a DaemonSet, from images built here (hack/images.sh), with
+#   the S3 server on the node address. One such environment per machine.
 # VELERO_MODE=fake: no Velero runs; the default BSL is given a written
 #   status Available, and tests play Velero by patching Velero objects (for
 #   what a real Velero cannot be made to do on demand: queue races, failures).
@@ -17,9 +22,10 @@
 # env: CLUSTER_DIR       state directory (default <repo>/.cluster)
 #      VELERO_MODE       real (default) or fake
 #      VELERO_NAMESPACE  default openshift-adp
-#      VELERO_VERSION    default v1.18.1
+#      VELERO_VERSION    default v1.18.3
 #      BIN_DIR           binaries (default <repo>/bin; missing ones are built)
 #      READY_TIMEOUT     seconds to wait for /readyz (default 60)
+#      NODE              1: start a real node (see above); default 0
 #      APISERVER_PROFILING  true: the API server serves /debug/pprof (CPU profiles for the admission bench)
 #
 # Writes, under $CLUSTER_DIR:
@@ -41,8 +47,13 @@ set -euo pipefail
 VELERO_NAMESPACE=${VELERO_NAMESPACE:-openshift-adp}
 VELERO_MODE=${VELERO_MODE:-real}
 case $VELERO_MODE in real | fake) ;; *) die "VELERO_MODE must be real or fake, not '$VELERO_MODE'" ;; esac
-VELERO_VERSION=${VELERO_VERSION:-v1.18.1}
+VELERO_VERSION=${VELERO_VERSION:-v1.18.3}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
+NODE=${NODE:-0}
+case $NODE in 0 | 1) ;; *) die "NODE must be 0 or 1, not '$NODE'" ;; esac
+# Where the API server listens: loopback, or the node address that pods reach too.
+API_HOST=127.0.0.1
+[[ $NODE == 1 ]] && API_HOST=10.244.0.1
 SERVICE_CIDR=10.0.0.0/24
 PKI=$CLUSTER_DIR/pki
 ENV_FILE=$CLUSTER_DIR/env
@@ -151,8 +162,10 @@ new_cert() {
 	umask 077
 	new_ca "$PKI" nac-test-ca
 	new_cert "$PKI" "$PKI/apiserver" /CN=kube-apiserver serverAuth \
-		"IP:127.0.0.1,IP:::1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+		"IP:127.0.0.1,IP:::1,DNS:localhost,IP:10.0.0.1,IP:10.244.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	new_cert "$PKI" "$PKI/admin" "/O=system:masters/CN=admin" clientAuth
+	# The API server's client certificate towards kubelets (logs, exec, port-forward).
+	new_cert "$PKI" "$PKI/apiserver-kubelet-client" "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 	if [[ ! -s $PKI/sa.key || ! -s $PKI/sa.pub ]]; then
 		openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PKI/sa.key" 2>/dev/null
 		openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -197,6 +210,7 @@ started_ok=false
 on_exit() {
 	if ! $started_ok; then
 		[[ -f $ENV_FILE ]] && "$NAC_ROOT/hack/velero-up.sh" --stop 2>/dev/null
+		[[ $NODE == 1 ]] && "$NAC_ROOT/hack/node-up.sh" --stop
 		[[ -n $KCM_PID ]] && stop_pid kube-controller-manager "$KCM_PID" 20
 		[[ -n $APISERVER_PID ]] && stop_pid kube-apiserver "$APISERVER_PID" 20
 		[[ -n $ETCD_PID ]] && stop_pid etcd "$ETCD_PID" 10
@@ -215,7 +229,9 @@ write_env() {
 			"CLUSTER_DIR=$CLUSTER_DIR" \
 			"KUBECONFIG=$KUBECONFIG_FILE" \
 			"KUBECTL=$KUBECTL" \
-			"KUBE_APISERVER_URL=https://127.0.0.1:$APISERVER_PORT" \
+			"KUBE_APISERVER_URL=https://$API_HOST:$APISERVER_PORT" \
+			"API_HOST=$API_HOST" \
+			"NODE=$NODE" \
 			"APISERVER_PORT=$APISERVER_PORT" \
 			"APISERVER_PID=$APISERVER_PID" \
 			"APISERVER_LOG=$CLUSTER_DIR/kube-apiserver.log" \
@@ -258,7 +274,7 @@ write_kubeconfig() {
 			clusters:
 			- name: nac-test
 			  cluster:
-			    server: https://127.0.0.1:$APISERVER_PORT
+			    server: https://$API_HOST:$APISERVER_PORT
 			    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
 			users:
 			- name: admin
@@ -337,21 +353,30 @@ wait_serving() {
 
 # start_apiserver: 0 when /readyz is ok, 2 when its port was taken, 1 otherwise.
 start_apiserver() {
+	# With a node: the `kubernetes` Service's endpoint is published (pods reach the API server by it), and the
+	# API server talks to the kubelet (logs, exec). Without: no endpoint anything could reach.
+	local node_flags=(--endpoint-reconciler-type=none --allow-privileged=false)
+	[[ $NODE == 1 ]] && node_flags=(
+		--allow-privileged=true
+		--kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
+		--kubelet-client-key="$PKI/apiserver-kubelet-client.key"
+		--kubelet-certificate-authority="$PKI/ca.crt"
+		--kubelet-preferred-address-types=InternalIP
+	)
 	setsid "$BIN_DIR/kube-apiserver" \
-		--bind-address=127.0.0.1 \
+		--bind-address="$API_HOST" \
 		--secure-port="$APISERVER_PORT" \
-		--advertise-address=127.0.0.1 \
-		--endpoint-reconciler-type=none \
+		--advertise-address="$API_HOST" \
+		"${node_flags[@]}" \
 		--etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
 		--tls-cert-file="$PKI/apiserver.crt" \
 		--tls-private-key-file="$PKI/apiserver.key" \
 		--client-ca-file="$PKI/ca.crt" \
 		--authorization-mode=Node,RBAC \
-		--service-account-issuer="https://127.0.0.1:$APISERVER_PORT" \
+		--service-account-issuer="https://$API_HOST:$APISERVER_PORT" \
 		--service-account-key-file="$PKI/sa.pub" \
 		--service-account-signing-key-file="$PKI/sa.key" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
-		--allow-privileged=false \
 		--profiling="${APISERVER_PROFILING:-false}" \
 		--v=1 \
 		</dev/null >"$CLUSTER_DIR/kube-apiserver.log" 2>&1 &
@@ -364,6 +389,9 @@ start_apiserver() {
 # Deployment/ReplicaSet controllers (pods are created and stay Pending: no scheduler, no kubelet) and the
 # ServiceAccount controllers, as the admin of the kubeconfig.
 start_kcm() {
+	# Without a node, the controllers for nodes and volumes have nothing to do.
+	local controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-taint-eviction-controller'
+	[[ $NODE == 1 ]] && controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route'
 	setsid "$BIN_DIR/kube-controller-manager" \
 		--kubeconfig="$KUBECONFIG_FILE" \
 		--authentication-kubeconfig="$KUBECONFIG_FILE" \
@@ -378,7 +406,7 @@ start_kcm() {
 		--cluster-signing-cert-file="$PKI/ca.crt" \
 		--cluster-signing-key-file="$PKI/ca.key" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
-		--controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ephemeral-volume,-taint-eviction-controller' \
+		--controllers="$controllers" \
 		--profiling=false \
 		--v=1 \
 		</dev/null >"$CLUSTER_DIR/kube-controller-manager.log" 2>&1 &
@@ -400,7 +428,7 @@ if $restart_apiserver; then
 	. "$ENV_FILE"
 	stop_pid kube-apiserver "$APISERVER_PID" 20
 	sleep "${RESTART_DOWN_SECS:-2}"
-	log "restarting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+	log "restarting kube-apiserver on https://$API_HOST:$APISERVER_PORT"
 	rc=0
 	start_apiserver || rc=$?
 	((rc == 0)) || fail_with_log kube-apiserver "$CLUSTER_DIR/kube-apiserver.log"
@@ -410,6 +438,7 @@ if $restart_apiserver; then
 	exit 0
 fi
 
+[[ $NODE == 1 ]] && "$NAC_ROOT/hack/node-up.sh" --network
 for _ in 1 2 3; do
 	read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT < <(free_ports 3)
 	log "starting etcd on 127.0.0.1:$ETCD_CLIENT_PORT (peer $ETCD_PEER_PORT)"
@@ -423,7 +452,7 @@ for _ in 1 2 3; do
 
 	write_kubeconfig
 	write_env
-	log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+	log "starting kube-apiserver on https://$API_HOST:$APISERVER_PORT"
 	rc=0
 	start_apiserver || rc=$?
 	if ((rc == 2)); then
@@ -450,6 +479,7 @@ done
 [[ -n $KCM_PID ]] || die "could not find a free port for kube-controller-manager after 3 attempts"
 write_env
 log "kube-controller-manager ready (pid $KCM_PID)"
+if [[ $NODE == 1 ]]; then "$NAC_ROOT/hack/node-up.sh"; fi
 
 # --- Velero -----------------------------------------------------------------
 kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # `make run`: a local environment (control plane, real Velero and S3 server; or the cluster KUBECONFIG points
 # at, which must run Velero), nac's CRDs, the strict example policy, a demo tenant with a small application, and
-# nac itself in the foreground, with a walkthrough of a backup and a restore by the namespace user. Ctrl-C stops
-# nac and the environment it started.
+# nac itself, with a walkthrough of a backup and a restore by the namespace user. Ctrl-C stops nac and the
+# environment it started.
+#
+# As root (RUN_NODE=1, the default for root): nac as it ships. A real node runs beside the control plane,
+# Velero's server and node agent run in pods, nac's image is built (`make image`) and installed with
+# `helm install` (2 replicas, webhooks through the Service), and the walkthrough backs up volume data with the
+# node agent. Otherwise (RUN_NODE=0, or not root): nac runs as a local process, registered by URL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,13 +19,15 @@ NAC_NS=nac-system
 
 started_cluster=0
 nac_pid=
+RUN_NODE=${RUN_NODE:-$( ((EUID == 0)) && [[ -z ${KUBECONFIG:-} ]] && echo 1 || echo 0)}
 cleanup() {
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM HUP
+	[[ -n ${watchdog:-} ]] && kill "$watchdog" 2>/dev/null
 	if [[ -n $nac_pid ]] && kill -0 "$nac_pid" 2>/dev/null; then
 		kill -TERM "$nac_pid" 2>/dev/null || true
 		wait "$nac_pid" 2>/dev/null || true
 	fi
-	if [[ -n ${KUBECTL:-} && -n ${KUBECONFIG:-} ]]; then
+	if [[ $RUN_NODE != 1 && -n ${KUBECTL:-} && -n ${KUBECONFIG:-} ]]; then
 		"$KUBECTL" delete mutatingwebhookconfiguration nac-mutating --ignore-not-found >/dev/null 2>&1 || true
 		"$KUBECTL" delete validatingwebhookconfiguration nac-validating --ignore-not-found >/dev/null 2>&1 || true
 	fi
@@ -29,7 +36,15 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP
+# `make run` stopped by a signal to make alone (a `timeout`, a CI cancellation) would leave this script, and all
+# it started, running: it follows make (or whatever started it) and stops when that is gone.
+parent=${RUN_PARENT_PID:-$PPID}
+(
+	while kill -0 "$parent" 2>/dev/null; do sleep 1; done
+	kill -TERM $$ 2>/dev/null
+) &
+watchdog=$!
 
 cargo build --bins
 NAC=${CARGO_TARGET_DIR:-$ROOT/target}/debug/nac
@@ -45,17 +60,23 @@ if [[ -n ${KUBECONFIG:-} ]]; then
 else
 	export CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
 	if ! hack/cluster-up.sh --status >/dev/null 2>&1; then started_cluster=1; fi
-	VELERO_MODE=real make --no-print-directory cluster-up
+	NODE=$RUN_NODE VELERO_MODE=real make --no-print-directory cluster-up
 	# shellcheck source=/dev/null
 	. "$CLUSTER_DIR/env"
 fi
 export KUBECONFIG KUBECTL
 
-hack/install-crds.sh "$NAC"
-"$KUBECTL" create namespace "$NAC_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-"$KUBECTL" apply -f "$POLICY" >/dev/null
+if [[ $RUN_NODE == 1 ]]; then
+	# nac as it ships: its image, the chart, the policy as the chart's value.
+	make --no-print-directory image
+	hack/nac-install.sh --policy "$POLICY"
+else
+	hack/install-crds.sh "$NAC"
+	"$KUBECTL" create namespace "$NAC_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+	"$KUBECTL" apply -f "$POLICY" >/dev/null
+	"$KUBECTL" apply -f hack/demo-rbac.yaml >/dev/null
+fi
 "$KUBECTL" create namespace "$DEMO_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-"$KUBECTL" apply -f hack/demo-rbac.yaml >/dev/null
 "$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-nab-editor" --clusterrole=nonadminbackup-editor-role \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
 # The namespace owner also administers their own namespace (Kubernetes' built-in `admin` role), like a real
@@ -66,6 +87,50 @@ hack/install-crds.sh "$NAC"
 
 port=${RUN_WEBHOOK_PORT:-9443}
 metrics_port=${RUN_METRICS_PORT:-8080}
+if [[ $RUN_NODE == 1 ]]; then
+	# The demo's volume data (step 10): an emptyDir and a claim on a local volume of the node, 1 MiB each.
+	pv_dir=$NODE_DIR/local-pv/$DEMO_NS-data
+	mkdir -p "$pv_dir" "$NODE_DIR/local-pv/$DEMO_NS-data-2"
+	"$KUBECTL" apply -f - >/dev/null <<-EOF
+		apiVersion: storage.k8s.io/v1
+		kind: StorageClass
+		metadata: {name: local-storage}
+		provisioner: kubernetes.io/no-provisioner
+		volumeBindingMode: WaitForFirstConsumer
+		---
+		apiVersion: v1
+		kind: PersistentVolume
+		metadata: {name: $DEMO_NS-data}
+		spec:
+		  capacity: {storage: 1Gi}
+		  accessModes: [ReadWriteOnce]
+		  persistentVolumeReclaimPolicy: Retain
+		  storageClassName: local-storage
+		  local: {path: "$pv_dir"}
+		  nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]}]}}
+		---
+		apiVersion: v1
+		kind: PersistentVolumeClaim
+		metadata: {name: orders, namespace: $DEMO_NS}
+		spec: {accessModes: [ReadWriteOnce], storageClassName: local-storage, resources: {requests: {storage: 1Gi}}}
+		---
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: ledger, namespace: $DEMO_NS, labels: {app: ledger}}
+		spec:
+		  terminationGracePeriodSeconds: 1
+		  containers:
+		    - name: ledger
+		      image: localhost/toolbox:1
+		      imagePullPolicy: Never
+		      command: [sh, -c, 'for d in /cache /orders; do test -f \$d/data || head -c 1048576 /dev/urandom > \$d/data; done; exec sleep 1000000']
+		      volumeMounts: [{name: cache, mountPath: /cache}, {name: orders, mountPath: /orders}]
+		  volumes:
+		    - {name: cache, emptyDir: {}}
+		    - {name: orders, persistentVolumeClaim: {claimName: orders}}
+	EOF
+	"$KUBECTL" -n "$DEMO_NS" wait pod/ledger --for=condition=Ready --timeout=120s >/dev/null
+else
 NAC_WEBHOOK__LISTEN=127.0.0.1:$port NAC_METRICS__LISTEN=127.0.0.1:$metrics_port \
 NAC_WEBHOOK__CERT_FILE=$WEBHOOK_TLS_CERT NAC_WEBHOOK__KEY_FILE=$WEBHOOK_TLS_KEY \
 NAC_POLICY__NAMESPACE=$NAC_NS NAC_CONTROLLERS__VELERO_NAMESPACE=${VELERO_NAMESPACE:-openshift-adp} \
@@ -79,6 +144,7 @@ for _ in $(seq 1 100); do
 done
 "$NAC" webhook-config --url "https://127.0.0.1:$port" --ca-file "$WEBHOOK_CA_CERT" --namespace "$NAC_NS" --velero-namespace "${VELERO_NAMESPACE:-openshift-adp}" |
 	"$KUBECTL" apply -f - >/dev/null
+fi
 
 K="kubectl --as $DEMO_USER -n $DEMO_NS"
 P="$(dirname "$NAC")/kubectl-nac --as $DEMO_USER -n $DEMO_NS"
@@ -139,10 +205,51 @@ else
 	where="   kubectl -n ${VELERO_NAMESPACE:-openshift-adp} get backupstoragelocations     # the bucket is in your cluster's storage"
 fi
 
+volumes=""
+if [[ $RUN_NODE == 1 ]]; then
+	running="nac is running as it ships: image $(cat target/image/nac-*.tar.name 2>/dev/null | head -n 1), 2 pods installed by
+ Helm in $NAC_NS on node $NODE_NAME (kubectl -n $NAC_NS get pods); the API server calls its webhooks through the
+ Service. Velero's server and node agent run in pods in ${VELERO_NAMESPACE:-openshift-adp}."
+	volumes="
+10. Volume data: the pod ledger writes 1 MiB into an emptyDir (/cache) and into a claim on a local volume
+    (/orders). The policy enforces file-system backup (defaultVolumesToFsBackup), so Velero's node agent copies
+    the bytes into the bucket with kopia:
+   $K exec ledger -- sha256sum /cache/data /orders/data      # note the checksums
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminBackup
+   metadata: {name: volumes}
+   spec: {backupSpec: {}}
+   EOF
+   $K get nab volumes -o jsonpath='{.status.fileSystemPodVolumeBackups}' -w   # completed: 2, once Completed
+   # lose the data: the pod and the claim go, and the admin wipes the volume and gives the restore an empty one
+   $K delete pod ledger && $K delete pvc orders
+   kubectl delete pv $DEMO_NS-data && rm -rf $NODE_DIR/local-pv/$DEMO_NS-data/*          # as the admin
+   kubectl apply -f - <<EOF                                                           # as the admin
+   apiVersion: v1
+   kind: PersistentVolume
+   metadata: {name: $DEMO_NS-data-2}
+   spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Retain,
+          storageClassName: local-storage, local: {path: $NODE_DIR/local-pv/$DEMO_NS-data-2},
+          nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]}]}}}
+   EOF
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminRestore
+   metadata: {name: volumes}
+   spec: {restoreSpec: {backupName: volumes}}
+   EOF
+   $K get nar volumes -w                           # Completed: the pod is back, its volumes filled by the node agent
+   $K exec ledger -- sha256sum /cache/data /orders/data      # the same checksums
+"
+else
+	running="nac is running: webhooks https://127.0.0.1:$port, metrics http://127.0.0.1:$metrics_port/metrics"
+fi
+
 cat <<TXT
 
 ==============================================================================
- nac is running: webhooks https://127.0.0.1:$port, metrics http://127.0.0.1:$metrics_port/metrics
+ $running
  policy: $POLICY (ConfigMap $NAC_NS/nac-policy; edit it live with kubectl edit)
  Velero ${VELERO_VERSION:-} in namespace ${VELERO_NAMESPACE:-openshift-adp}$( [[ -n ${VELERO_LOG:-} ]] && echo ", log $VELERO_LOG" )
 
@@ -219,9 +326,14 @@ $where
    $P restore create --from-backup fourth --wait
    $P schedule create nightly --schedule "0 2 * * *" && $P schedule describe nightly
    $P schedule delete nightly && $P backup delete fourth --data
-$own
+$own$volumes
  Ctrl-C stops nac$( [[ $started_cluster == 1 ]] && echo ", Velero, the S3 server and the control plane" ).
 ==============================================================================
 
 TXT
+if [[ $RUN_NODE == 1 ]]; then
+	# nac's pods' logs in the foreground until Ctrl-C.
+	"$KUBECTL" -n "$NAC_NS" logs -f -l app.kubernetes.io/name=nac --prefix --max-log-requests 4 --tail 20 &
+	nac_pid=$!
+fi
 wait "$nac_pid"

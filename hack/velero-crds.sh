@@ -5,11 +5,11 @@
 # nothing but the Go toolchain is needed.
 #
 # usage: hack/velero-crds.sh [DEST]    (default ${CLUSTER_DIR:-.cluster}/velero-crds)
-# env:   VELERO_VERSION (default v1.18.1), GO (default go)
+# env:   VELERO_VERSION (default v1.18.3), GO (default go)
 set -euo pipefail
 
 dest=${1:-${CLUSTER_DIR:-.cluster}/velero-crds}
-version=${VELERO_VERSION:-v1.18.1}
+version=${VELERO_VERSION:-v1.18.3}
 go=${GO:-go}
 module=github.com/vmware-tanzu/velero
 

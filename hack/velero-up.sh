@@ -38,6 +38,11 @@ S3_SECRET_KEY=nac-velero-secret
 
 [[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR (make cluster-up)"
 env_get() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
+# With a node (NODE=1), Velero runs in pods and the S3 server listens on the node address, which the host's
+# processes and the pods both reach (Velero's data-path pods do not use the host network).
+NODE=$(env_get NODE)
+S3_HOST=127.0.0.1
+[[ $NODE == 1 ]] && S3_HOST=$(env_get NODE_IP)
 KUBECONFIG_FILE=$(env_get KUBECONFIG)
 kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
@@ -82,20 +87,20 @@ start_s3() {
 	for _ in 1 2 3; do
 		port=$(free_port)
 		ROOT_ACCESS_KEY_ID=$S3_ACCESS_KEY ROOT_SECRET_ACCESS_KEY=$S3_SECRET_KEY \
-			setsid "$BIN_DIR/versitygw" --port "127.0.0.1:$port" --quiet posix "$S3_DIR" \
+			setsid "$BIN_DIR/versitygw" --port "$S3_HOST:$port" --quiet posix "$S3_DIR" \
 			</dev/null >"$CLUSTER_DIR/versitygw.log" 2>&1 &
 		pid=$!
 		for ((i = 0; i < 100; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
-			if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/"; then
-				env_set "S3_PID=$pid" "S3_PORT=$port" "S3_URL=http://127.0.0.1:$port" "S3_DATA_DIR=$S3_DIR" \
+			if curl -s -o /dev/null --max-time 2 "http://$S3_HOST:$port/"; then
+				env_set "S3_PID=$pid" "S3_PORT=$port" "S3_URL=http://$S3_HOST:$port" "S3_DATA_DIR=$S3_DIR" \
 					"S3_BUCKET=$S3_BUCKET" "S3_PREFIX=$S3_PREFIX" "S3_REGION=$S3_REGION" \
 					"S3_ACCESS_KEY=$S3_ACCESS_KEY" "S3_SECRET_KEY=$S3_SECRET_KEY" \
 					"S3_LOG=$CLUSTER_DIR/versitygw.log"
 				if [[ ! -d $S3_DIR/$S3_BUCKET ]]; then
-					s3 -X PUT "http://127.0.0.1:$port/$S3_BUCKET" >/dev/null || die "could not create bucket $S3_BUCKET"
+					s3 -X PUT "http://$S3_HOST:$port/$S3_BUCKET" >/dev/null || die "could not create bucket $S3_BUCKET"
 				fi
-				log "S3 server (versitygw) on 127.0.0.1:$port, bucket $S3_BUCKET in $S3_DIR/$S3_BUCKET"
+				log "S3 server (versitygw) on $S3_HOST:$port, bucket $S3_BUCKET in $S3_DIR/$S3_BUCKET"
 				return 0
 			fi
 			sleep 0.05
@@ -136,8 +141,11 @@ apply_velero_objects() {
 		  default: true
 		  objectStorage: {bucket: $S3_BUCKET, prefix: $S3_PREFIX}
 		  credential: {name: cloud-credentials, key: cloud}
-		  config: {region: $S3_REGION, s3ForcePathStyle: "true", s3Url: "http://127.0.0.1:$(env_get S3_PORT)"}
-		---
+		  config: {region: $S3_REGION, s3ForcePathStyle: "true", s3Url: "http://$S3_HOST:$(env_get S3_PORT)"}
+	EOF
+	# Velero's restore item actions read the image of the Deployment `velero`; with a node it is the real one.
+	[[ $NODE == 1 ]] && return 0
+	kubectl apply -f - >/dev/null <<-EOF
 		apiVersion: apps/v1
 		kind: Deployment
 		metadata: {name: velero, namespace: $VELERO_NAMESPACE, labels: {component: velero}}
@@ -232,21 +240,104 @@ print(a.getsockname()[1], b.getsockname()[1])')
 	exit 1
 }
 
+# --- with a node: Velero as an admin installs it ----------------------------------------------------------
+# `velero install` renders the manifests (ServiceAccount, ClusterRoleBinding, Deployment `velero`, DaemonSet
+# `node-agent`) for the images built here; the plugin comes in by its own image's init container, as upstream's.
+# What this environment changes in them: the kubelet's root directory (the node's, under $CLUSTER_DIR), the local
+# images never pulled, and a 10 s BSL validation (tests see a restored S3 server quickly).
+start_velero_pods() {
+	local image plugin_image manifests
+	image=$(cat "$NAC_ROOT/bin/images/velero.name")
+	plugin_image=$(cat "$NAC_ROOT/bin/images/velero-plugin-for-aws.name")
+	manifests=$CLUSTER_DIR/velero-install.json
+	mkdir -p "$VDIR/home"
+	HOME=$VDIR/home KUBECONFIG=$KUBECONFIG_FILE "$BIN_DIR/velero" install --dry-run -o json --namespace "$VELERO_NAMESPACE" \
+		--image "$image" --plugins "$plugin_image" --no-default-backup-location --no-secret \
+		--use-node-agent --kubelet-root-dir "$(env_get NODE_DIR)/kubelet" --uploader-type kopia \
+		--use-volume-snapshots=false --wait=false \
+		>"$manifests.tmp" || die "velero install --dry-run failed"
+	python3 - "$manifests.tmp" "$(env_get NODE_DIR)/kubelet" >"$manifests" <<-'PY'
+		import json, sys
+		doc = json.load(open(sys.argv[1]))
+		kubelet_root = sys.argv[2]
+		items = doc["items"] if doc.get("kind") == "List" else [doc]
+		out = []
+		for o in items:
+		    kind = o.get("kind")
+		    if kind in ("CustomResourceDefinition", "Namespace"):
+		        continue  # installed by cluster-up (the pinned CRDs) already
+		    if kind in ("Deployment", "DaemonSet"):
+		        spec = o["spec"]["template"]["spec"]
+		        for c in spec.get("containers", []) + spec.get("initContainers", []):
+		            c["imagePullPolicy"] = "IfNotPresent"
+		            if kind == "Deployment" and c["name"] == "velero":
+		                c["args"] = c.get("args", []) + ["--store-validation-frequency=10s"]
+		        for v in spec.get("volumes", []):
+		            hp = v.get("hostPath")
+		            if hp and hp.get("path", "").startswith("/var/lib/kubelet"):
+		                hp["path"] = kubelet_root + hp["path"][len("/var/lib/kubelet"):]
+		    out.append(o)
+		json.dump({"apiVersion": "v1", "kind": "List", "items": out}, sys.stdout)
+	PY
+	rm -f "$manifests.tmp"
+	kubectl apply -f "$manifests" >/dev/null
+	kubectl apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: ConfigMap
+		metadata:
+		  name: fs-restore-action-config
+		  namespace: $VELERO_NAMESPACE
+		  labels: {velero.io/plugin-config: "", velero.io/pod-volume-restore: RestoreItemAction}
+		data: {image: "$image"}
+	EOF
+	env_set "VELERO_MODE=real" "VELERO_IN_PODS=1" "VELERO_BIN=$BIN_DIR/velero" "VELERO_HOME=$VDIR/home" \
+		"VELERO_IMAGE=$image"
+	kubectl -n "$VELERO_NAMESPACE" rollout status deployment/velero --timeout="${VELERO_READY_TIMEOUT}s" >/dev/null ||
+		die "Deployment velero not available; kubectl -n $VELERO_NAMESPACE logs deploy/velero"
+	kubectl -n "$VELERO_NAMESPACE" rollout status daemonset/node-agent --timeout="${VELERO_READY_TIMEOUT}s" >/dev/null ||
+		die "DaemonSet node-agent not ready"
+	local deadline=$((SECONDS + VELERO_READY_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if [[ $(kubectl -n "$VELERO_NAMESPACE" get backupstoragelocation default -o jsonpath='{.status.phase}') == Available ]]; then
+			log "velero $(env_get VELERO_VERSION) up in pods (Deployment velero, DaemonSet node-agent), BSL default Available"
+			return 0
+		fi
+		sleep 1
+	done
+	die "the BSL did not become Available within ${VELERO_READY_TIMEOUT}s"
+}
+
+scale_velero() {
+	kubectl -n "$VELERO_NAMESPACE" scale deployment/velero --replicas="$1" >/dev/null
+	if (($1 == 0)); then
+		kubectl -n "$VELERO_NAMESPACE" wait --for=delete pod -l deploy=velero --timeout=60s >/dev/null 2>&1 || true
+	else
+		kubectl -n "$VELERO_NAMESPACE" rollout status deployment/velero --timeout=120s >/dev/null
+	fi
+}
+
 case ${1:-} in
 --stop)
-	stop_velero
+	[[ $NODE == 1 ]] || stop_velero
 	stop_s3
 	exit 0
 	;;
 --stop-velero)
-	stop_velero
-	env_set VELERO_PID=
+	if [[ $NODE == 1 ]]; then scale_velero 0; else
+		stop_velero
+		env_set VELERO_PID=
+	fi
 	exit 0
 	;;
 --restart)
-	stop_velero
-	env_set VELERO_PID=
-	start_velero
+	if [[ $NODE == 1 ]]; then
+		scale_velero 0
+		scale_velero 1
+	else
+		stop_velero
+		env_set VELERO_PID=
+		start_velero
+	fi
 	exit 0
 	;;
 '') ;;
@@ -264,5 +355,9 @@ ok=false
 trap '$ok || { stop_velero; stop_s3; }' EXIT
 start_s3
 apply_velero_objects
-start_velero
+if [[ $NODE == 1 ]]; then
+	start_velero_pods
+else
+	start_velero
+fi
 ok=true

@@ -30,7 +30,7 @@ GO ?= go
 CLUSTER_DIR ?= .cluster
 VELERO_MODE ?= real
 VELERO_NAMESPACE ?= openshift-adp
-VELERO_VERSION ?= v1.18.1
+VELERO_VERSION ?= v1.18.3
 NAC_BIN ?= target/debug/nac
 
 CLUSTER_BINS := bin/kube-apiserver bin/kube-controller-manager bin/etcd bin/kubectl
@@ -69,6 +69,12 @@ bin/kube-controller-manager: tools/go.mod tools/go.sum
 bin/kubectl: tools/go.mod tools/go.sum
 	@mkdir -p bin
 	$(TOOLS_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o ../$@.tmp k8s.io/kubernetes/cmd/kubectl
+	@mv -f $@.tmp $@
+
+# The node's binaries (make/node.mk): built like the control plane's, from the same pinned module.
+bin/kubelet bin/kube-proxy bin/kube-scheduler: tools/go.mod tools/go.sum
+	@mkdir -p bin
+	$(TOOLS_GO_BUILD) -ldflags '$(K8S_LDFLAGS)' -o ../$@.tmp k8s.io/kubernetes/cmd/$(notdir $@)
 	@mv -f $@.tmp $@
 
 bin/etcd: tools/go.mod tools/go.sum

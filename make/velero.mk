@@ -21,6 +21,12 @@ bin/velero: tools/velero/go.mod tools/velero/go.sum
 	$(VELERO_GO_BUILD) -ldflags '$(VELERO_LDFLAGS)' -o ../../$@.tmp github.com/vmware-tanzu/velero/cmd/velero
 	@mv -f $@.tmp $@
 
+# The helper that Velero's restore-wait init container runs (in the Velero image, see hack/images.sh).
+bin/velero-restore-helper: tools/velero/go.mod tools/velero/go.sum
+	@mkdir -p bin
+	$(VELERO_GO_BUILD) -ldflags '-s -w' -o ../../$@.tmp github.com/vmware-tanzu/velero/cmd/velero-restore-helper
+	@mv -f $@.tmp $@
+
 bin/velero-plugin-for-aws: tools/velero/go.mod tools/velero/go.sum
 	@mkdir -p bin
 	$(VELERO_GO_BUILD) -ldflags '-s -w' -o ../../$@.tmp \

@@ -27,6 +27,9 @@ pub struct WebhookSettings {
     pub privileged_users: Vec<String>,
     /// Offer HTTP/2 to the API server (ALPN `h2`); false: HTTP/1.1 with keep-alive only.
     pub http2: bool,
+    /// Seconds between SIGTERM and closing the listener, while `/readyz` fails: the time the pod's Service
+    /// endpoint takes to leave every node's routing, so no request is sent to a closed port during a rollout.
+    pub shutdown_delay_secs: u64,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -108,6 +111,7 @@ impl Default for WebhookSettings {
             cert_reload_secs: 2,
             privileged_users: vec![format!("system:serviceaccount:{}:nac", default_namespace())],
             http2: true,
+            shutdown_delay_secs: 0,
         }
     }
 }

@@ -28,6 +28,8 @@ use tokio_util::sync::CancellationToken;
 /// What `/readyz` looks at.
 pub struct Health {
     pub tls_up: AtomicBool,
+    /// Set on SIGTERM: the pod is leaving, so it takes itself out of the Service before it stops serving.
+    pub stopping: AtomicBool,
     pub certs: Arc<CertStore>,
     pub policy: Arc<PolicyStore>,
 }
@@ -36,6 +38,9 @@ impl Health {
     /// Ok when serving is possible, otherwise the reasons.
     pub fn readiness(&self) -> Result<String, String> {
         let mut problems = Vec::new();
+        if self.stopping.load(Ordering::Relaxed) {
+            problems.push("shutting down".to_string());
+        }
         if !self.tls_up.load(Ordering::Relaxed) || !self.certs.is_ready() {
             problems.push("webhook TLS listener is not up".to_string());
         }
@@ -235,6 +240,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let health = Arc::new(Health {
         tls_up: AtomicBool::new(false),
+        stopping: AtomicBool::new(false),
         certs: certs.clone(),
         policy: store.clone(),
     });
@@ -291,7 +297,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     ));
     tasks.spawn(serve_plain(
         ops_listener,
-        ops_router(health, metrics.clone()),
+        ops_router(health.clone(), metrics.clone()),
         shutdown.clone(),
     ));
 
@@ -309,7 +315,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     }
 
     tokio::select! {
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+        _ = shutdown_signal() => {
+            // Not ready at once, still serving for the delay: the endpoint leaves the Service first.
+            health.stopping.store(true, Ordering::Relaxed);
+            let delay = settings.webhook.shutdown_delay_secs;
+            tracing::info!(delay_secs = delay, "shutting down");
+            tokio::time::sleep(Duration::from_secs(delay)).await;
+        }
         Some(res) = tasks.join_next() => {
             // A task ending on its own is fatal: report it and stop the rest.
             shutdown.cancel();

@@ -7,4 +7,5 @@ package tools
 import (
 	_ "github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws"
 	_ "github.com/vmware-tanzu/velero/cmd/velero"
+	_ "github.com/vmware-tanzu/velero/cmd/velero-restore-helper"
 )
