@@ -107,7 +107,10 @@ async fn installed(c: &Cluster) {
 async fn tenant(c: &Cluster, admin: &Client, prefix: &str) -> (String, Client) {
     let ns = unique_ns(prefix);
     Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
         .await
         .unwrap();
     bind_editor(admin, &ns, USER).await;
@@ -145,12 +148,16 @@ async fn ready_nac_pods(admin: &Client) -> Vec<Pod> {
 fn processes(name: &str) -> Vec<(u32, BTreeMap<String, String>, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         if exe.as_deref().and_then(Path::file_name).is_none_or(|f| f != name) {
             continue;
         }
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
         let fields = status
             .lines()
             .filter_map(|l| l.split_once(':'))
@@ -168,12 +175,18 @@ async fn a_helm_install_runs_both_pods_as_the_chart_secures_them() {
     let admin = c.admin().await;
     installed(&c).await;
 
+    // Settled: an install over an earlier one (another tag) rolls out; its old pods leave after the new are Ready.
+    pod_count_back_to(&admin, 2).await;
     let pods = ready_nac_pods(&admin).await;
     assert_eq!(pods.len(), 2, "both replicas Ready");
     for p in &pods {
         let spec = p.spec.as_ref().unwrap();
         let image = spec.containers[0].image.as_deref().unwrap();
-        assert_eq!(image, format!("localhost/nac:{}", version()), "the image make image built");
+        assert_eq!(
+            image,
+            format!("localhost/nac:{}", version()),
+            "the image make image built"
+        );
     }
     // The namespace enforces Pod Security `restricted`: the API server admitted the pods under it.
     let ns = Api::<Namespace>::all(admin.clone()).get(NAC_NS).await.unwrap();
@@ -183,16 +196,28 @@ async fn a_helm_install_runs_both_pods_as_the_chart_secures_them() {
     );
 
     // What the kubelet and runc made of the security context, read from the processes themselves.
-    let procs = processes("nac");
-    let in_pods: Vec<_> = procs
-        .iter()
-        .filter(|(_, status, _)| status.get("Uid").is_some_and(|u| u.split_whitespace().all(|x| x == "65532")))
-        .collect();
-    assert_eq!(in_pods.len(), 2, "two nac processes running as UID 65532: {procs:?}");
+    let in_pods = eventually(Duration::from_secs(60), "two nac processes (old pods gone)", || async {
+        let procs: Vec<_> = processes("nac")
+            .into_iter()
+            .filter(|(_, status, _)| {
+                status
+                    .get("Uid")
+                    .is_some_and(|u| u.split_whitespace().all(|x| x == "65532"))
+            })
+            .collect();
+        (procs.len() == 2).then_some(procs)
+    })
+    .await;
     for (pid, status, mounts) in in_pods {
         assert_eq!(status["Gid"].split_whitespace().next(), Some("65532"), "pid {pid}: GID");
-        assert_eq!(status["CapEff"], "0000000000000000", "pid {pid}: no effective capabilities");
-        assert_eq!(status["CapBnd"], "0000000000000000", "pid {pid}: no capabilities at all");
+        assert_eq!(
+            status["CapEff"], "0000000000000000",
+            "pid {pid}: no effective capabilities"
+        );
+        assert_eq!(
+            status["CapBnd"], "0000000000000000",
+            "pid {pid}: no capabilities at all"
+        );
         assert_eq!(status["NoNewPrivs"], "1", "pid {pid}: no privilege escalation");
         assert_eq!(status["Seccomp"], "2", "pid {pid}: seccomp filter (RuntimeDefault)");
         let root = mounts
@@ -200,20 +225,29 @@ async fn a_helm_install_runs_both_pods_as_the_chart_secures_them() {
             .find(|l| l.split_whitespace().nth(4) == Some("/"))
             .unwrap_or_else(|| panic!("pid {pid}: no root mount"));
         let opts = root.split_whitespace().nth(5).unwrap();
-        assert!(opts.split(',').any(|o| o == "ro"), "pid {pid}: read-only root filesystem ({root})");
+        assert!(
+            opts.split(',').any(|o| o == "ro"),
+            "pid {pid}: read-only root filesystem ({root})"
+        );
     }
 
     // The API server reaches the webhooks through the Service: a tenant's create is mutated (nac's identity).
     let (ns, alice) = tenant(&c, &admin, "node-install").await;
     let api: Api<NonAdminBackup> = Api::namespaced(alice, &ns);
-    let made = api.create(&PostParams::default(), &nab("first", json!({}))).await.unwrap();
+    let made = api
+        .create(&PostParams::default(), &nab("first", json!({})))
+        .await
+        .unwrap();
     let annotations = made.metadata.annotations.clone().unwrap_or_default();
     assert!(
         annotations.keys().any(|k| k.contains("requester")),
         "the mutating webhook stamped the requester: {annotations:?}"
     );
     let made = serde_json::to_value(&made).unwrap();
-    assert_eq!(made["spec"]["backupSpec"]["ttl"], "720h0m0s", "the policy's enforced TTL filled in");
+    assert_eq!(
+        made["spec"]["backupSpec"]["ttl"], "720h0m0s",
+        "the policy's enforced TTL filled in"
+    );
 }
 
 /// Writes `mib` MiB of random data into the pod's emptyDir and its claim's local volume, as the tenant's app.
@@ -277,7 +311,11 @@ fn apply(c: &Cluster, yaml: &str) {
     use std::io::Write;
     child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 async fn pod_ready(admin: &Client, ns: &str, name: &str, timeout: Duration) {
@@ -292,7 +330,16 @@ async fn pod_ready(admin: &Client, ns: &str, name: &str, timeout: Duration) {
 
 /// sha256 of both payloads, read inside the pod.
 fn checksums(c: &Cluster, ns: &str) -> String {
-    run(kubectl(c).args(["-n", ns, "exec", "app", "--", "sha256sum", "/scratch/payload", "/claim/payload"]))
+    run(kubectl(c).args([
+        "-n",
+        ns,
+        "exec",
+        "app",
+        "--",
+        "sha256sum",
+        "/scratch/payload",
+        "/claim/payload",
+    ]))
 }
 
 #[tokio::test]
@@ -300,7 +347,10 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     let c = node_env();
     let admin = c.admin().await;
     installed(&c).await;
-    let mib: u64 = std::env::var("NODE_FS_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let mib: u64 = std::env::var("NODE_FS_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let (ns, alice) = tenant(&c, &admin, "node-fs").await;
     let pv_root = PathBuf::from(c.get("NODE_DIR")).join("local-pv");
     let (pv1, pv2) = (format!("{ns}-1"), format!("{ns}-2"));
@@ -317,22 +367,35 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     // The tenant asks for nothing about volumes; the policy enforces file-system backup.
     let nabs: Api<NonAdminBackup> = Api::namespaced(alice.clone(), &ns);
     let t0 = Instant::now();
-    let made = nabs.create(&PostParams::default(), &nab("volumes", json!({}))).await.unwrap();
+    let made = nabs
+        .create(&PostParams::default(), &nab("volumes", json!({})))
+        .await
+        .unwrap();
     let made = serde_json::to_value(&made).unwrap();
-    assert_eq!(made["spec"]["backupSpec"]["defaultVolumesToFsBackup"], json!(true), "enforced by the policy");
+    assert_eq!(
+        made["spec"]["backupSpec"]["defaultVolumesToFsBackup"],
+        json!(true),
+        "enforced by the policy"
+    );
     // Polled every 50 ms from both sides, for nac's share of the time: until the Velero Backup exists, and from
     // Velero's Completed until the NonAdminBackup says so.
     let backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NS);
     let (mut made_at, mut velero_done_at) = (None, None);
     let done = loop {
-        assert!(t0.elapsed() < Duration::from_secs(300), "the fs backup did not complete in 5 minutes");
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the fs backup did not complete in 5 minutes"
+        );
         let v = serde_json::to_value(nabs.get("volumes").await.unwrap()).unwrap();
         if let Some(name) = v["status"]["veleroBackup"]["name"].as_str() {
             if let Ok(b) = backups.get(name).await {
                 made_at.get_or_insert(t0.elapsed());
                 let b = serde_json::to_value(b).unwrap();
                 let phase = b["status"]["phase"].as_str().unwrap_or("");
-                assert!(!matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"), "backup {phase}: {b}");
+                assert!(
+                    !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
+                    "backup {phase}: {b}"
+                );
                 if phase == "Completed" {
                     velero_done_at.get_or_insert(t0.elapsed());
                 }
@@ -346,7 +409,11 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     let took = t0.elapsed();
     let (made_at, velero_done_at) = (made_at.unwrap(), velero_done_at.unwrap_or(took));
     let pvb = &done["status"]["fileSystemPodVolumeBackups"];
-    assert_eq!(pvb["completed"], json!(2), "both volumes backed up by the node agent: {pvb}");
+    assert_eq!(
+        pvb["completed"],
+        json!(2),
+        "both volumes backed up by the node agent: {pvb}"
+    );
     assert_eq!(pvb["failed"].as_i64().unwrap_or(0), 0);
     println!(
         "fs backup of 2 x {mib} MiB: NonAdminBackup create -> Completed {took:?}; nac: create -> Velero Backup {made_at:?}, \
@@ -376,11 +443,20 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     }))
     .unwrap();
     nars.create(&PostParams::default(), &nar).await.unwrap();
-    let restored = wait_json(&nars, "volumes", Duration::from_secs(300), "the restore Completed", |v| {
-        let phase = v["status"]["veleroRestore"]["status"]["phase"].as_str().unwrap_or("");
-        assert!(!matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"), "restore {phase}: {v}");
-        phase == "Completed"
-    })
+    let restored = wait_json(
+        &nars,
+        "volumes",
+        Duration::from_secs(300),
+        "the restore Completed",
+        |v| {
+            let phase = v["status"]["veleroRestore"]["status"]["phase"].as_str().unwrap_or("");
+            assert!(
+                !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
+                "restore {phase}: {v}"
+            );
+            phase == "Completed"
+        },
+    )
     .await;
     assert_eq!(restored["status"]["phase"], "Created");
     pod_ready(&admin, &ns, "app", Duration::from_secs(120)).await;
@@ -389,10 +465,25 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     println!("checksums before and after:\n{after}");
 }
 
-/// The Lease holder's pod name.
+/// The Lease holder's pod name, once there is one (between two terms the Lease has no holder).
 async fn leader(admin: &Client) -> String {
-    let lease = Api::<Lease>::namespaced(admin.clone(), NAC_NS).get("nac-leader").await.unwrap();
-    lease.spec.unwrap().holder_identity.unwrap()
+    eventually(Duration::from_secs(60), "a leader", || async move {
+        let lease = Api::<Lease>::namespaced(admin.clone(), NAC_NS)
+            .get("nac-leader")
+            .await
+            .ok()?;
+        lease.spec?.holder_identity.filter(|h| !h.is_empty())
+    })
+    .await
+}
+
+/// Deletes a test namespace: nac lets its NonAdminBackups go and removes their Velero Backups, so Velero's
+/// queue is not left holding a test's backups for the next one.
+async fn remove_namespace(admin: &Client, ns: &str) {
+    Api::<Namespace>::all(admin.clone())
+        .delete(ns, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -411,12 +502,18 @@ async fn c_the_leader_pod_deleted_mid_burst_loses_and_duplicates_nothing() {
             let pods: Api<Pod> = Api::namespaced(admin.clone(), NAC_NS);
             pods.delete(&old_leader, &DeleteParams::default()).await.unwrap();
         }
-        if let Err(e) = nabs.create(&PostParams::default(), &nab(&format!("burst-{i}"), json!({}))).await {
+        if let Err(e) = nabs
+            .create(&PostParams::default(), &nab(&format!("burst-{i}"), json!({})))
+            .await
+        {
             failures.push(format!("burst-{i}: {e}"));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(failures.is_empty(), "creates refused while the leader left: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "creates refused while the leader left: {failures:?}"
+    );
     let new_leader = eventually(Duration::from_secs(60), "a new leader", || {
         let admin = admin.clone();
         let old = old_leader.clone();
@@ -453,8 +550,12 @@ async fn c_the_leader_pod_deleted_mid_burst_loses_and_duplicates_nothing() {
         })
         .await;
     }
-    println!("leader {old_leader} deleted after {} creates; {new_leader} took over; {N} backups, 0 lost, 0 duplicated", N / 3);
+    println!(
+        "leader {old_leader} deleted after {} creates; {new_leader} took over; {N} backups, 0 lost, 0 duplicated",
+        N / 3
+    );
     pod_count_back_to(&admin, 2).await;
+    remove_namespace(&admin, &ns).await;
 }
 
 async fn pod_count_back_to(admin: &Client, n: usize) {
@@ -494,7 +595,9 @@ async fn d_helm_upgrade_to_a_new_image_fails_no_admission_request() {
         tokio::spawn(async move {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                match nabs.create(&PostParams::default(), &nab(&format!("u-{i}"), json!({}))).await {
+                // Only ConfigMaps: the backups are quick for Velero, whose queue runs one at a time.
+                let spec = json!({"includedResources": ["configmaps"]});
+                match nabs.create(&PostParams::default(), &nab(&format!("u-{i}"), spec)).await {
                     Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {
                         errors.lock().await.push(format!("u-{i}: {e}"));
@@ -502,17 +605,27 @@ async fn d_helm_upgrade_to_a_new_image_fails_no_admission_request() {
                     }
                 };
                 i += 1;
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
     let t0 = Instant::now();
-    run(helm(&c).args([
-        "upgrade", "nac", "charts/nac", "-n", NAC_NS, "--reuse-values", "--set", &format!("image.tag={tag}"),
-        "--wait", "--timeout", "4m",
-    ])
-    .current_dir(root()));
+    run(helm(&c)
+        .args([
+            "upgrade",
+            "nac",
+            "charts/nac",
+            "-n",
+            NAC_NS,
+            "--reuse-values",
+            "--set",
+            &format!("image.tag={tag}"),
+            "--wait",
+            "--timeout",
+            "4m",
+        ])
+        .current_dir(root()));
     let rollout = t0.elapsed();
     // Until the old pods are gone, not just until the new ones are Ready.
     eventually(Duration::from_secs(120), "only new pods left", || {
@@ -536,9 +649,16 @@ async fn d_helm_upgrade_to_a_new_image_fails_no_admission_request() {
     client.await.unwrap();
     let errors = errors.lock().await.clone();
     let ok = ok.load(Ordering::Relaxed);
-    println!("helm upgrade rollout {rollout:?}: {ok} creates admitted, {} refused", errors.len());
+    println!(
+        "helm upgrade rollout {rollout:?}: {ok} creates admitted, {} refused",
+        errors.len()
+    );
     assert!(ok >= 20, "the client kept creating through the rollout ({ok})");
-    assert!(errors.is_empty(), "admission requests failed during the rollout: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "admission requests failed during the rollout: {errors:?}"
+    );
+    remove_namespace(&admin, &ns).await;
 }
 
 #[tokio::test]
@@ -548,7 +668,9 @@ async fn z_helm_uninstall_leaves_no_webhook_rbac_or_pod_but_keeps_crds_and_tenan
     installed(&c).await;
     let (ns, alice) = tenant(&c, &admin, "node-uninstall").await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(alice, &ns);
-    nabs.create(&PostParams::default(), &nab("kept", json!({}))).await.unwrap();
+    nabs.create(&PostParams::default(), &nab("kept", json!({})))
+        .await
+        .unwrap();
 
     run(helm(&c).args(["uninstall", "nac", "-n", NAC_NS, "--wait", "--timeout", "2m"]));
     let sel = "app.kubernetes.io/instance=nac";
@@ -563,8 +685,14 @@ async fn z_helm_uninstall_leaves_no_webhook_rbac_or_pod_but_keeps_crds_and_tenan
     }
     for namespace in [NAC_NS, VELERO_NS] {
         let left = run(kubectl(&c).args([
-            "-n", namespace, "get", "roles,rolebindings,serviceaccounts,services,deployments,configmaps,secrets",
-            "-l", sel, "-o", "name",
+            "-n",
+            namespace,
+            "get",
+            "roles,rolebindings,serviceaccounts,services,deployments,configmaps,secrets",
+            "-l",
+            sel,
+            "-o",
+            "name",
         ]));
         assert!(left.trim().is_empty(), "left in {namespace}: {left}");
     }
@@ -579,9 +707,17 @@ async fn z_helm_uninstall_leaves_no_webhook_rbac_or_pod_but_keeps_crds_and_tenan
         }
     })
     .await;
-    assert!(processes("nac").iter().all(|(_, s, _)| !s["Uid"].starts_with("65532")), "a nac process is left");
+    assert!(
+        processes("nac").iter().all(|(_, s, _)| !s["Uid"].starts_with("65532")),
+        "a nac process is left"
+    );
     let crds = run(kubectl(&c).args(["get", "crd", "-o", "name"]));
-    for crd in ["nonadminbackups", "nonadminrestores", "nonadminbackupstoragelocations", "nonadminschedules"] {
+    for crd in [
+        "nonadminbackups",
+        "nonadminrestores",
+        "nonadminbackupstoragelocations",
+        "nonadminschedules",
+    ] {
         assert!(crds.contains(&format!("{crd}.oadp.openshift.io")), "CRD {crd} kept");
     }
     let api: Api<NonAdminBackup> = Api::namespaced(admin.clone(), &ns);
