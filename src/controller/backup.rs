@@ -8,12 +8,14 @@
 //! adds the finalizer at create).
 
 use super::conditions::{is_true, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error, KindState};
+use super::context::{key_of, Error};
 use super::counts::PhaseTally;
 use super::objects::{add_backup_exclusions, to_map};
 use super::queue::reported;
 use super::status::{self, Words};
+use super::tenant::KindState;
 use super::tenant::{self, set_status, Admission, StoreCopy, Tenant};
+use super::term::Ctx;
 use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::*;
 use crate::api::{
@@ -118,7 +120,7 @@ impl StoreCopy for Backup {
 }
 
 /// The compact specs of the Velero Backups in the store: those of one namespace and location are alike.
-static COMPACT_SPECS: std::sync::LazyLock<super::shared::Shared<BackupSpec>> =
+static COMPACT_SPECS: std::sync::LazyLock<super::interner::Interner<BackupSpec>> =
     std::sync::LazyLock::new(Default::default);
 
 /// The copy of a Velero Backup a NonAdminBackup's status carries (`status.veleroBackup`): its spec and status,
@@ -199,7 +201,7 @@ impl Tenant for NonAdminBackup {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
-            ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+            ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
                 .await?;
             match resolve_location(ctx, &nab.namespace().unwrap_or_default(), name) {
                 Ok(velero_location) => spec.storage_location = Some(velero_location),
@@ -214,9 +216,9 @@ impl Tenant for NonAdminBackup {
     }
 
     async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
-        ctx.counts_ready().await;
+        ctx.volumes.ready(ctx.opts.store_ready_timeout).await;
         // Whether the backup's location still exists is only known once the locations are listed.
-        let _ = ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations").await;
+        let _ = ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
         BackupView {
             nacuuid: nacuuid.to_string(),
@@ -226,11 +228,13 @@ impl Tenant for NonAdminBackup {
             queue_position: ctx.nab.position(&name),
             // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
             data_uploads: ctx
+                .volumes
                 .data_uploads
                 .lock()
                 .expect("counts lock")
                 .tally(&crate::naming::velero_label_value(&name)),
             pod_volume_backups: ctx
+                .volumes
                 .pod_volume_backups
                 .lock()
                 .expect("counts lock")
@@ -239,7 +243,7 @@ impl Tenant for NonAdminBackup {
                 .spec
                 .storage_location
                 .clone()
-                .filter(|l| ctx.locations_synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
+                .filter(|l| ctx.locations.synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
 
@@ -282,7 +286,7 @@ impl Tenant for NonAdminBackup {
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
         ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.delete_requests_synced, "Velero DeleteBackupRequests")
+        ctx.ready(&ctx.delete_requests.synced, "Velero DeleteBackupRequests")
             .await?;
         if nab.spec.delete_backup {
             delete_backup_data(api, &nab, ctx).await
@@ -330,7 +334,7 @@ pub const LOCATION_NOT_FOUND: &str = "BackupStorageLocationNotFound";
 /// created, approved, and Available in Velero. `Err` is OADP's message for why not.
 pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String, String> {
     use crate::controller::location::words::{APPROVED, BSL_SYNCED};
-    let Some(nabsl) = ctx.storage_locations.get(&ObjectRef::new(name).within(namespace)) else {
+    let Some(nabsl) = ctx.nabsl.objects.get(&ObjectRef::new(name).within(namespace)) else {
         return Err(format!(
             "NonAdminBackupStorageLocation not found in the namespace: nonadminbackupstoragelocations.oadp.openshift.io {name:?} not found"
         ));

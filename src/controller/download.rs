@@ -7,9 +7,10 @@
 //! collected by `gc`). At the URL's expiration the request and its Velero DownloadRequest are deleted, on time.
 
 use super::conditions::{advance_phase, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
+use super::context::{key_of, Error, Waiters, Watched};
 use super::status::Note;
 use super::tenant::dependency;
+use super::term::Ctx;
 use super::write::{create_or_get, delete_if_present, update_status};
 use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
@@ -21,9 +22,11 @@ use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
     DownloadRequestStatus, DownloadTarget,
 };
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
@@ -52,6 +55,51 @@ pub mod words {
     pub const UNAVAILABLE: &str = "DownloadUnavailable";
 }
 use words::*;
+
+/// What the download controller keeps for a term: the tenants' requests, the Velero DownloadRequests made for
+/// them, and the requests waiting for their backup or restore to finish.
+pub struct State {
+    pub objects: Watched<NonAdminDownloadRequest>,
+    pub velero: Watched<DownloadRequest>,
+    pub waiting: Waiters<NonAdminDownloadRequest>,
+    pub trigger: UnboundedSender<ObjectRef<NonAdminDownloadRequest>>,
+}
+
+/// The write ends of a [`State`], for its watches and triggers.
+pub struct Wiring {
+    pub objects: Writer<NonAdminDownloadRequest>,
+    pub velero: Writer<DownloadRequest>,
+    pub triggers: UnboundedReceiver<ObjectRef<NonAdminDownloadRequest>>,
+}
+
+impl State {
+    pub fn new() -> (Self, Wiring) {
+        let (objects, objects_writer) = Watched::new();
+        let (velero, velero_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let wiring = Wiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers,
+        };
+        (
+            State {
+                objects,
+                velero,
+                waiting: Waiters::default(),
+                trigger,
+            },
+            wiring,
+        )
+    }
+
+    /// Triggers the requests waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.trigger.unbounded_send(r);
+        }
+    }
+}
 
 /// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within
 /// a second; saying so at once would cost every request a second status write).
@@ -345,16 +393,15 @@ pub fn error_policy(obj: Arc<NonAdminDownloadRequest>, err: &Error, ctx: Arc<Ctx
 async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, Error> {
     ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
     ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+    ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
         .await?;
-    ctx.ready(&ctx.download_requests_synced, "Velero DownloadRequests")
-        .await?;
+    ctx.ready(&ctx.nadr.velero.synced, "Velero DownloadRequests").await?;
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<NonAdminDownloadRequest> = Api::namespaced(ctx.client.clone(), &ns);
     let obj = ctx.fresh(&api, obj).await?;
     let me = ObjectRef::from_obj(&*obj);
     if obj.metadata.deletion_timestamp.is_some() {
-        ctx.downloads_waiting.forget(&me);
+        ctx.nadr.waiting.forget(&me);
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
@@ -382,15 +429,15 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
                 (NAB.kind, target.name.as_str())
             };
             // Whatever the reason, a change of the backup or restore it names may change the answer.
-            ctx.downloads_waiting.register(me, vec![dependency(kind, &ns, name)]);
+            ctx.nadr.waiting.register(me, vec![dependency(kind, &ns, name)]);
             set(&api, &obj, ctx, &stage).await?;
             return Ok(Action::await_change());
         }
     };
-    ctx.downloads_waiting.forget(&me);
+    ctx.nadr.waiting.forget(&me);
     let dr_api: Api<DownloadRequest> = ctx.velero_api();
     let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
-    let dr = match ctx.download_requests.get(&ctx.velero_ref(&dr_name)) {
+    let dr = match ctx.nadr.velero.get(&ctx.velero_ref(&dr_name)) {
         Some(d) => (*d).clone(),
         None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
     };
@@ -449,7 +496,7 @@ async fn expire(
         Err(e) => return Err(e.into()),
     }
     tracing::info!(object = %key_of(obj), "download request expired; deleted");
-    ctx.downloads_waiting.forget(&ObjectRef::from_obj(obj));
+    ctx.nadr.waiting.forget(&ObjectRef::from_obj(obj));
     Ok(Action::await_change())
 }
 

@@ -19,7 +19,7 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
-use super::context::Ctx;
+use super::term::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
 use crate::naming::{
     Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
@@ -214,10 +214,10 @@ fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<S
         Made::DeleteBackupRequest => names(&ctx.delete_requests, o, keep),
         Made::Restore => names(&ctx.nar.velero, o, keep),
         Made::BackupStorageLocation => names(&ctx.locations, o, keep),
-        Made::SecretCopy => names(&ctx.secret_copies, o, keep),
-        Made::LocationRequest => names(&ctx.location_requests, o, keep),
-        Made::DownloadRequest => names(&ctx.download_requests, o, keep),
-        Made::Schedule => names(&ctx.velero_schedules, o, keep),
+        Made::SecretCopy => names(&ctx.nabsl.copies, o, keep),
+        Made::LocationRequest => names(&ctx.nabsl.requests, o, keep),
+        Made::DownloadRequest => names(&ctx.nadr.velero, o, keep),
+        Made::Schedule => names(&ctx.nas.velero, o, keep),
     }
 }
 
@@ -245,10 +245,10 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
         Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
         Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),
         Made::BackupStorageLocation => meta(ctx, &ctx.locations, n, |_| None),
-        Made::SecretCopy => meta(ctx, &ctx.secret_copies, n, |_| None),
-        Made::LocationRequest => meta(ctx, &ctx.location_requests, n, |_| None),
-        Made::DownloadRequest => meta(ctx, &ctx.download_requests, n, |_| None),
-        Made::Schedule => meta(ctx, &ctx.velero_schedules, n, |_| None),
+        Made::SecretCopy => meta(ctx, &ctx.nabsl.copies, n, |_| None),
+        Made::LocationRequest => meta(ctx, &ctx.nabsl.requests, n, |_| None),
+        Made::DownloadRequest => meta(ctx, &ctx.nadr.velero, n, |_| None),
+        Made::Schedule => meta(ctx, &ctx.nas.velero, n, |_| None),
     }
 }
 
@@ -263,9 +263,9 @@ fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Pr
     let id = match origin.kind {
         k if k == NAB.kind => find(&ctx.nab.objects, namespace, name, super::tenant::nacuuid),
         k if k == NAR.kind => find(&ctx.nar.objects, namespace, name, super::tenant::nacuuid),
-        k if k == NABSL.kind => find(&ctx.storage_locations, namespace, name, super::location::nacuuid_of),
-        k if k == NAS.kind => find(&ctx.schedules, namespace, name, super::schedule::nacuuid),
-        _ => find(&ctx.downloads, namespace, name, ResourceExt::uid),
+        k if k == NABSL.kind => find(&ctx.nabsl.objects, namespace, name, super::location::nacuuid_of),
+        k if k == NAS.kind => find(&ctx.nas.objects, namespace, name, super::schedule::nacuuid),
+        _ => find(&ctx.nadr.objects, namespace, name, ResourceExt::uid),
     };
     id.map_or(Presence::Missing, Presence::Present)
 }
@@ -364,17 +364,17 @@ fn stores_synced(ctx: &Ctx) -> bool {
     [
         &ctx.nab.objects_synced,
         &ctx.nar.objects_synced,
-        &ctx.storage_locations_synced,
-        &ctx.downloads_synced,
+        &ctx.nabsl.objects.synced,
+        &ctx.nadr.objects.synced,
         &ctx.nab.synced,
         &ctx.nar.synced,
-        &ctx.delete_requests_synced,
-        &ctx.locations_synced,
-        &ctx.secret_copies_synced,
-        &ctx.location_requests_synced,
-        &ctx.download_requests_synced,
-        &ctx.schedules_synced,
-        &ctx.velero_schedules_synced,
+        &ctx.delete_requests.synced,
+        &ctx.locations.synced,
+        &ctx.nabsl.copies.synced,
+        &ctx.nabsl.requests.synced,
+        &ctx.nadr.velero.synced,
+        &ctx.nas.objects.synced,
+        &ctx.nas.velero.synced,
     ]
     .iter()
     .all(|s| s.is_synced())

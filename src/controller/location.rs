@@ -8,8 +8,9 @@
 //! under the tenant's namespace and `default: false`.
 
 use super::conditions::{advance_phase, find, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
+use super::context::{key_of, Error, Watched};
 use super::status::Note;
+use super::term::Ctx;
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
@@ -25,6 +26,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
@@ -71,6 +73,42 @@ pub mod words {
     pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
 }
 use words::*;
+
+/// What the location controller keeps for a term: the tenants' locations, their approval requests and the Secret
+/// copies made for them.
+pub struct State {
+    pub objects: Watched<NonAdminBackupStorageLocation>,
+    pub requests: Watched<NonAdminBackupStorageLocationRequest>,
+    pub copies: Watched<Secret>,
+}
+
+/// The write ends of a [`State`], for its watches.
+pub struct Wiring {
+    pub objects: Writer<NonAdminBackupStorageLocation>,
+    pub requests: Writer<NonAdminBackupStorageLocationRequest>,
+    pub copies: Writer<Secret>,
+}
+
+impl State {
+    pub fn new() -> (Self, Wiring) {
+        let (objects, objects_writer) = Watched::new();
+        let (requests, requests_writer) = Watched::new();
+        let (copies, copies_writer) = Watched::new();
+        let wiring = Wiring {
+            objects: objects_writer,
+            requests: requests_writer,
+            copies: copies_writer,
+        };
+        (
+            State {
+                objects,
+                requests,
+                copies,
+            },
+            wiring,
+        )
+    }
+}
 
 /// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,11 +417,11 @@ pub fn notes(
 
 /// Decisions read the Velero BSLs, the requests and the Secret copies from stores: only once those are listed.
 async fn stores_ready(ctx: &Ctx) -> Result<(), Error> {
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+    ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
         .await?;
-    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
+    ctx.ready(&ctx.nabsl.requests.synced, "NonAdminBackupStorageLocationRequests")
         .await?;
-    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await
+    ctx.ready(&ctx.nabsl.copies.synced, "Secret copies").await
 }
 
 async fn apply(
@@ -414,7 +452,7 @@ async fn apply(
                 .as_ref()
                 .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
     };
-    let request = match ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+    let request = match ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
         Some(r) if !unfinished(&r) => (*r).clone(),
         _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
             Ok(r) => r,
@@ -586,7 +624,7 @@ async fn sync_secret(
     let vns = &ctx.opts.velero_namespace;
     let wanted = build_secret_copy(obj, nacuuid, vns, &source);
     let copies: Api<Secret> = ctx.velero_api();
-    let existing = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
+    let existing = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
     match existing {
         None => {
             if let Err(e) = create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await {
@@ -673,7 +711,7 @@ async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str)
             tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation removed");
         }
     }
-    if let Some(s) = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)) {
+    if let Some(s) = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)) {
         if NABSL.owns(&s.metadata, &ns, &name) {
             delete_if_present(&ctx.velero_api::<Secret>(), nacuuid, &ctx.metrics, "Secret").await?;
         }
@@ -701,7 +739,7 @@ async fn cleanup(
     })
     .await?;
     teardown(ctx, &obj, &nacuuid).await?;
-    if let Some(r) = ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+    if let Some(r) = ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
         if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
             let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
             delete_if_present(

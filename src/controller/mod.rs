@@ -26,15 +26,16 @@ pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod gc;
+pub mod interner;
 pub mod location;
 mod objects;
 pub mod queue;
 pub mod restore;
 pub mod schedule;
-pub mod shared;
 pub mod status;
 pub mod sync;
 pub mod tenant;
+pub mod term;
 pub mod watches;
 pub mod write;
 
@@ -51,7 +52,7 @@ use crate::naming::{NAB, NABSL, NADR, NAS};
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
 use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup, Schedule};
-use context::Ctx;
+use context::Shared;
 use events::Recorder;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -62,6 +63,7 @@ use queue::QueueIndex;
 use std::sync::Arc;
 use std::time::Duration;
 use tenant::Tenant;
+use term::Ctx;
 use tokio_util::sync::CancellationToken;
 
 /// Everything the controllers need to know, with the timings tests may want to shorten.
@@ -228,7 +230,14 @@ async fn term(
 ) -> anyhow::Result<()> {
     let vns = opts.velero_namespace.clone();
     let recorder = Arc::new(Recorder::new(client.clone(), "nac", &opts.identity));
-    let (ctx, wiring) = Ctx::new(client.clone(), opts.clone(), policy, metrics.clone(), recorder, access);
+    let (ctx, wiring) = Ctx::new(Shared::new(
+        client.clone(),
+        opts.clone(),
+        policy,
+        metrics.clone(),
+        recorder,
+        access,
+    ));
     let ctx = Arc::new(ctx);
     // Velero Backups without a NonAdminBackup, for backup sync and garbage collection.
     let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
@@ -260,7 +269,7 @@ async fn term(
     let dbrs = watches::delete_request_stream(
         Api::namespaced(client.clone(), &vns),
         wiring.delete_requests,
-        ctx.delete_requests_synced.clone(),
+        ctx.delete_requests.synced.clone(),
         metrics.clone(),
     );
     // One whose NonAdminBackup is not in the store goes to the collector (kept until Velero processed it).
@@ -294,7 +303,7 @@ async fn term(
     };
     // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
     // backup sync of one that has no NonAdminBackup yet.
-    let (run_schedules, sync_runs) = (ctx.schedules_trigger.clone(), sync_tx.clone());
+    let (run_schedules, sync_runs) = (ctx.nas.trigger.clone(), sync_tx.clone());
     let runs = move |b: &Backup| {
         if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
             let _ = run_schedules.unbounded_send(r);
@@ -315,8 +324,8 @@ async fn term(
     // Per-volume progress of backups, counted for the NonAdminBackup status.
     let du = watches::volume_count_stream(
         Api::<DataUpload>::namespaced(client.clone(), &vns),
-        ctx.data_uploads.clone(),
-        ctx.data_uploads_synced.clone(),
+        ctx.volumes.data_uploads.clone(),
+        ctx.volumes.data_uploads_synced.clone(),
         &ctx.nab,
         "velero datauploads",
     )
@@ -324,8 +333,8 @@ async fn term(
     .for_each(|_| async {});
     let pvb = watches::volume_count_stream(
         Api::<PodVolumeBackup>::namespaced(client.clone(), &vns),
-        ctx.pod_volume_backups.clone(),
-        ctx.pod_volume_backups_synced.clone(),
+        ctx.volumes.pod_volume_backups.clone(),
+        ctx.volumes.pod_volume_backups_synced.clone(),
         &ctx.nab,
         "velero podvolumebackups",
     )
@@ -338,7 +347,7 @@ async fn term(
     let secret_ctx = ctx.clone();
     let secret_tx = location_tx.clone();
     let tenant_secrets = watches::secret_changes(Api::all(client.clone()), move |ns, name| {
-        for r in location::using_secret(&secret_ctx.storage_locations, ns, name) {
+        for r in location::using_secret(&secret_ctx.nabsl.objects, ns, name) {
             let _ = secret_tx.unbounded_send(r);
         }
     })
@@ -348,8 +357,8 @@ async fn term(
     let nabsl_objects = watches::origin_stream(
         Api::<NonAdminBackupStorageLocation>::all(client.clone()),
         watches::config(),
-        wiring.storage_locations,
-        ctx.storage_locations_synced.clone(),
+        wiring.nabsl.objects,
+        ctx.nabsl.objects.synced.clone(),
         "nonadminbackupstoragelocations",
         move |o| {
             let _ = gc_locations.unbounded_send(gc::gone(NABSL, o));
@@ -358,18 +367,18 @@ async fn term(
     let requests = watches::store_stream(
         Api::<NonAdminBackupStorageLocationRequest>::namespaced(client.clone(), &vns),
         watches::config(),
-        wiring.location_requests,
-        ctx.location_requests_synced.clone(),
+        wiring.nabsl.requests,
+        ctx.nabsl.requests.synced.clone(),
         "nonadminbackupstoragelocationrequests",
     );
     let copies = watches::store_stream(
         Api::<Secret>::namespaced(client.clone(), &vns),
         watches::config().labels(NABSL.nacuuid_label),
-        wiring.secret_copies,
-        ctx.secret_copies_synced.clone(),
+        wiring.nabsl.copies,
+        ctx.nabsl.copies.synced.clone(),
         "secret copies",
     );
-    let nabsl_controller = Controller::for_stream(nabsl_objects, ctx.storage_locations.clone())
+    let nabsl_controller = Controller::for_stream(nabsl_objects, ctx.nabsl.objects.store.clone())
         .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
         .watches_stream(requests, |r| NABSL.owner(&r.metadata))
         .watches_stream(copies, |s| NABSL.owner(&s.metadata))
@@ -388,7 +397,7 @@ async fn term(
     let locations = watches::location_stream(
         Api::namespaced(client.clone(), &vns),
         wiring.locations,
-        ctx.locations_synced.clone(),
+        ctx.locations.synced.clone(),
         move |location, exists| {
             let name = &location.name_any();
             wake_ctx.wake(&tenant::dependency(
@@ -427,8 +436,8 @@ async fn term(
     let nadr_objects = watches::origin_stream(
         Api::<NonAdminDownloadRequest>::all(client.clone()),
         watches::config(),
-        wiring.downloads,
-        ctx.downloads_synced.clone(),
+        wiring.nadr.objects,
+        ctx.nadr.objects.synced.clone(),
         "nonadmindownloadrequests",
         move |o| {
             let _ = gc_downloads.unbounded_send(gc::gone(NADR, o));
@@ -437,12 +446,12 @@ async fn term(
     let velero_downloads = watches::store_stream(
         Api::<DownloadRequest>::namespaced(client.clone(), &vns),
         watches::config().labels(NADR.nacuuid_label),
-        wiring.download_requests,
-        ctx.download_requests_synced.clone(),
+        wiring.nadr.velero,
+        ctx.nadr.velero.synced.clone(),
         "velero downloadrequests",
     );
-    let (nadrs, gc_orphan_downloads) = (ctx.downloads.clone(), gc_tx.clone());
-    let nadr_controller = Controller::for_stream(nadr_objects, ctx.downloads.clone())
+    let (nadrs, gc_orphan_downloads) = (ctx.nadr.objects.store.clone(), gc_tx.clone());
+    let nadr_controller = Controller::for_stream(nadr_objects, ctx.nadr.objects.store.clone())
         .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
         .watches_stream(velero_downloads, move |d: DownloadRequest| {
             let r = NADR.owner(&d.metadata)?;
@@ -454,7 +463,7 @@ async fn term(
             }
             Some(r)
         })
-        .reconcile_on(wiring.downloads_triggers)
+        .reconcile_on(wiring.nadr.triggers)
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(download::reconcile, download::error_policy, ctx.clone())
         .for_each(|res| async move {
@@ -468,8 +477,8 @@ async fn term(
     let nas_objects = watches::origin_stream(
         Api::<NonAdminSchedule>::all(client.clone()),
         watches::config(),
-        wiring.schedules,
-        ctx.schedules_synced.clone(),
+        wiring.nas.objects,
+        ctx.nas.objects.synced.clone(),
         "nonadminschedules",
         move |o| {
             let _ = gc_schedules.unbounded_send(gc::gone(NAS, o));
@@ -478,12 +487,12 @@ async fn term(
     let velero_schedules = watches::store_stream(
         Api::<Schedule>::namespaced(client.clone(), &vns),
         watches::config().labels(NAS.nacuuid_label),
-        wiring.velero_schedules,
-        ctx.velero_schedules_synced.clone(),
+        wiring.nas.velero,
+        ctx.nas.velero.synced.clone(),
         "velero schedules",
     );
-    let (nases, gc_orphan_schedules) = (ctx.schedules.clone(), gc_tx.clone());
-    let nas_controller = Controller::for_stream(nas_objects, ctx.schedules.clone())
+    let (nases, gc_orphan_schedules) = (ctx.nas.objects.store.clone(), gc_tx.clone());
+    let nas_controller = Controller::for_stream(nas_objects, ctx.nas.objects.store.clone())
         .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
         .watches_stream(velero_schedules, move |v: Schedule| {
             let r = NAS.owner(&v.metadata)?;
@@ -495,10 +504,7 @@ async fn term(
             }
             Some(r)
         })
-        .reconcile_on(watches::coalesce(
-            wiring.schedules_triggers,
-            ctx.opts.queue_update_interval,
-        ))
+        .reconcile_on(watches::coalesce(wiring.nas.triggers, ctx.opts.queue_update_interval))
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(schedule::reconcile, schedule::error_policy, ctx.clone())
         .for_each(|res| async move {
@@ -546,7 +552,7 @@ async fn term(
 /// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
 fn tenant_controller<K: Tenant>(
     ctx: &Arc<Ctx>,
-    wiring: context::KindWiring<K>,
+    wiring: tenant::KindWiring<K>,
     seen: impl Fn(&K::Velero) + Send + Sync + 'static,
     orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
     deleted: impl Fn(&K) + Send + Sync + 'static,

@@ -12,13 +12,15 @@
 //! a wait that timed out is `BackingOff` with the reason; a wait timeout of 0 refuses at once, as OADP does.
 
 use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error, KindState};
+use super::context::{key_of, Error};
 use super::objects::{add_restore_exclusions, to_map};
 use super::queue::reported;
 use super::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
 };
+use super::tenant::KindState;
 use super::tenant::{self, set_status, Admission, StoreCopy, Tenant, Waiting};
+use super::term::Ctx;
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::naming::{Origin, NAB, NAR};
@@ -106,7 +108,7 @@ impl Tenant for NonAdminRestore {
             Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
         };
         ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
             .await?;
         let source = observe_source(nar, ctx, wait.is_zero()).await?;
         Ok(match judge(&source, &policy.restore) {

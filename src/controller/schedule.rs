@@ -10,8 +10,9 @@
 
 use super::backup::{recheck_rights, recorded_spec, resolve_location};
 use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
+use super::context::{key_of, Error, Watched};
 use super::status::Note;
+use super::term::Ctx;
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
@@ -19,10 +20,13 @@ use crate::naming::{generate_nacuuid, is_nacuuid_for, run_name, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -37,6 +41,42 @@ pub const INVALID_SCHEDULE_SPEC: &str = "InvalidScheduleSpec";
 pub const RECENT_BACKUPS: usize = 5;
 /// How often a settled schedule is looked at again (its requester's rights may have changed).
 pub const RECHECK: Duration = Duration::from_secs(600);
+
+/// What the schedule controller keeps for a term: the tenants' schedules, the Velero Schedules made for them, and
+/// the channel that wakes a schedule when one of its runs changes.
+pub struct State {
+    pub objects: Watched<NonAdminSchedule>,
+    pub velero: Watched<Schedule>,
+    pub trigger: UnboundedSender<ObjectRef<NonAdminSchedule>>,
+}
+
+/// The write ends of a [`State`], for its watches and triggers.
+pub struct Wiring {
+    pub objects: Writer<NonAdminSchedule>,
+    pub velero: Writer<Schedule>,
+    pub triggers: UnboundedReceiver<ObjectRef<NonAdminSchedule>>,
+}
+
+impl State {
+    pub fn new() -> (Self, Wiring) {
+        let (objects, objects_writer) = Watched::new();
+        let (velero, velero_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let wiring = Wiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers,
+        };
+        (
+            State {
+                objects,
+                velero,
+                trigger,
+            },
+            wiring,
+        )
+    }
+}
 
 pub async fn reconcile(obj: Arc<NonAdminSchedule>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let key = key_of(&*obj);
@@ -221,7 +261,8 @@ async fn wanted(
     if let Some(max) = policy.schedule.max_per_namespace {
         // Counted in creation order: a schedule past the limit waits until an older one goes.
         let mut mine: Vec<(Option<Timestamp>, String)> = ctx
-            .schedules
+            .nas
+            .objects
             .state()
             .iter()
             .filter(|o| o.namespace().as_deref() == Some(ns.as_str()) && o.metadata.deletion_timestamp.is_none())
@@ -251,7 +292,7 @@ async fn wanted(
         return Ok(Err(message));
     }
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
-        ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+        ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
             .await?;
         match resolve_location(ctx, &ns, name) {
             Ok(velero_location) => template.storage_location = Some(velero_location),
@@ -386,7 +427,7 @@ pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus)
 }
 
 async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
+    ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
     ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
     let nas = ctx.fresh(api, nas).await?;
     let Some(policy) = ctx.policy.current() else {
@@ -398,7 +439,7 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
         None => persist_new_nacuuid(api, &nas, ctx).await?,
     };
     let ns = nas.namespace().unwrap_or_default();
-    let existing = ctx.get_velero(&ctx.velero_schedules, &nacuuid).await?;
+    let existing = ctx.get_velero(&ctx.nas.velero, &nacuuid).await?;
     if let Some(v) = &existing {
         if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
             return Err(Error::Inconsistent(format!(
@@ -507,11 +548,11 @@ async fn persist_new_nacuuid(
 
 /// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
 async fn cleanup(nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
+    ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
     if let Some(u) = nacuuid(&nas) {
         let ns = nas.namespace().unwrap_or_default();
         let mine = ctx
-            .get_velero(&ctx.velero_schedules, &u)
+            .get_velero(&ctx.nas.velero, &u)
             .await?
             .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
         if let Some(v) = mine {

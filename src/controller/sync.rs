@@ -16,9 +16,10 @@
 //! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
 //! replica's last moments of leadership) is refused by the API server with AlreadyExists.
 
-use super::context::{key_of, Ctx};
+use super::context::key_of;
 use super::status::Note;
 use super::tenant::StoreCopy;
+use super::term::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
@@ -357,7 +358,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     };
     let tenant_locations = |location: &str| tenant_location_of(ctx, location);
     let live = |schedule: &str| {
-        let s = ctx.velero_schedules.get(&ctx.velero_ref(schedule))?;
+        let s = ctx.nas.velero.get(&ctx.velero_ref(schedule))?;
         let (ns, _) = NAS.origin_of(&s.metadata)?;
         Some((ns.to_string(), s.spec.template.storage_location.clone()))
     };

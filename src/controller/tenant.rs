@@ -2,26 +2,33 @@
 //! admission, idempotent create of the Velero object, ownership check, status mirror, events, conditions and
 //! forward-only phases. A kind brings only its own decisions through [`Tenant`] (how it is admitted, what Velero
 //! object it builds, what status it mirrors, how it is deleted), in one file of its own (`backup.rs`,
-//! `restore.rs`) plus its entries in [`Ctx`](super::context::Ctx) and the controller wiring.
+//! `restore.rs`) plus its entries in [`Ctx`](super::term::Ctx) and the controller wiring.
 
 use super::conditions::{find, now_seconds};
-use super::context::{key_of, Ctx, Error, KindState};
+use super::context::{key_of, key_of_ref, Error, QueueDepth, Waiters};
 use super::queue::Observed;
+use super::queue::QueueIndex;
 use super::status::{self, TenantStatus, Words};
+use super::term::Ctx;
+use super::watches::Synced;
 use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, HasStatus, StatusUpdate};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
+use crate::metrics::Metrics;
 use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
 use crate::policy::Policy;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -230,6 +237,132 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
 
     /// The finalizer's cleanup: the kind's delete path.
     fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+/// One tenant kind's share of a term: its store, its Velero objects (nac's own, in the Velero namespace) and their
+/// queue index, the channel that triggers its reconciles, and its queue-depth gauge.
+pub struct KindState<K: Tenant> {
+    pub objects: Store<K>,
+    /// The tenant objects' watch has completed its first list.
+    pub objects_synced: Synced,
+    pub velero: Store<K::Velero>,
+    /// The Velero objects' watch has completed its first list.
+    pub synced: Synced,
+    pub queue: Arc<Mutex<QueueIndex>>,
+    pub triggers: UnboundedSender<ObjectRef<K>>,
+    pub trigger: Trigger<K>,
+    pub depth: QueueDepth,
+    /// Objects of this kind waiting for others (see [`Waiters`]).
+    pub waiting: Waiters<K>,
+}
+
+/// The write ends of a [`KindState`], for the watch streams that feed it.
+pub struct KindWiring<K: Tenant> {
+    pub objects: Writer<K>,
+    pub velero: Writer<K::Velero>,
+    pub triggers: UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Tenant> KindState<K> {
+    pub fn new(metrics: &Metrics, velero_namespace: &str) -> (Self, KindWiring<K>) {
+        let (objects, objects_writer) = reflector::store::<K>();
+        let (velero, velero_writer) = reflector::store::<K::Velero>();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let trigger = Trigger {
+            velero: velero.clone(),
+            namespace: velero_namespace.to_string(),
+            triggers: tx.clone(),
+        };
+        let state = KindState {
+            objects,
+            objects_synced: Synced::default(),
+            velero,
+            synced: Synced::default(),
+            queue: Arc::new(Mutex::new(QueueIndex::new())),
+            triggers: tx,
+            trigger,
+            depth: QueueDepth::new(metrics, K::CONTROLLER),
+            waiting: Waiters::default(),
+        };
+        let wiring = KindWiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers: rx,
+        };
+        (state, wiring)
+    }
+
+    /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
+    pub fn position(&self, name: &str) -> i64 {
+        self.queue
+            .lock()
+            .expect("queue lock")
+            .reported_position(name)
+            .unwrap_or(0)
+    }
+
+    /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers
+    /// the tenant objects whose position that moved.
+    pub fn note(&self, v: &K::Velero) {
+        let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
+        self.trigger.send(changed);
+    }
+
+    /// Triggers the objects of this kind waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.triggers.unbounded_send(r);
+        }
+    }
+
+    /// Counts a trigger in the queue-depth gauge when the object still exists.
+    pub fn enqueued(&self, r: &ObjectRef<K>) {
+        if self.objects.get(r).is_some() {
+            self.depth.enqueue(key_of_ref(r));
+        }
+    }
+}
+
+/// Maps Velero object names back to their tenant objects and triggers those: the one way every watch-fed index
+/// (and every create nac makes) turns "these Velero objects moved" into reconciles.
+pub struct Trigger<K: Tenant> {
+    velero: Store<K::Velero>,
+    namespace: String,
+    triggers: UnboundedSender<ObjectRef<K>>,
+}
+
+impl<K: Tenant> Clone for Trigger<K> {
+    fn clone(&self) -> Self {
+        Trigger {
+            velero: self.velero.clone(),
+            namespace: self.namespace.clone(),
+            triggers: self.triggers.clone(),
+        }
+    }
+}
+
+impl<K: Tenant> Trigger<K> {
+    /// Triggers the owners of the Velero objects `names` (those nac made; others are skipped).
+    pub fn send(&self, names: Vec<String>) {
+        for name in names {
+            let owner = self
+                .velero
+                .get(&ObjectRef::new(&name).within(&self.namespace))
+                // A label in Velero's short form of a long name (a scheduled run's): looked for by that form.
+                .or_else(|| {
+                    (name.len() == crate::naming::MAX_NAME_LEN).then(|| {
+                        self.velero.find(|v| {
+                            crate::naming::velero_label_value(v.meta().name.as_deref().unwrap_or_default())
+                                == name.as_str()
+                        })
+                    })?
+                })
+                .and_then(|v| K::ORIGIN.owner(&*v));
+            if let Some(r) = owner {
+                let _ = self.triggers.unbounded_send(r);
+            }
+        }
+    }
 }
 
 /// What admission decided about a tenant object.

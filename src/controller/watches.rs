@@ -3,9 +3,9 @@
 //! and relist when it expired (kube's watcher), back off per stream on errors, and never pass errors on to the
 //! controllers (a missing optional Velero CRD must not pause the others).
 
-use super::context::KindState;
 use super::counts::PhaseCounts;
 use super::queue::QueueIndex;
+use super::tenant::KindState;
 use super::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::api::NonAdminBackup;
 use crate::metrics::{KindLabels, Metrics};
