@@ -10,11 +10,12 @@
 use super::conditions::{is_true, now_seconds, set_condition};
 use super::context::{key_of, Error};
 use super::counts::PhaseTally;
+use super::kind::{self, set_status, Kind};
 use super::objects::{add_backup_exclusions, to_map};
 use super::queue::reported;
 use super::status::{self, Words};
 use super::tenant::KindState;
-use super::tenant::{self, set_status, Admission, StoreCopy, Tenant};
+use super::tenant::{self, Admission, StoreCopy, Tenant};
 use super::term::Ctx;
 use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::*;
@@ -146,8 +147,6 @@ fn reported_status(vb: &Backup) -> Option<BackupStatus> {
 }
 
 impl Tenant for NonAdminBackup {
-    const ORIGIN: Origin = NAB;
-    const CONTROLLER: &'static str = NAB_CONTROLLER;
     const WORDS: Words = Words {
         kind: "Backup",
         accepted_reason: BACKUP_ACCEPTED,
@@ -283,6 +282,12 @@ impl Tenant for NonAdminBackup {
             None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
         }
     }
+}
+
+impl Kind for NonAdminBackup {
+    const ORIGIN: Origin = NAB;
+    const CONTROLLER: &'static str = NAB_CONTROLLER;
+    crate::queued_kind!();
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
         ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
@@ -587,7 +592,7 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
         .get(NAB_SYNCED_FROM_NACUUID_LABEL)
         .cloned()
         .unwrap_or_default();
-    let u = tenant::nacuuid(nab).filter(|u| *u == synced);
+    let u = kind::nacuuid(nab).filter(|u| *u == synced);
     // Named by the nacuuid, or (a scheduled run, which Velero names) carrying it: either way made for this object.
     let vb = u.as_ref().and_then(|u| {
         ctx.nab
@@ -826,7 +831,7 @@ mod tests {
             &stored(NonAdminPhase::Created).spec.backup_spec
         ));
         // What decides anything later is kept: the identity, the deletion flag, the status.
-        assert_eq!(tenant::nacuuid(&settled).as_deref(), Some(id.as_str()));
+        assert_eq!(kind::nacuuid(&settled).as_deref(), Some(id.as_str()));
         assert!(!settled.spec.delete_backup);
         // Not settled: admitted from its spec, so it keeps it.
         for phase in [NonAdminPhase::New, NonAdminPhase::BackingOff] {
@@ -1108,7 +1113,7 @@ mod tests {
         let mut n = nab(json!({}));
         let label = nacuuid_with("team-a", "nightly", U);
         n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &label)]));
-        assert_eq!(tenant::nacuuid(&n).as_deref(), Some(label.as_str()));
+        assert_eq!(kind::nacuuid(&n).as_deref(), Some(label.as_str()));
         n.status = Some(crate::api::NonAdminBackupStatus {
             velero_backup: Some(crate::api::VeleroBackupRef {
                 nacuuid: Some("from-status".into()),
@@ -1116,7 +1121,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        assert_eq!(tenant::nacuuid(&n).as_deref(), Some("from-status"));
+        assert_eq!(kind::nacuuid(&n).as_deref(), Some("from-status"));
         assert_eq!(tenant::velero_name(&n, "from-status"), "from-status");
     }
 
@@ -1124,6 +1129,6 @@ mod tests {
     fn a_label_nac_would_not_have_generated_is_ignored() {
         let mut n = nab(json!({}));
         n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &nacuuid_with("team-b", "x", U))]));
-        assert_eq!(tenant::nacuuid(&n), None);
+        assert_eq!(kind::nacuuid(&n), None);
     }
 }

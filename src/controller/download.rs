@@ -8,15 +8,16 @@
 
 use super::conditions::{advance_phase, now_seconds, set_condition};
 use super::context::{key_of, Error, Waiters, Watched};
+use super::kind::{set_status, Kind};
 use super::status::Note;
 use super::tenant::dependency;
 use super::term::Ctx;
-use super::write::{create_or_get, delete_if_present, update_status};
+use super::write::{create_or_get, delete_if_present};
 use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
     VeleroDownloadRequest,
 };
-use crate::naming::{self, NAB, NABSL, NADR, NAR};
+use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
 use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
@@ -30,8 +31,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tracing::Instrument;
+use std::time::Duration;
 
 pub const CONTROLLER: &str = "nonadmindownloadrequest";
 
@@ -376,29 +376,51 @@ impl Lookup for Stores<'_> {
     }
 }
 
-/// The reconcile entry point: span, metrics.
-pub async fn reconcile(obj: Arc<NonAdminDownloadRequest>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
-    let start = Instant::now();
-    let res = apply(obj, &ctx).instrument(span).await;
-    ctx.record(CONTROLLER, &key, &res, start.elapsed());
-    res
+/// No finalizer (the origin's empty one): the Velero DownloadRequest of a deleted request is collected by `gc`.
+impl Kind for NonAdminDownloadRequest {
+    const ORIGIN: Origin = NADR;
+    const CONTROLLER: &'static str = CONTROLLER;
+
+    fn recorded_nacuuid(_: &NonAdminDownloadRequestStatus) -> Option<&str> {
+        None
+    }
+
+    /// A request's identity is its uid (OADP's scheme).
+    fn identity(obj: &Self) -> Option<String> {
+        obj.uid()
+    }
+
+    fn notes(old: Option<&NonAdminDownloadRequestStatus>, new: &NonAdminDownloadRequestStatus) -> Vec<Note> {
+        note(old, new).into_iter().collect()
+    }
+
+    fn waiting(ctx: &Ctx) -> Option<&Waiters<Self>> {
+        Some(&ctx.nadr.waiting)
+    }
+
+    async fn ready(ctx: &Ctx) -> Result<(), Error> {
+        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+        ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
+        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
+            .await?;
+        ctx.ready(&ctx.nadr.velero.synced, "Velero DownloadRequests").await
+    }
+
+    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        apply(api, obj, ctx).await
+    }
+
+    async fn cleanup(_api: &Api<Self>, _obj: Arc<Self>, _ctx: &Ctx) -> Result<Action, Error> {
+        Ok(Action::await_change())
+    }
 }
 
-pub fn error_policy(obj: Arc<NonAdminDownloadRequest>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
-}
-
-async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-    ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
-    ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
-        .await?;
-    ctx.ready(&ctx.nadr.velero.synced, "Velero DownloadRequests").await?;
+async fn apply(
+    api: &Api<NonAdminDownloadRequest>,
+    obj: Arc<NonAdminDownloadRequest>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let api: Api<NonAdminDownloadRequest> = Api::namespaced(ctx.client.clone(), &ns);
-    let obj = ctx.fresh(&api, obj).await?;
     let me = ObjectRef::from_obj(&*obj);
     if obj.metadata.deletion_timestamp.is_some() {
         ctx.nadr.waiting.forget(&me);
@@ -409,7 +431,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
     let dr_name = velero_name(&uid);
     if let Some(at) = expiration(obj.status.as_ref()) {
         if at <= now {
-            return expire(ctx, &api, &obj, &dr_name).await;
+            return expire(ctx, api, &obj, &dr_name).await;
         }
         if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
             return Ok(until(at, now));
@@ -430,7 +452,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
             };
             // Whatever the reason, a change of the backup or restore it names may change the answer.
             ctx.nadr.waiting.register(me, vec![dependency(kind, &ns, name)]);
-            set(&api, &obj, ctx, &stage).await?;
+            set(api, &obj, ctx, &stage).await?;
             return Ok(Action::await_change());
         }
     };
@@ -447,12 +469,12 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
     {
         tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
         let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
-        set(&api, &obj, ctx, &stage).await?;
+        set(api, &obj, ctx, &stage).await?;
         return Ok(Action::await_change());
     }
     if let Some(answer) = answer(&dr, now) {
         let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
-        set(&api, &obj, ctx, &Stage::Processed(answer)).await?;
+        set(api, &obj, ctx, &Stage::Processed(answer)).await?;
         return Ok(until(at, now));
     }
     // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
@@ -462,7 +484,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
         return Ok(Action::requeue(ANSWER_GRACE - waited));
     }
     let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
-    set(&api, &obj, ctx, &Stage::Requested(msg)).await?;
+    set(api, &obj, ctx, &Stage::Requested(msg)).await?;
     Ok(Action::requeue(ctx.opts.deletion_poll))
 }
 
@@ -507,41 +529,28 @@ async fn set(
     stage: &Stage,
 ) -> Result<(), Error> {
     let now = now_seconds();
-    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| plan(s, stage, now)).await?;
-    if up.written {
-        if let Some(note) = note(up.old.as_ref(), up.status(), stage) {
-            ctx.publish(&up.object, vec![note]);
-        }
-    }
+    set_status(api, obj, ctx, |s| plan(s, stage, now)).await?;
     Ok(())
 }
 
 /// An Event when a request is refused: the condition keeps OADP's words, the Event says exactly why.
-fn note(
-    old: Option<&NonAdminDownloadRequestStatus>,
-    new: Option<&NonAdminDownloadRequestStatus>,
-    stage: &Stage,
-) -> Option<Note> {
+fn note(old: Option<&NonAdminDownloadRequestStatus>, new: &NonAdminDownloadRequestStatus) -> Option<Note> {
     let became = |s: Option<&NonAdminDownloadRequestStatus>| s.and_then(|s| s.phase);
-    if became(new) != Some(NonAdminPhase::BackingOff) || became(old) == Some(NonAdminPhase::BackingOff) {
+    if became(Some(new)) != Some(NonAdminPhase::BackingOff) || became(old) == Some(NonAdminPhase::BackingOff) {
         return None;
     }
-    let message = match stage {
-        Stage::LocationClosed => {
+    let first = new.conditions.first();
+    let message = match first {
+        // Refused for the location (Stage::LocationClosed): said in full.
+        Some(c) if c.type_ == BSL_NOT_USED => {
             "the backup is stored on an admin storage location that the policy does not open for downloads \
              (downloads.adminLocations); files of backups on your own NonAdminBackupStorageLocation can always be \
              downloaded"
                 .to_string()
         }
-        _ => new
-            .and_then(|s| s.conditions.first())
-            .map(|c| c.message.clone())
-            .unwrap_or_default(),
+        _ => first.map(|c| c.message.clone()).unwrap_or_default(),
     };
-    let reason = new
-        .and_then(|s| s.conditions.first())
-        .map(|c| c.type_.clone())
-        .unwrap_or_default();
+    let reason = first.map(|c| c.type_.clone()).unwrap_or_default();
     Some(Note {
         warning: true,
         reason,

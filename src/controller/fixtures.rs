@@ -330,14 +330,14 @@ where
 
 async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::tenant::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.ctx.clone())
     })
     .await
 }
 
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::tenant::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.ctx.clone())
     })
     .await
 }

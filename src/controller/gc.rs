@@ -19,6 +19,7 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
+use super::kind::Kind;
 use super::term::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
 use crate::naming::{
@@ -254,46 +255,35 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
 
 /// The origin's presence as the stores show it.
 fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Presence {
-    fn find<K>(store: &Store<K>, namespace: &str, name: &str, id: fn(&K) -> Option<String>) -> Option<Option<String>>
-    where
-        K: Lookup<DynamicType = ()> + Clone + 'static,
-    {
-        store.get(&ObjectRef::new(name).within(namespace)).map(|o| id(&o))
+    fn find<K: Kind>(store: &Store<K>, namespace: &str, name: &str) -> Option<Option<String>> {
+        store
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|o| K::identity(&o))
     }
     let id = match origin.kind {
-        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name, super::tenant::nacuuid),
-        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name, super::tenant::nacuuid),
-        k if k == NABSL.kind => find(&ctx.nabsl.objects, namespace, name, super::location::nacuuid_of),
-        k if k == NAS.kind => find(&ctx.nas.objects, namespace, name, super::schedule::nacuuid),
-        _ => find(&ctx.nadr.objects, namespace, name, ResourceExt::uid),
+        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name),
+        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name),
+        k if k == NABSL.kind => find(&ctx.nabsl.objects, namespace, name),
+        k if k == NAS.kind => find(&ctx.nas.objects, namespace, name),
+        _ => find(&ctx.nadr.objects, namespace, name),
     };
     id.map_or(Presence::Missing, Presence::Present)
 }
 
 /// The origin's presence as the API server has it (the confirmation before a delete).
 async fn owner_in_api(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Result<Presence, kube::Error> {
-    async fn get<K>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<K>, kube::Error>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    {
-        Api::<K>::namespaced(ctx.client.clone(), namespace).get_opt(name).await
+    async fn get<K: Kind>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<Option<String>>, kube::Error> {
+        let found = Api::<K>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        Ok(found.map(|o| K::identity(&o)))
     }
     let id = match origin.kind {
-        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name)
-            .await?
-            .map(|o| super::tenant::nacuuid(&o)),
-        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name)
-            .await?
-            .map(|o| super::tenant::nacuuid(&o)),
-        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name)
-            .await?
-            .map(|o| super::location::nacuuid_of(&o)),
-        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name)
-            .await?
-            .map(|o| super::schedule::nacuuid(&o)),
-        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name)
-            .await?
-            .map(|o| ResourceExt::uid(&o)),
+        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name).await?,
+        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name).await?,
+        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name).await?,
+        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name).await?,
+        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name).await?,
     };
     Ok(id.map_or(Presence::Missing, Presence::Present))
 }

@@ -9,15 +9,16 @@
 
 use super::conditions::{advance_phase, find, now_seconds, set_condition};
 use super::context::{key_of, Error, Watched};
+use super::kind::{nacuuid, set_status, Kind};
 use super::status::Note;
 use super::term::Ctx;
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, StatusUpdate};
+use super::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
     NonAdminBackupStorageLocationRequestSpec, NonAdminBackupStorageLocationRequestStatus,
     NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
 };
-use crate::naming::{generate_nacuuid, is_nacuuid_for, NABSL};
+use crate::naming::{generate_nacuuid, Origin, NABSL};
 use crate::policy::{evaluate_bsl, tenant_prefix, Policy};
 use crate::velero::{BackupStorageLocation, BackupStorageLocationSpec, BackupStorageLocationStatus, SecretKeyRef};
 use k8s_openapi::api::core::v1::Secret;
@@ -25,13 +26,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::Event as Finalizer;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
-use std::time::Instant;
-use tracing::Instrument;
 
 pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
 
@@ -317,45 +315,32 @@ pub fn build_secret_copy(
     }
 }
 
-/// The nacuuid of a location: recorded in its status, else the webhook's label (trusted only in nac's shape).
-pub fn nacuuid_of(obj: &NonAdminBackupStorageLocation) -> Option<String> {
-    if let Some(u) = obj
-        .status
-        .as_ref()
-        .and_then(|s| s.velero_backup_storage_location.as_ref())
-        .and_then(|r| r.nacuuid.clone())
-        .filter(|u| !u.is_empty())
-    {
-        return Some(u);
-    }
-    let v = obj.labels().get(NABSL.nacuuid_label)?;
-    is_nacuuid_for(v, &obj.namespace().unwrap_or_default(), &obj.name_any()).then(|| v.clone())
-}
+impl Kind for NonAdminBackupStorageLocation {
+    const ORIGIN: Origin = NABSL;
+    const CONTROLLER: &'static str = CONTROLLER;
 
-/// The reconcile entry point: span, metrics, finalizer.
-pub async fn reconcile(obj: Arc<NonAdminBackupStorageLocation>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
-    let start = Instant::now();
-    let res = async {
-        let api: Api<NonAdminBackupStorageLocation> =
-            Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        with_finalizer(&api, NABSL.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
-            match ev {
-                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
-                Finalizer::Cleanup(o) => cleanup(&api, o, &ctx).await,
-            }
-        })
-        .await
+    fn recorded_nacuuid(s: &NonAdminBackupStorageLocationStatus) -> Option<&str> {
+        s.velero_backup_storage_location.as_ref()?.nacuuid.as_deref()
     }
-    .instrument(span)
-    .await;
-    ctx.record(CONTROLLER, &key, &res, start.elapsed());
-    res
-}
 
-pub fn error_policy(obj: Arc<NonAdminBackupStorageLocation>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
+    fn notes(
+        old: Option<&NonAdminBackupStorageLocationStatus>,
+        new: &NonAdminBackupStorageLocationStatus,
+    ) -> Vec<Note> {
+        notes(old, new)
+    }
+
+    async fn ready(ctx: &Ctx) -> Result<(), Error> {
+        stores_ready(ctx).await
+    }
+
+    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        apply(api, obj, ctx).await
+    }
+
+    async fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        cleanup(api, obj, ctx).await
+    }
 }
 
 async fn set(
@@ -367,14 +352,7 @@ async fn set(
 ) -> Result<StatusUpdate<NonAdminBackupStorageLocation>, Error> {
     let now = now_seconds();
     let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| {
-        plan(s, stage, nacuuid, &vns, now)
-    })
-    .await?;
-    if let Some(new) = up.status() {
-        ctx.publish(&up.object, notes(up.old.as_ref(), new));
-    }
-    Ok(up)
+    set_status(api, obj, ctx, |s| plan(s, stage, nacuuid, &vns, now)).await
 }
 
 /// Events for the transitions users act on: approval decided, the location ready or failing.
@@ -429,8 +407,6 @@ async fn apply(
     obj: Arc<NonAdminBackupStorageLocation>,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    stores_ready(ctx).await?;
-    let obj = ctx.fresh(api, obj).await?;
     if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
         return Ok(Action::await_change());
     }
@@ -438,7 +414,7 @@ async fn apply(
         tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
-    let nacuuid = match nacuuid_of(&obj) {
+    let nacuuid = match nacuuid(&*obj) {
         Some(u) => u,
         None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
     };
@@ -727,7 +703,7 @@ async fn cleanup(
     ctx: &Ctx,
 ) -> Result<Action, Error> {
     stores_ready(ctx).await?;
-    let Some(nacuuid) = nacuuid_of(&obj) else {
+    let Some(nacuuid) = nacuuid(&*obj) else {
         return Ok(Action::await_change());
     };
     let now = now_seconds();

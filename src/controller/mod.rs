@@ -27,6 +27,7 @@ pub mod events;
 mod fixtures;
 pub mod gc;
 pub mod interner;
+pub mod kind;
 pub mod location;
 mod objects;
 pub mod queue;
@@ -384,7 +385,11 @@ async fn term(
         .watches_stream(copies, |s| NABSL.owner(&s.metadata))
         .reconcile_on(location_rx)
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(location::reconcile, location::error_policy, ctx.clone())
+        .run(
+            kind::reconcile::<NonAdminBackupStorageLocation>,
+            kind::error_policy::<NonAdminBackupStorageLocation>,
+            ctx.clone(),
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, controller = location::CONTROLLER, "controller");
@@ -465,7 +470,11 @@ async fn term(
         })
         .reconcile_on(wiring.nadr.triggers)
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(download::reconcile, download::error_policy, ctx.clone())
+        .run(
+            kind::reconcile::<NonAdminDownloadRequest>,
+            kind::error_policy::<NonAdminDownloadRequest>,
+            ctx.clone(),
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, controller = download::CONTROLLER, "controller");
@@ -506,7 +515,11 @@ async fn term(
         })
         .reconcile_on(watches::coalesce(wiring.nas.triggers, ctx.opts.queue_update_interval))
         .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(schedule::reconcile, schedule::error_policy, ctx.clone())
+        .run(
+            kind::reconcile::<NonAdminSchedule>,
+            kind::error_policy::<NonAdminSchedule>,
+            ctx.clone(),
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, controller = schedule::CONTROLLER, "controller");
@@ -618,7 +631,7 @@ where
 async fn drive<K: Tenant>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(tenant::reconcile::<K>, tenant::error_policy::<K>, ctx.clone())
+        .run(kind::reconcile::<K>, kind::error_policy::<K>, ctx.clone())
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, controller = K::CONTROLLER, "controller");

@@ -13,13 +13,14 @@
 
 use super::conditions::{now_seconds, set_condition};
 use super::context::{key_of, Error};
+use super::kind::{self, set_status, Kind};
 use super::objects::{add_restore_exclusions, to_map};
 use super::queue::reported;
 use super::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
 };
 use super::tenant::KindState;
-use super::tenant::{self, set_status, Admission, StoreCopy, Tenant, Waiting};
+use super::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
 use super::term::Ctx;
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
@@ -76,8 +77,6 @@ crate::tenant_types! {
 impl StoreCopy for Restore {}
 
 impl Tenant for NonAdminRestore {
-    const ORIGIN: Origin = NAR;
-    const CONTROLLER: &'static str = NAR_CONTROLLER;
     const WORDS: Words = Words {
         kind: "Restore",
         accepted_reason: RESTORE_ACCEPTED,
@@ -219,6 +218,12 @@ impl Tenant for NonAdminRestore {
             );
         }
     }
+}
+
+impl Kind for NonAdminRestore {
+    const ORIGIN: Origin = NAR;
+    const CONTROLLER: &'static str = NAR_CONTROLLER;
+    crate::queued_kind!();
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
     /// the Velero Restore longer than `restore_finalizer_grace` (Velero not running), the condition says so.
@@ -400,7 +405,7 @@ async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: boo
     let backup_name = nab
         .as_ref()
         .filter(|n| tenant::was_created(*n))
-        .and_then(|n| tenant::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
+        .and_then(|n| kind::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
     let mut backup = None;
     if let Some(name) = &backup_name {
         backup = ctx.nab.velero.get(&ctx.velero_ref(name)).map(|b| (*b).clone());
