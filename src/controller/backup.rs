@@ -14,29 +14,34 @@ use super::kind::{self, set_status, Kind};
 use super::objects::{add_backup_exclusions, to_map};
 use super::queue::reported;
 use super::status::{self, Words};
-use super::tenant::KindState;
 use super::tenant::{self, Admission, StoreCopy, Tenant};
+use super::tenant::{KindState, KindWiring};
 use super::term::Ctx;
+use super::term::Jobs;
 use super::write::{create_or_get, delete_if_present};
+use super::{gc, watches};
 use crate::api::condition::*;
 use crate::api::{
-    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, VeleroBackupRef,
-    VeleroDeleteBackupRequestRef,
+    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule,
+    VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
 use crate::naming::{
-    Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
+    Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, tenant_location, Policy};
 use crate::velero::{
-    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DeleteBackupRequest, DeleteBackupRequestSpec,
-    DeleteBackupRequestStatus,
+    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DataUpload, DeleteBackupRequest,
+    DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
 };
+use futures::StreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub const NAB_CONTROLLER: &str = "nonadminbackup";
 pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
@@ -299,6 +304,76 @@ impl Kind for NonAdminBackup {
             delete_backup_object(api, &nab, ctx).await
         }
     }
+}
+
+/// The backup controller for a term: NonAdminBackups, nac's Velero Backups (queue moves, per-volume progress) and
+/// DeleteBackupRequests, and the runs of nac's Velero Schedules. A Velero Backup or DeleteBackupRequest whose
+/// NonAdminBackup is not in the store goes to the collector (and a Backup to backup sync, which may give it its
+/// NonAdminBackup back).
+pub async fn controller(
+    ctx: Arc<Ctx>,
+    wiring: KindWiring<NonAdminBackup>,
+    delete_requests: Writer<DeleteBackupRequest>,
+    jobs: &Jobs,
+    stop: CancellationToken,
+) {
+    let (nabs, j) = (ctx.nab.objects.clone(), jobs.clone());
+    let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
+        if nabs.get(r).is_none() {
+            j.sync(b.name_any());
+            j.orphan(gc::Made::Backup, b.name_any());
+        }
+    };
+    // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero Backup
+    // (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy syncs
+    // its location, without waiting for the periodic resync).
+    let j = jobs.clone();
+    let gone = move |o: &NonAdminBackup| {
+        j.gone(o);
+        if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
+            j.sync(b);
+        }
+    };
+    // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
+    // backup sync of one that has no NonAdminBackup yet.
+    let (schedules, j) = (ctx.nas.trigger.clone(), jobs.clone());
+    let runs = move |b: &Backup| {
+        if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
+            let _ = schedules.unbounded_send(r);
+            if !NAB.is_tagged(b) {
+                j.sync(b.name_any());
+            }
+        }
+    };
+    // A DeleteBackupRequest is kept by the collector until Velero processed it.
+    let dbrs = watches::delete_request_stream(
+        ctx.velero_api(),
+        delete_requests,
+        ctx.delete_requests.synced.clone(),
+        ctx.metrics.clone(),
+    );
+    let dbr_owner = kind::owner_or_orphan(ctx.nab.objects.clone(), jobs, gc::Made::DeleteBackupRequest);
+    let controller = tenant::controller(&ctx, wiring, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
+    // Per-volume progress of backups, counted for the NonAdminBackup status.
+    let volumes = &ctx.volumes;
+    let du = watches::volume_count_stream(
+        ctx.velero_api::<DataUpload>(),
+        volumes.data_uploads.clone(),
+        volumes.data_uploads_synced.clone(),
+        &ctx.nab,
+        "velero datauploads",
+    );
+    let pvb = watches::volume_count_stream(
+        ctx.velero_api::<PodVolumeBackup>(),
+        volumes.pod_volume_backups.clone(),
+        volumes.pod_volume_backups_synced.clone(),
+        &ctx.nab,
+        "velero podvolumebackups",
+    );
+    let counts = futures::stream::select(du, pvb)
+        .take_until(stop.clone().cancelled_owned())
+        .for_each(|_| async {});
+    tokio::join!(kind::run(controller, &ctx, stop), counts);
 }
 
 fn count(t: &PhaseTally, phase: &str) -> i64 {

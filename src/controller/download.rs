@@ -7,11 +7,13 @@
 //! collected by `gc`). At the URL's expiration the request and its Velero DownloadRequest are deleted, on time.
 
 use super::conditions::{advance_phase, now_seconds, set_condition};
-use super::context::{key_of, Error, Waiters, Watched};
-use super::kind::{set_status, Kind};
+use super::context::{key_of, Error, Waiters};
+use super::gc;
+use super::kind::{self, set_status, Kind, Stores, StoresWiring};
 use super::status::Note;
 use super::tenant::dependency;
 use super::term::Ctx;
+use super::term::Jobs;
 use super::write::{create_or_get, delete_if_present};
 use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
@@ -23,15 +25,14 @@ use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
     DownloadRequestStatus, DownloadTarget,
 };
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadmindownloadrequest";
 
@@ -58,47 +59,24 @@ use words::*;
 
 /// What the download controller keeps for a term: the tenants' requests, the Velero DownloadRequests made for
 /// them, and the requests waiting for their backup or restore to finish.
-pub struct State {
-    pub objects: Watched<NonAdminDownloadRequest>,
-    pub velero: Watched<DownloadRequest>,
-    pub waiting: Waiters<NonAdminDownloadRequest>,
-    pub trigger: UnboundedSender<ObjectRef<NonAdminDownloadRequest>>,
-}
+pub type State = Stores<NonAdminDownloadRequest, DownloadRequest>;
+pub type Wiring = StoresWiring<NonAdminDownloadRequest, DownloadRequest>;
 
-/// The write ends of a [`State`], for its watches and triggers.
-pub struct Wiring {
-    pub objects: Writer<NonAdminDownloadRequest>,
-    pub velero: Writer<DownloadRequest>,
-    pub triggers: UnboundedReceiver<ObjectRef<NonAdminDownloadRequest>>,
-}
-
-impl State {
-    pub fn new() -> (Self, Wiring) {
-        let (objects, objects_writer) = Watched::new();
-        let (velero, velero_writer) = Watched::new();
-        let (trigger, triggers) = futures::channel::mpsc::unbounded();
-        let wiring = Wiring {
-            objects: objects_writer,
-            velero: velero_writer,
-            triggers,
-        };
-        (
-            State {
-                objects,
-                velero,
-                waiting: Waiters::default(),
-                trigger,
-            },
-            wiring,
-        )
-    }
-
-    /// Triggers the requests waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        for r in self.waiting.waiting_for(dependency) {
-            let _ = self.trigger.unbounded_send(r);
-        }
-    }
+/// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
+/// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let velero = kind::made::<NonAdminDownloadRequest, DownloadRequest>(
+        &ctx,
+        wiring.velero,
+        ctx.nadr.velero.synced.clone(),
+        "velero downloadrequests",
+    );
+    let orphans = kind::owner_or_orphan(ctx.nadr.objects.store.clone(), jobs, gc::Made::DownloadRequest);
+    let objects = ctx.nadr.objects.synced.clone();
+    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadmindownloadrequests")
+        .watches_stream(velero, orphans)
+        .reconcile_on(wiring.triggers);
+    kind::run(controller, &ctx, stop).await
 }
 
 /// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within
@@ -356,9 +334,9 @@ pub fn velero_name(uid: &str) -> String {
     format!("nadr-{uid}")
 }
 
-struct Stores<'a>(&'a Ctx);
+struct StoreView<'a>(&'a Ctx);
 
-impl Lookup for Stores<'_> {
+impl Lookup for StoreView<'_> {
     fn nab(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminBackup>> {
         self.0.nab.objects.get(&ObjectRef::new(name).within(namespace))
     }
@@ -442,7 +420,7 @@ async fn apply(
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
     let target = &obj.spec.target;
-    let resolved = match resolve(&obj, &Stores(ctx), &policy) {
+    let resolved = match resolve(&obj, &StoreView(ctx), &policy) {
         Ok(r) => r,
         Err(stage) => {
             let (kind, name) = if target.kind.is_restore() {

@@ -3,19 +3,27 @@
 //! write with its Events, and the identity lookup. A kind brings only what differs through [`Kind`]; the kinds
 //! queued in Velero (backups, restores) add the second tier, [`Tenant`](super::tenant::Tenant), on top.
 
-use super::context::{key_of, Error, QueueDepth, Waiters};
+use super::context::{key_of, Error, QueueDepth, Waiters, Watched};
+use super::gc;
 use super::status::Note;
-use super::term::Ctx;
+use super::term::{Ctx, Jobs};
+use super::watches::{self, Synced};
 use super::write::{update_status, with_finalizer, HasStatus, StatusUpdate};
 use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// What a tenant kind brings to the base.
@@ -176,4 +184,126 @@ pub async fn ensure_nacuuid<K: Kind>(
         .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(&*obj))))?;
     tracing::info!(object = %key_of(&*obj), %nacuuid, label = K::ORIGIN.nacuuid_label, "no nacuuid label; generated one");
     Ok((Arc::new(up.object), nacuuid))
+}
+
+/// Runs a kind's controller until `stop`, on the base above.
+pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
+    controller
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = K::CONTROLLER, "controller");
+            }
+        })
+        .await
+}
+
+/// A controller over a kind's objects (all namespaces, reflected into `writer`; each delete event goes to the
+/// collector).
+pub fn controller<K: Kind>(
+    ctx: &Ctx,
+    writer: Writer<K>,
+    synced: Synced,
+    jobs: &Jobs,
+    what: &'static str,
+) -> Controller<K> {
+    let store = writer.as_reader();
+    let jobs = jobs.clone();
+    let objects = watches::origin_stream(
+        Api::<K>::all(ctx.client.clone()),
+        watches::config(),
+        writer,
+        synced,
+        what,
+        move |o| jobs.gone(o),
+    );
+    Controller::for_stream(objects, store).with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
+}
+
+/// The Velero objects nac made for a kind (label-selected in the Velero namespace, reflected into `writer`), for
+/// a controller's `watches_stream`.
+pub fn made<K: Kind, V>(
+    ctx: &Ctx,
+    writer: Writer<V>,
+    synced: Synced,
+    what: &'static str,
+) -> impl futures::Stream<Item = Result<V, kube::runtime::watcher::Error>> + Send
+where
+    V: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = Api::<V>::namespaced(ctx.client.clone(), &ctx.opts.velero_namespace);
+    watches::store_stream(
+        api,
+        watches::config().labels(K::ORIGIN.nacuuid_label),
+        writer,
+        synced,
+        what,
+    )
+}
+
+/// Maps a Velero object nac made back to its tenant object; one whose tenant object is not in `objects` goes to
+/// the collector as `made`.
+pub fn owner_or_orphan<K: Kind, V: Resource>(
+    objects: Store<K>,
+    jobs: &Jobs,
+    made: gc::Made,
+) -> impl Fn(V) -> Option<ObjectRef<K>> + Send + Sync + 'static {
+    let jobs = jobs.clone();
+    move |v: V| {
+        let r = K::ORIGIN.owner(v.meta())?;
+        if objects.get(&r).is_none() {
+            jobs.orphan(made, v.meta().name.clone().unwrap_or_default());
+        }
+        Some(r)
+    }
+}
+
+/// What a kind with one Velero object per tenant object keeps for a term: its objects, the Velero objects nac made
+/// for them, the objects waiting for others, and the channel that triggers its reconciles.
+pub struct Stores<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
+    pub objects: Watched<K>,
+    pub velero: Watched<V>,
+    pub waiting: Waiters<K>,
+    pub trigger: UnboundedSender<ObjectRef<K>>,
+}
+
+/// The write ends of [`Stores`], for its watches and triggers.
+pub struct StoresWiring<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
+    pub objects: Writer<K>,
+    pub velero: Writer<V>,
+    pub triggers: UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> Stores<K, V> {
+    pub fn new() -> (Self, StoresWiring<K, V>) {
+        let (objects, objects_writer) = Watched::new();
+        let (velero, velero_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let wiring = StoresWiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers,
+        };
+        let stores = Stores {
+            objects,
+            velero,
+            waiting: Waiters::default(),
+            trigger,
+        };
+        (stores, wiring)
+    }
+
+    /// Triggers the objects waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.trigger.unbounded_send(r);
+        }
+    }
 }

@@ -9,9 +9,11 @@
 
 use super::conditions::{advance_phase, find, now_seconds, set_condition};
 use super::context::{key_of, Error, Watched};
-use super::kind::{nacuuid, set_status, Kind};
+use super::kind::{self, nacuuid, set_status, Kind};
 use super::status::Note;
 use super::term::Ctx;
+use super::term::Jobs;
+use super::watches;
 use super::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
@@ -21,6 +23,8 @@ use crate::api::{
 use crate::naming::{generate_nacuuid, Origin, NABSL};
 use crate::policy::{evaluate_bsl, tenant_prefix, Policy};
 use crate::velero::{BackupStorageLocation, BackupStorageLocationSpec, BackupStorageLocationStatus, SecretKeyRef};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -30,6 +34,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
 
@@ -72,19 +77,22 @@ pub mod words {
 }
 use words::*;
 
-/// What the location controller keeps for a term: the tenants' locations, their approval requests and the Secret
-/// copies made for them.
+/// What the location controller keeps for a term: the tenants' locations, their approval requests, the Secret
+/// copies made for them, and the channel that triggers a location when its Velero BSL or its tenant's Secret
+/// changes.
 pub struct State {
     pub objects: Watched<NonAdminBackupStorageLocation>,
     pub requests: Watched<NonAdminBackupStorageLocationRequest>,
     pub copies: Watched<Secret>,
+    pub trigger: UnboundedSender<ObjectRef<NonAdminBackupStorageLocation>>,
 }
 
-/// The write ends of a [`State`], for its watches.
+/// The write ends of a [`State`], for its watches and triggers.
 pub struct Wiring {
     pub objects: Writer<NonAdminBackupStorageLocation>,
     pub requests: Writer<NonAdminBackupStorageLocationRequest>,
     pub copies: Writer<Secret>,
+    pub triggers: UnboundedReceiver<ObjectRef<NonAdminBackupStorageLocation>>,
 }
 
 impl State {
@@ -92,20 +100,54 @@ impl State {
         let (objects, objects_writer) = Watched::new();
         let (requests, requests_writer) = Watched::new();
         let (copies, copies_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
         let wiring = Wiring {
             objects: objects_writer,
             requests: requests_writer,
             copies: copies_writer,
+            triggers,
         };
-        (
-            State {
-                objects,
-                requests,
-                copies,
-            },
-            wiring,
-        )
+        let state = State {
+            objects,
+            requests,
+            copies,
+            trigger,
+        };
+        (state, wiring)
     }
+}
+
+/// The location controller for a term: the tenants' locations, their approval requests and Secret copies, and the
+/// tenants' Secrets (a location hears of a change of its credential); Velero's storage locations trigger theirs
+/// through `ctx.nabsl.trigger`.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let secret_ctx = ctx.clone();
+    let tenant_secrets = watches::secret_changes(Api::all(ctx.client.clone()), move |ns, name| {
+        for r in using_secret(&secret_ctx.nabsl.objects, ns, name) {
+            let _ = secret_ctx.nabsl.trigger.unbounded_send(r);
+        }
+    })
+    .take_until(stop.clone().cancelled_owned())
+    .for_each(|_| async {});
+    let requests = watches::store_stream(
+        ctx.velero_api::<NonAdminBackupStorageLocationRequest>(),
+        watches::config(),
+        wiring.requests,
+        ctx.nabsl.requests.synced.clone(),
+        "nonadminbackupstoragelocationrequests",
+    );
+    let copies = kind::made::<NonAdminBackupStorageLocation, Secret>(
+        &ctx,
+        wiring.copies,
+        ctx.nabsl.copies.synced.clone(),
+        "secret copies",
+    );
+    let objects = ctx.nabsl.objects.synced.clone();
+    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminbackupstoragelocations")
+        .watches_stream(requests, |r| NABSL.owner(&r.metadata))
+        .watches_stream(copies, |s| NABSL.owner(&s.metadata))
+        .reconcile_on(wiring.triggers);
+    tokio::join!(kind::run(controller, &ctx, stop), tenant_secrets);
 }
 
 /// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).

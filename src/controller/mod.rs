@@ -43,28 +43,20 @@ pub mod write;
 pub use context::Error;
 pub use objects::add_backup_exclusions;
 
-use crate::api::{
-    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest,
-    NonAdminSchedule,
-};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::naming::{NAB, NABSL, NADR, NAS};
+use crate::naming::NABSL;
 use crate::policy::live::PolicyStore;
 use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
-use crate::velero::{Backup, DataUpload, DeleteBackupRequest, DownloadRequest, PodVolumeBackup, Schedule};
+use crate::velero::BackupStorageLocation;
 use context::Shared;
 use events::Recorder;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, ResourceExt};
-use queue::QueueIndex;
+use kube::runtime::reflector::store::Writer;
+use kube::{Client, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
-use tenant::Tenant;
-use term::Ctx;
+use term::{Ctx, Jobs};
 use tokio_util::sync::CancellationToken;
 
 /// Everything the controllers need to know, with the timings tests may want to shorten.
@@ -219,8 +211,8 @@ pub async fn run_with(
     res
 }
 
-/// One leadership term: fresh watches, stores and indexes; every tenant controller and background loop; until
-/// `stop`.
+/// One leadership term: fresh watches, stores and indexes; the kinds' controllers, the Velero storage locations
+/// they share, and the background jobs; until `stop`.
 async fn term(
     client: Client,
     opts: Options,
@@ -229,179 +221,53 @@ async fn term(
     access: Arc<dyn crate::rights::Access>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let vns = opts.velero_namespace.clone();
     let recorder = Arc::new(Recorder::new(client.clone(), "nac", &opts.identity));
-    let (ctx, wiring) = Ctx::new(Shared::new(
-        client.clone(),
-        opts.clone(),
-        policy,
-        metrics.clone(),
-        recorder,
-        access,
-    ));
+    let (ctx, wiring) = Ctx::new(Shared::new(client, opts, policy, metrics, recorder, access));
     let ctx = Arc::new(ctx);
-    // Velero Backups without a NonAdminBackup, for backup sync and garbage collection.
-    let (sync_tx, sync_rx) = futures::channel::mpsc::unbounded::<String>();
-    let (gc_tx, gc_rx) = futures::channel::mpsc::unbounded::<gc::Trigger>();
-    let nabs = ctx.nab.objects.clone();
-    let (gc_backups, sync_orphans) = (gc_tx.clone(), sync_tx.clone());
-    let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
-        if nabs.get(r).is_none() {
-            // Its NonAdminBackup is gone (or never was here): backup sync decides, or the collector.
-            let _ = sync_orphans.unbounded_send(b.name_any());
-            let _ = gc_backups.unbounded_send(gc::Trigger::Object(gc::Candidate {
-                made: gc::Made::Backup,
-                name: b.name_any(),
-            }));
-        }
-    };
-    let nars = ctx.nar.objects.clone();
-    let gc_restores = gc_tx.clone();
-    let restore_orphans = move |v: &crate::velero::Restore, r: &ObjectRef<crate::api::NonAdminRestore>| {
-        if nars.get(r).is_none() {
-            let _ = gc_restores.unbounded_send(gc::Trigger::Object(gc::Candidate {
-                made: gc::Made::Restore,
-                name: v.name_any(),
-            }));
-        }
-    };
-
-    // NonAdminBackups also follow nac's DeleteBackupRequests.
-    let dbrs = watches::delete_request_stream(
-        Api::namespaced(client.clone(), &vns),
-        wiring.delete_requests,
-        ctx.delete_requests.synced.clone(),
-        metrics.clone(),
-    );
-    // One whose NonAdminBackup is not in the store goes to the collector (kept until Velero processed it).
-    let (nabs, gc_requests) = (ctx.nab.objects.clone(), gc_tx.clone());
-    let dbrs = dbrs.inspect(move |r| {
-        if let Ok(d) = r {
-            if NAB
-                .owner(&d.metadata)
-                .is_some_and(|o: ObjectRef<NonAdminBackup>| nabs.get(&o).is_none())
-            {
-                let _ = gc_requests.unbounded_send(gc::Trigger::Object(gc::Candidate {
-                    made: gc::Made::DeleteBackupRequest,
-                    name: d.name_any(),
-                }));
-            }
-        }
-    });
-    // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero
-    // Backup (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy
-    // syncs its location, without waiting for the periodic resync).
-    let (gc_nab, sync_gone) = (gc_tx.clone(), sync_tx.clone());
-    let nab_gone = move |o: &NonAdminBackup| {
-        let _ = gc_nab.unbounded_send(gc::gone(NAB, o));
-        if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
-            let _ = sync_gone.unbounded_send(b);
-        }
-    };
-    let gc_nar = gc_tx.clone();
-    let nar_gone = move |o: &crate::api::NonAdminRestore| {
-        let _ = gc_nar.unbounded_send(gc::gone(crate::naming::NAR, o));
-    };
-    // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
-    // backup sync of one that has no NonAdminBackup yet.
-    let (run_schedules, sync_runs) = (ctx.nas.trigger.clone(), sync_tx.clone());
-    let runs = move |b: &Backup| {
-        if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
-            let _ = run_schedules.unbounded_send(r);
-            if !NAB.is_tagged(b) {
-                let _ = sync_runs.unbounded_send(b.name_any());
-            }
-        }
-    };
-    let nab_controller = tenant_controller(&ctx, wiring.nab, runs, orphans, nab_gone)
-        .watches_stream(dbrs, |d: DeleteBackupRequest| NAB.owner(&d.metadata));
-    let nab_controller = drive(nab_controller, &ctx, stop.clone());
-    let nar_controller = drive(
-        tenant_controller(&ctx, wiring.nar, |_| {}, restore_orphans, nar_gone),
-        &ctx,
-        stop.clone(),
-    );
-
-    // Per-volume progress of backups, counted for the NonAdminBackup status.
-    let du = watches::volume_count_stream(
-        Api::<DataUpload>::namespaced(client.clone(), &vns),
-        ctx.volumes.data_uploads.clone(),
-        ctx.volumes.data_uploads_synced.clone(),
-        &ctx.nab,
-        "velero datauploads",
-    )
-    .take_until(stop.clone().cancelled_owned())
-    .for_each(|_| async {});
-    let pvb = watches::volume_count_stream(
-        Api::<PodVolumeBackup>::namespaced(client.clone(), &vns),
-        ctx.volumes.pod_volume_backups.clone(),
-        ctx.volumes.pod_volume_backups_synced.clone(),
-        &ctx.nab,
-        "velero podvolumebackups",
-    )
-    .take_until(stop.clone().cancelled_owned())
-    .for_each(|_| async {});
-
-    // Tenants' own storage locations: triggered by their Velero BSLs, approval requests, Secret copies and the
-    // tenants' Secrets.
-    let (location_tx, location_rx) = futures::channel::mpsc::unbounded::<ObjectRef<NonAdminBackupStorageLocation>>();
-    let secret_ctx = ctx.clone();
-    let secret_tx = location_tx.clone();
-    let tenant_secrets = watches::secret_changes(Api::all(client.clone()), move |ns, name| {
-        for r in location::using_secret(&secret_ctx.nabsl.objects, ns, name) {
-            let _ = secret_tx.unbounded_send(r);
-        }
-    })
-    .take_until(stop.clone().cancelled_owned())
-    .for_each(|_| async {});
-    let gc_locations = gc_tx.clone();
-    let nabsl_objects = watches::origin_stream(
-        Api::<NonAdminBackupStorageLocation>::all(client.clone()),
-        watches::config(),
-        wiring.nabsl.objects,
-        ctx.nabsl.objects.synced.clone(),
-        "nonadminbackupstoragelocations",
-        move |o| {
-            let _ = gc_locations.unbounded_send(gc::gone(NABSL, o));
-        },
-    );
-    let requests = watches::store_stream(
-        Api::<NonAdminBackupStorageLocationRequest>::namespaced(client.clone(), &vns),
-        watches::config(),
-        wiring.nabsl.requests,
-        ctx.nabsl.requests.synced.clone(),
-        "nonadminbackupstoragelocationrequests",
-    );
-    let copies = watches::store_stream(
-        Api::<Secret>::namespaced(client.clone(), &vns),
-        watches::config().labels(NABSL.nacuuid_label),
-        wiring.nabsl.copies,
-        ctx.nabsl.copies.synced.clone(),
-        "secret copies",
-    );
-    let nabsl_controller = Controller::for_stream(nabsl_objects, ctx.nabsl.objects.store.clone())
-        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
-        .watches_stream(requests, |r| NABSL.owner(&r.metadata))
-        .watches_stream(copies, |s| NABSL.owner(&s.metadata))
-        .reconcile_on(location_rx)
-        .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(
-            kind::reconcile::<NonAdminBackupStorageLocation>,
-            kind::error_policy::<NonAdminBackupStorageLocation>,
-            ctx.clone(),
+    let (jobs, gc_triggers, sync_triggers) = Jobs::new();
+    // The kinds: each wires its own watches.
+    let kinds = async {
+        tokio::join!(
+            backup::controller(ctx.clone(), wiring.nab, wiring.delete_requests, &jobs, stop.clone()),
+            restore::controller(ctx.clone(), wiring.nar, &jobs, stop.clone()),
+            location::controller(ctx.clone(), wiring.nabsl, &jobs, stop.clone()),
+            download::controller(ctx.clone(), wiring.nadr, &jobs, stop.clone()),
+            schedule::controller(ctx.clone(), wiring.nas, &jobs, stop.clone()),
         )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, controller = location::CONTROLLER, "controller");
-            }
-        });
+    };
+    let locations = watch_locations(&ctx, wiring.locations)
+        .take_until(stop.clone().cancelled_owned())
+        .for_each(|_| async {});
+    let (sync_ctx, gc_ctx) = (ctx.clone(), ctx.clone());
+    let background = async {
+        tokio::join!(
+            async {
+                tokio::select! {
+                    () = sync::run(sync_ctx, sync_triggers) => {}
+                    () = stop.cancelled() => {}
+                }
+            },
+            async {
+                tokio::select! {
+                    () = gc::run(gc_ctx, gc_triggers) => {}
+                    () = stop.cancelled() => {}
+                }
+            },
+        )
+    };
+    tokio::join!(kinds, locations, background);
+    tracing::info!("controllers stopped");
+    Ok(())
+}
 
-    // Velero's storage locations: restores wait for theirs to be Available; a tenant's location mirrors its own.
+/// Velero's storage locations, read by several kinds: restores and download requests wait for theirs, a tenant's
+/// location mirrors its own, and the backups on a location that appears or goes say so.
+fn watch_locations(ctx: &Arc<Ctx>, writer: Writer<BackupStorageLocation>) -> impl futures::Stream<Item = ()> + Send {
     let wake_ctx = ctx.clone();
     let mut known = std::collections::HashSet::<String>::new();
-    let locations = watches::location_stream(
-        Api::namespaced(client.clone(), &vns),
-        wiring.locations,
+    watches::location_stream(
+        ctx.velero_api(),
+        writer,
         ctx.locations.synced.clone(),
         move |location, exists| {
             let name = &location.name_any();
@@ -411,7 +277,7 @@ async fn term(
                 name,
             ));
             if let Some(r) = NABSL.owner(&location.metadata) {
-                let _ = location_tx.unbounded_send(r);
+                let _ = wake_ctx.nabsl.trigger.unbounded_send(r);
             }
             // A location appearing or going: the backups on it say so.
             if exists != known.contains(name) {
@@ -432,212 +298,6 @@ async fn term(
             }
         },
     )
-    .take_until(stop.clone().cancelled_owned())
-    .for_each(|_| async {});
-
-    // Download requests: their own objects, the Velero DownloadRequests made for them, and wake-ups when the
-    // backup or restore one waits for changes.
-    let gc_downloads = gc_tx.clone();
-    let nadr_objects = watches::origin_stream(
-        Api::<NonAdminDownloadRequest>::all(client.clone()),
-        watches::config(),
-        wiring.nadr.objects,
-        ctx.nadr.objects.synced.clone(),
-        "nonadmindownloadrequests",
-        move |o| {
-            let _ = gc_downloads.unbounded_send(gc::gone(NADR, o));
-        },
-    );
-    let velero_downloads = watches::store_stream(
-        Api::<DownloadRequest>::namespaced(client.clone(), &vns),
-        watches::config().labels(NADR.nacuuid_label),
-        wiring.nadr.velero,
-        ctx.nadr.velero.synced.clone(),
-        "velero downloadrequests",
-    );
-    let (nadrs, gc_orphan_downloads) = (ctx.nadr.objects.store.clone(), gc_tx.clone());
-    let nadr_controller = Controller::for_stream(nadr_objects, ctx.nadr.objects.store.clone())
-        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
-        .watches_stream(velero_downloads, move |d: DownloadRequest| {
-            let r = NADR.owner(&d.metadata)?;
-            if nadrs.get(&r).is_none() {
-                let _ = gc_orphan_downloads.unbounded_send(gc::Trigger::Object(gc::Candidate {
-                    made: gc::Made::DownloadRequest,
-                    name: d.name_any(),
-                }));
-            }
-            Some(r)
-        })
-        .reconcile_on(wiring.nadr.triggers)
-        .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(
-            kind::reconcile::<NonAdminDownloadRequest>,
-            kind::error_policy::<NonAdminDownloadRequest>,
-            ctx.clone(),
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, controller = download::CONTROLLER, "controller");
-            }
-        });
-
-    // Tenants' schedules and the Velero Schedules made for them.
-    let gc_schedules = gc_tx.clone();
-    let nas_objects = watches::origin_stream(
-        Api::<NonAdminSchedule>::all(client.clone()),
-        watches::config(),
-        wiring.nas.objects,
-        ctx.nas.objects.synced.clone(),
-        "nonadminschedules",
-        move |o| {
-            let _ = gc_schedules.unbounded_send(gc::gone(NAS, o));
-        },
-    );
-    let velero_schedules = watches::store_stream(
-        Api::<Schedule>::namespaced(client.clone(), &vns),
-        watches::config().labels(NAS.nacuuid_label),
-        wiring.nas.velero,
-        ctx.nas.velero.synced.clone(),
-        "velero schedules",
-    );
-    let (nases, gc_orphan_schedules) = (ctx.nas.objects.store.clone(), gc_tx.clone());
-    let nas_controller = Controller::for_stream(nas_objects, ctx.nas.objects.store.clone())
-        .with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
-        .watches_stream(velero_schedules, move |v: Schedule| {
-            let r = NAS.owner(&v.metadata)?;
-            if nases.get(&r).is_none() {
-                let _ = gc_orphan_schedules.unbounded_send(gc::Trigger::Object(gc::Candidate {
-                    made: gc::Made::Schedule,
-                    name: v.name_any(),
-                }));
-            }
-            Some(r)
-        })
-        .reconcile_on(watches::coalesce(wiring.nas.triggers, ctx.opts.queue_update_interval))
-        .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(
-            kind::reconcile::<NonAdminSchedule>,
-            kind::error_policy::<NonAdminSchedule>,
-            ctx.clone(),
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, controller = schedule::CONTROLLER, "controller");
-            }
-        });
-
-    let sync_ctx = ctx.clone();
-    let sync_stop = stop.clone();
-    let backup_sync = async move {
-        tokio::select! {
-            () = sync::run(sync_ctx, sync_rx) => {}
-            () = sync_stop.cancelled() => {}
-        }
-    };
-    drop(gc_tx);
-    let gc_ctx = ctx.clone();
-    let garbage_collection = async move {
-        tokio::select! {
-            () = gc::run(gc_ctx, gc_rx) => {}
-            () = stop.cancelled() => {}
-        }
-    };
-
-    tokio::join!(
-        nab_controller,
-        nar_controller,
-        nabsl_controller,
-        nadr_controller,
-        nas_controller,
-        du,
-        pvb,
-        locations,
-        tenant_secrets,
-        backup_sync,
-        garbage_collection
-    );
-    tracing::info!("controllers stopped");
-    Ok(())
-}
-
-/// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
-/// annotations; `seen` hears of every one, `orphan` of those whose tenant object is not in the store, `deleted` of its own objects'
-/// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
-fn tenant_controller<K: Tenant>(
-    ctx: &Arc<Ctx>,
-    wiring: tenant::KindWiring<K>,
-    seen: impl Fn(&K::Velero) + Send + Sync + 'static,
-    orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
-    deleted: impl Fn(&K) + Send + Sync + 'static,
-) -> Controller<K>
-where
-    QueueIndex: watches::WatchIndex<K::Velero>,
-{
-    let client = ctx.client.clone();
-    let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
-    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
-    let objects = watches::tenant_stream(
-        Api::<K>::all(client.clone()),
-        wiring.objects,
-        K::state(ctx).objects_synced.clone(),
-        move |o: &K| {
-            K::state(&c4).depth.gone(&context::key_of(o));
-            deleted(o)
-        },
-    )
-    .map(move |r| {
-        if let Ok(o) = &r {
-            let me = ObjectRef::from_obj(o);
-            K::state(&c1).enqueued(&me);
-            // Whatever waits for this object hears of its change.
-            c1.wake(&tenant::dependency(
-                K::ORIGIN.kind,
-                me.namespace.as_deref().unwrap_or_default(),
-                &me.name,
-            ));
-        }
-        r
-    });
-    let velero = watches::velero_stream(
-        Api::namespaced(client, &ctx.opts.velero_namespace),
-        K::state(ctx),
-        wiring.velero,
-        ctx.metrics.clone(),
-    );
-    Controller::for_stream(objects, K::state(ctx).objects.clone())
-        .with_config(config)
-        .watches_stream(velero, move |v: K::Velero| {
-            seen(&v);
-            let r = K::ORIGIN.owner::<K>(&v)?;
-            orphan(&v, &r);
-            K::state(&c2).enqueued(&r);
-            // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.
-            c2.wake(&tenant::dependency(
-                K::ORIGIN.kind,
-                r.namespace.as_deref().unwrap_or_default(),
-                &r.name,
-            ));
-            Some(r)
-        })
-        .reconcile_on(
-            watches::coalesce(wiring.triggers, ctx.opts.queue_update_interval).map(move |r| {
-                K::state(&c3).enqueued(&r);
-                r
-            }),
-        )
-}
-
-/// Runs a tenant controller until `stop`, with the shared reconcile skeleton.
-async fn drive<K: Tenant>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
-    controller
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(kind::reconcile::<K>, kind::error_policy::<K>, ctx.clone())
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, controller = K::CONTROLLER, "controller");
-            }
-        })
-        .await
 }
 
 #[cfg(test)]

@@ -13,15 +13,17 @@
 
 use super::conditions::{now_seconds, set_condition};
 use super::context::{key_of, Error};
+use super::gc;
 use super::kind::{self, set_status, Kind};
 use super::objects::{add_restore_exclusions, to_map};
 use super::queue::reported;
 use super::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
 };
-use super::tenant::KindState;
 use super::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
+use super::tenant::{KindState, KindWiring};
 use super::term::Ctx;
+use super::term::Jobs;
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::naming::{Origin, NAB, NAR};
@@ -35,6 +37,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub const NAR_CONTROLLER: &str = "nonadminrestore";
 pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";
@@ -218,6 +221,20 @@ impl Tenant for NonAdminRestore {
             );
         }
     }
+}
+
+/// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
+/// in the store goes to the collector.
+pub async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
+    let (nars, j) = (ctx.nar.objects.clone(), jobs.clone());
+    let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
+        if nars.get(r).is_none() {
+            j.orphan(gc::Made::Restore, v.name_any());
+        }
+    };
+    let j = jobs.clone();
+    let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
+    kind::run(controller, &ctx, stop).await
 }
 
 impl Kind for NonAdminRestore {

@@ -10,10 +10,12 @@
 
 use super::backup::{recheck_rights, recorded_spec, resolve_location};
 use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Error, Watched};
-use super::kind::{ensure_nacuuid, nacuuid, set_status, Kind};
+use super::context::{key_of, Error};
+use super::gc;
+use super::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
 use super::status::Note;
 use super::term::Ctx;
+use super::term::Jobs;
 use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
@@ -21,16 +23,14 @@ use crate::naming::{run_name, Origin, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminschedule";
 pub const SCHEDULE_ACCEPTED: &str = "ScheduleAccepted";
@@ -43,38 +43,27 @@ pub const RECHECK: Duration = Duration::from_secs(600);
 
 /// What the schedule controller keeps for a term: the tenants' schedules, the Velero Schedules made for them, and
 /// the channel that wakes a schedule when one of its runs changes.
-pub struct State {
-    pub objects: Watched<NonAdminSchedule>,
-    pub velero: Watched<Schedule>,
-    pub trigger: UnboundedSender<ObjectRef<NonAdminSchedule>>,
-}
+pub type State = Stores<NonAdminSchedule, Schedule>;
+pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
 
-/// The write ends of a [`State`], for its watches and triggers.
-pub struct Wiring {
-    pub objects: Writer<NonAdminSchedule>,
-    pub velero: Writer<Schedule>,
-    pub triggers: UnboundedReceiver<ObjectRef<NonAdminSchedule>>,
-}
-
-impl State {
-    pub fn new() -> (Self, Wiring) {
-        let (objects, objects_writer) = Watched::new();
-        let (velero, velero_writer) = Watched::new();
-        let (trigger, triggers) = futures::channel::mpsc::unbounded();
-        let wiring = Wiring {
-            objects: objects_writer,
-            velero: velero_writer,
-            triggers,
-        };
-        (
-            State {
-                objects,
-                velero,
-                trigger,
-            },
-            wiring,
-        )
-    }
+/// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
+/// schedule is gone go to the collector); the changes of their runs come coalesced through `ctx.nas.trigger`.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let velero = kind::made::<NonAdminSchedule, Schedule>(
+        &ctx,
+        wiring.velero,
+        ctx.nas.velero.synced.clone(),
+        "velero schedules",
+    );
+    let orphans = kind::owner_or_orphan(ctx.nas.objects.store.clone(), jobs, gc::Made::Schedule);
+    let objects = ctx.nas.objects.synced.clone();
+    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminschedules")
+        .watches_stream(velero, orphans)
+        .reconcile_on(super::watches::coalesce(
+            wiring.triggers,
+            ctx.opts.queue_update_interval,
+        ));
+    kind::run(controller, &ctx, stop).await
 }
 
 impl Kind for NonAdminSchedule {

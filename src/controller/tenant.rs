@@ -12,6 +12,7 @@ use super::queue::Observed;
 use super::queue::QueueIndex;
 use super::status::{self, TenantStatus, Words};
 use super::term::Ctx;
+use super::watches;
 use super::watches::Synced;
 use super::write::{create_or_get, delete_if_present, HasStatus};
 use crate::api::condition::QUEUED;
@@ -19,8 +20,10 @@ use crate::api::NonAdminPhase;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -655,4 +658,71 @@ pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero)
     }
     let kind = <K::Velero as VeleroObject>::KIND;
     Ok(delete_if_present(&ctx.velero_api::<K::Velero>(), name, &ctx.metrics, kind).await?)
+}
+
+/// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
+/// annotations; `seen` hears of every one, `orphan` of those whose tenant object is not in the store, `deleted` of its own objects'
+/// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
+pub fn controller<K: Tenant>(
+    ctx: &Arc<Ctx>,
+    wiring: KindWiring<K>,
+    seen: impl Fn(&K::Velero) + Send + Sync + 'static,
+    orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
+    deleted: impl Fn(&K) + Send + Sync + 'static,
+) -> Controller<K>
+where
+    QueueIndex: watches::WatchIndex<K::Velero>,
+{
+    let client = ctx.client.clone();
+    let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
+    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let objects = watches::tenant_stream(
+        Api::<K>::all(client.clone()),
+        wiring.objects,
+        K::state(ctx).objects_synced.clone(),
+        move |o: &K| {
+            K::state(&c4).depth.gone(&key_of(o));
+            deleted(o)
+        },
+    )
+    .map(move |r| {
+        if let Ok(o) = &r {
+            let me = ObjectRef::from_obj(o);
+            K::state(&c1).enqueued(&me);
+            // Whatever waits for this object hears of its change.
+            c1.wake(&dependency(
+                K::ORIGIN.kind,
+                me.namespace.as_deref().unwrap_or_default(),
+                &me.name,
+            ));
+        }
+        r
+    });
+    let velero = watches::velero_stream(
+        Api::namespaced(client, &ctx.opts.velero_namespace),
+        K::state(ctx),
+        wiring.velero,
+        ctx.metrics.clone(),
+    );
+    Controller::for_stream(objects, K::state(ctx).objects.clone())
+        .with_config(config)
+        .watches_stream(velero, move |v: K::Velero| {
+            seen(&v);
+            let r = K::ORIGIN.owner::<K>(&v)?;
+            orphan(&v, &r);
+            K::state(&c2).enqueued(&r);
+            // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.
+            c2.wake(&dependency(
+                K::ORIGIN.kind,
+                r.namespace.as_deref().unwrap_or_default(),
+                &r.name,
+            ));
+            Some(r)
+        })
+        .reconcile_on(
+            watches::coalesce(wiring.triggers, ctx.opts.queue_update_interval).map(move |r| {
+                K::state(&c3).enqueued(&r);
+                r
+            }),
+        )
 }

@@ -4,10 +4,12 @@
 
 use super::context::{Shared, Watched};
 use super::counts::Volumes;
+use super::kind::Kind;
 use super::tenant::{KindState, KindWiring};
-use super::{download, location, schedule};
+use super::{download, gc, location, schedule};
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::velero::{BackupStorageLocation, DeleteBackupRequest};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::runtime::reflector::store::Writer;
 
 /// The reconcilers' context for one leadership term.
@@ -82,5 +84,38 @@ impl std::ops::Deref for Ctx {
     type Target = Shared;
     fn deref(&self) -> &Shared {
         &self.shared
+    }
+}
+
+/// Where the kinds' watches send what the background jobs act on: the collector's triggers and the names of Velero
+/// Backups for backup sync.
+#[derive(Clone)]
+pub struct Jobs {
+    pub gc: UnboundedSender<gc::Trigger>,
+    pub sync: UnboundedSender<String>,
+}
+
+impl Jobs {
+    pub fn new() -> (Self, UnboundedReceiver<gc::Trigger>, UnboundedReceiver<String>) {
+        let (gc, gc_rx) = futures::channel::mpsc::unbounded();
+        let (sync, sync_rx) = futures::channel::mpsc::unbounded();
+        (Jobs { gc, sync }, gc_rx, sync_rx)
+    }
+
+    /// A tenant object went: the collector looks at what was made for it.
+    pub fn gone<K: Kind>(&self, obj: &K) {
+        let _ = self.gc.unbounded_send(gc::gone(K::ORIGIN, obj));
+    }
+
+    /// A Velero object whose tenant object is not in the store: the collector decides.
+    pub fn orphan(&self, made: gc::Made, name: String) {
+        let _ = self
+            .gc
+            .unbounded_send(gc::Trigger::Object(gc::Candidate { made, name }));
+    }
+
+    /// Backup sync looks at Velero Backup `name`.
+    pub fn sync(&self, name: String) {
+        let _ = self.sync.unbounded_send(name);
     }
 }
