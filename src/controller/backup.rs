@@ -568,14 +568,7 @@ pub fn recorded_spec(
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
 pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
     let mut b = Backup::new(nacuuid, spec);
-    b.metadata = NAB.stamp(
-        nacuuid,
-        velero_namespace,
-        nacuuid,
-        &nab.namespace().unwrap_or_default(),
-        &nab.name_any(),
-        &[],
-    );
+    b.metadata = kind::made_meta(nab, nacuuid, velero_namespace);
     b
 }
 

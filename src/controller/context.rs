@@ -270,6 +270,18 @@ impl Shared {
         )))
     }
 
+    /// A period of the live policy as a timer's (none while no policy is loaded, or when it is zero: off).
+    pub fn period(
+        &self,
+        of: impl Fn(&crate::policy::Policy) -> crate::policy::duration::GoDuration,
+    ) -> Option<Duration> {
+        self.policy
+            .current()
+            .map(|p| of(&p))
+            .filter(|p| !p.is_zero())
+            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
+    }
+
     /// Publishes Events on `obj` in the background: they inform, they never hold up a reconcile.
     pub fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, notes: Vec<Note>) {
         if notes.is_empty() {

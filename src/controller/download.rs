@@ -65,18 +65,9 @@ pub type Wiring = StoresWiring<NonAdminDownloadRequest, DownloadRequest>;
 /// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
 /// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
 pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let velero = kind::made::<NonAdminDownloadRequest, DownloadRequest>(
-        &ctx,
-        wiring.velero,
-        ctx.nadr.velero.synced.clone(),
-        "velero downloadrequests",
-    );
-    let orphans = kind::owner_or_orphan(ctx.nadr.objects.store.clone(), jobs, gc::Made::DownloadRequest);
-    let objects = ctx.nadr.objects.synced.clone();
-    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadmindownloadrequests")
-        .watches_stream(velero, orphans)
-        .reconcile_on(wiring.triggers);
-    kind::run(controller, &ctx, stop).await
+    let what = ["nonadmindownloadrequests", "velero downloadrequests"];
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nadr, wiring, jobs, gc::Made::DownloadRequest, what);
+    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
 
 /// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within

@@ -414,13 +414,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let period = |ctx: &Ctx| {
-        ctx.policy
-            .current()
-            .map(|p| p.garbage_collection.period)
-            .filter(|p| !p.is_zero())
-            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
-    };
+    let period = |ctx: &Ctx| ctx.period(|p| p.garbage_collection.period);
     let mut next_sweep = tokio::time::Instant::now();
     // Origins to look at again (one delay for all: the queue stays in time order). The objects made for them
     // are found again then, so one an in-flight reconcile created after the delete event is among them.

@@ -20,6 +20,8 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -186,6 +188,17 @@ pub async fn ensure_nacuuid<K: Kind>(
     Ok((Arc::new(up.object), nacuuid))
 }
 
+/// The metadata of the Velero object nac makes for `obj`: named by its nacuuid, in the Velero namespace, with the
+/// kind's identity (nacuuid label, origin annotations).
+pub fn made_meta<K: Kind>(
+    obj: &K,
+    nacuuid: &str,
+    velero_namespace: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    let namespace = obj.namespace().unwrap_or_default();
+    K::ORIGIN.stamp(nacuuid, velero_namespace, nacuuid, &namespace, &obj.name_any(), &[])
+}
+
 /// Runs a kind's controller until `stop`, on the base above.
 pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
     controller
@@ -221,23 +234,22 @@ pub fn controller<K: Kind>(
     Controller::for_stream(objects, store).with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
 }
 
+/// What nac makes in the Velero namespace for a tenant object.
+pub trait VeleroSide: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Owned {}
+impl<V: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Owned> VeleroSide for V {}
+
+/// Readable from the API and shareable between tasks.
+pub trait Owned: DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<V: DeserializeOwned + Debug + Send + Sync + 'static> Owned for V {}
+
 /// The Velero objects nac made for a kind (label-selected in the Velero namespace, reflected into `writer`), for
 /// a controller's `watches_stream`.
-pub fn made<K: Kind, V>(
+pub fn made<K: Kind, V: VeleroSide>(
     ctx: &Ctx,
     writer: Writer<V>,
     synced: Synced,
     what: &'static str,
-) -> impl futures::Stream<Item = Result<V, kube::runtime::watcher::Error>> + Send
-where
-    V: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> impl futures::Stream<Item = Result<V, kube::runtime::watcher::Error>> + Send {
     let api = Api::<V>::namespaced(ctx.client.clone(), &ctx.opts.velero_namespace);
     watches::store_stream(
         api,
@@ -246,6 +258,24 @@ where
         synced,
         what,
     )
+}
+
+/// The controller of a kind with one Velero object per tenant object ([`Stores`]): its objects, and the Velero
+/// objects nac made for them (`what`: the two watches' names), those whose tenant object is gone going to the
+/// collector as `made`. Its triggers are handed back for the kind to pace.
+pub fn one_to_one<K: Kind, V: VeleroSide>(
+    ctx: &Ctx,
+    stores: &Stores<K, V>,
+    wiring: StoresWiring<K, V>,
+    jobs: &Jobs,
+    made: gc::Made,
+    what: [&'static str; 2],
+) -> (Controller<K>, UnboundedReceiver<ObjectRef<K>>) {
+    let velero = self::made::<K, V>(ctx, wiring.velero, stores.velero.synced.clone(), what[1]);
+    let orphans = owner_or_orphan(stores.objects.store.clone(), jobs, made);
+    let controller = self::controller(ctx, wiring.objects, stores.objects.synced.clone(), jobs, what[0])
+        .watches_stream(velero, orphans);
+    (controller, wiring.triggers)
 }
 
 /// Maps a Velero object nac made back to its tenant object; one whose tenant object is not in `objects` goes to

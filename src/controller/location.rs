@@ -329,7 +329,7 @@ pub fn build_location(
     spec.object_storage.prefix = Some(tenant_prefix(&ns, spec.object_storage.prefix.as_deref()));
     spec.default = false;
     BackupStorageLocation {
-        metadata: NABSL.stamp(nacuuid, velero_namespace, nacuuid, &ns, &nabsl.name_any(), &[]),
+        metadata: kind::made_meta(nabsl, nacuuid, velero_namespace),
         spec,
         status: None,
     }
@@ -343,14 +343,7 @@ pub fn build_secret_copy(
     source: &Secret,
 ) -> Secret {
     Secret {
-        metadata: NABSL.stamp(
-            nacuuid,
-            velero_namespace,
-            nacuuid,
-            &nabsl.namespace().unwrap_or_default(),
-            &nabsl.name_any(),
-            &[],
-        ),
+        metadata: kind::made_meta(nabsl, nacuuid, velero_namespace),
         type_: source.type_.clone(),
         data: source.data.clone(),
         ..Secret::default()
@@ -569,7 +562,7 @@ async fn request_for(
         ApprovalDecision::Approve
     };
     let wanted = NonAdminBackupStorageLocationRequest {
-        metadata: NABSL.stamp(nacuuid, vns, nacuuid, &ns, &obj.name_any(), &[]),
+        metadata: kind::made_meta(obj, nacuuid, vns),
         spec: NonAdminBackupStorageLocationRequestSpec {
             approval_decision: Some(decision),
         },

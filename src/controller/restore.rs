@@ -571,14 +571,7 @@ pub fn velero_restore_spec(
 /// The Velero Restore nac creates for a NonAdminRestore, named by its nacuuid.
 pub fn velero_restore(nar: &NonAdminRestore, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
     let mut r = Restore::new(nacuuid, spec);
-    r.metadata = NAR.stamp(
-        nacuuid,
-        velero_namespace,
-        nacuuid,
-        &nar.namespace().unwrap_or_default(),
-        &nar.name_any(),
-        &[],
-    );
+    r.metadata = kind::made_meta(nar, nacuuid, velero_namespace);
     r
 }
 

@@ -49,21 +49,10 @@ pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
 /// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
 /// schedule is gone go to the collector); the changes of their runs come coalesced through `ctx.nas.trigger`.
 pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let velero = kind::made::<NonAdminSchedule, Schedule>(
-        &ctx,
-        wiring.velero,
-        ctx.nas.velero.synced.clone(),
-        "velero schedules",
-    );
-    let orphans = kind::owner_or_orphan(ctx.nas.objects.store.clone(), jobs, gc::Made::Schedule);
-    let objects = ctx.nas.objects.synced.clone();
-    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminschedules")
-        .watches_stream(velero, orphans)
-        .reconcile_on(super::watches::coalesce(
-            wiring.triggers,
-            ctx.opts.queue_update_interval,
-        ));
-    kind::run(controller, &ctx, stop).await
+    let what = ["nonadminschedules", "velero schedules"];
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nas, wiring, jobs, gc::Made::Schedule, what);
+    let triggers = super::watches::coalesce(triggers, ctx.opts.queue_update_interval);
+    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
 
 impl Kind for NonAdminSchedule {
@@ -288,7 +277,7 @@ async fn wanted(
             extra: Default::default(),
         },
     );
-    s.metadata = NAS.stamp(nacuuid, vns, nacuuid, &ns, &nas.name_any(), &[]);
+    s.metadata = kind::made_meta(nas, nacuuid, vns);
     // Each run carries who asked and what they may read (Velero copies the Schedule's annotations onto it).
     let annotations = s.metadata.annotations.get_or_insert_with(Default::default);
     for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {

@@ -269,13 +269,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
     let namespaces = created_namespaces(ctx.client.clone());
     futures::pin_mut!(namespaces);
     // The period is the policy's, read at each wait so a policy edit applies at the next one.
-    let period = |ctx: &Ctx| {
-        ctx.policy
-            .current()
-            .map(|p| p.backup_sync.period)
-            .filter(|p| !p.is_zero())
-            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
-    };
+    let period = |ctx: &Ctx| ctx.period(|p| p.backup_sync.period);
     let mut next_resync = tokio::time::Instant::now();
     // Backups to look at again soon: their NonAdminBackup was still being deleted.
     let mut retries = Retries::new();
