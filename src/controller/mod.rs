@@ -47,7 +47,6 @@ use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::naming::NABSL;
 use crate::policy::live::PolicyStore;
-use crate::runtime::lease::{run_elected, Elector, LeaseConfig};
 use crate::velero::BackupStorageLocation;
 use context::Shared;
 use events::Recorder;
@@ -137,83 +136,9 @@ pub fn default_identity() -> String {
     format!("{host}_{}", &suffix[..8])
 }
 
-/// Runs the NonAdminBackup and NonAdminRestore controllers until `shutdown` is cancelled: behind the leader Lease
-/// when leader election is enabled, directly otherwise. Returns after the controllers stopped and the Lease was
-/// released.
-/// `access` answers about requesters' rights (shared with the webhooks, so a reconcile right after admission
-/// reuses their answers).
-pub async fn run(
-    client: Client,
-    settings: Settings,
-    policy: Arc<PolicyStore>,
-    metrics: Arc<Metrics>,
-    access: Arc<dyn crate::rights::Access>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    run_with(
-        client,
-        Options::from_settings(&settings),
-        policy,
-        metrics,
-        access,
-        shutdown,
-    )
-    .await
-}
-
-/// [`run`] with explicit options (tests shorten the timings).
-pub async fn run_with(
-    client: Client,
-    opts: Options,
-    policy: Arc<PolicyStore>,
-    metrics: Arc<Metrics>,
-    access: Arc<dyn crate::rights::Access>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    tracing::info!(
-        velero_namespace = %opts.velero_namespace,
-        leader_election = opts.leader_election,
-        identity = %opts.identity,
-        "starting controllers"
-    );
-    watches::choose_initial_lists(&client, &opts).await;
-    if !opts.leader_election {
-        metrics.leader.set(1);
-        let res = term(client, opts, policy, metrics.clone(), access, shutdown).await;
-        metrics.leader.set(0);
-        return res;
-    }
-    let elector = Elector::new(
-        client.clone(),
-        LeaseConfig {
-            namespace: opts.lease_namespace.clone(),
-            name: opts.lease_name.clone(),
-            identity: opts.identity.clone(),
-            lease_duration: opts.lease_duration,
-            renew_interval: opts.renew_interval,
-        },
-        metrics.clone(),
-    );
-    let grace = opts.shutdown_grace + Duration::from_secs(1);
-    let m = metrics.clone();
-    let res = run_elected(elector, shutdown.clone(), grace, metrics, move |stop| {
-        term(
-            client.clone(),
-            opts.clone(),
-            policy.clone(),
-            m.clone(),
-            access.clone(),
-            stop,
-        )
-    })
-    .await;
-    shutdown.cancelled().await;
-    res
-}
-
 /// One leadership term: fresh watches, stores and indexes; the kinds' controllers, the Velero storage locations
-/// they share, and the background jobs; until `stop`.
-async fn term(
+/// they share, and the background jobs; until `stop`. The runtime runs one per term of leadership.
+pub async fn term(
     client: Client,
     opts: Options,
     policy: Arc<PolicyStore>,
