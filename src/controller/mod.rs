@@ -1,20 +1,33 @@
-//! The reconcilers that turn NonAdminBackups and NonAdminRestores into Velero objects and keep their status
-//! current. They run only on the replica holding the leader Lease (webhooks run everywhere).
+//! The reconcilers that turn tenants' objects (NonAdminBackup, NonAdminRestore, NonAdminBackupStorageLocation,
+//! NonAdminDownloadRequest, NonAdminSchedule) into Velero objects and keep their status current. They run only on
+//! the replica holding the leader Lease (webhooks run everywhere); the runtime starts one [`term()`] per term.
 //!
 //! Layout, following the data flow:
-//! - `watches`: watch streams feeding stores (`kube::runtime` reflectors) and the watch-fed indexes, all on one
-//!   protocol (`WatchIndex`): `queue` (Velero queue positions) and `counts` (DataUploads / PodVolumeBackups per
-//!   backup).
-//! - `tenant`: the reconcile skeleton every tenant kind runs (`Tenant` is what a kind brings); `status` plans its
-//!   status and events, purely; `write` writes only what changed, retries conflicts, creates idempotently.
-//! - `backup`, `restore`: one file per kind with its own decisions (admission, the Velero object it builds, what
-//!   its status mirrors, its delete path). A new kind is one such file, a `KindState` in `context`, and a
-//!   `tenant_controller` line below.
-//! - `location`, `download`: the kinds that are not queued in Velero (tenants' storage locations, download
-//!   requests), each a short sequence of its own on the same helpers.
-//! - `schedule`: tenants' schedules (one Velero Schedule each; their runs get NonAdminBackups through `sync`).
-//! - `sync`: backup sync, a background loop beside the controllers; `gc`: garbage collection of Velero objects
-//!   whose tenant object is gone, another.
+//! - the shared core: `context` (`Shared`: client, options, policy, metrics, event recorder,
+//!   recent writes, rights and contents; the reconcile `Error`), `term` (one term's [`Ctx`]: the shared core and
+//!   one state per kind, the read-only view of every store; `Jobs`, where kinds hand work to the background
+//!   jobs), `status` and `conditions` (pure status planning), `write` (writes only what changed, retries
+//!   conflicts, creates idempotently).
+//! - the skeleton, in two tiers: `kind` is the base every kind runs ([`Kind`](kind::Kind): reconcile entry,
+//!   finalizer, stale-cache guard, status write with Events, nacuuid lookup, error policy, and the wiring helpers);
+//!   `tenant` is the tier the kinds queued in Velero add on top ([`Tenant`](tenant::Tenant): admission, create,
+//!   queue position, status mirror).
+//! - the kinds, one file each with its own decisions, its state and its `controller` function (its watches):
+//!   `backup`, `restore` (queued), `location`, `download`, `schedule`.
+//! - the indexes fed by watches: `watches` (streams into stores and into the `WatchIndex`es), `queue` (Velero
+//!   queue positions), `counts` (DataUploads / PodVolumeBackups per backup), `interner` (values shared between
+//!   store copies).
+//! - the background jobs beside the kinds: `sync` (backup sync) and `gc` (garbage collection of Velero objects
+//!   whose tenant object is gone).
+//!
+//! Adding a kind takes (see `README.md` in this folder):
+//! 1. its API type in `api/` (with its `has_status!` entry in `write`) and its identity (`Origin`) in `naming`;
+//! 2. one file here: its `impl Kind` (a queued kind adds `impl Tenant` and takes the rest from
+//!    [`queued_kind!`](crate::queued_kind)), its state (`kind::Stores` for one Velero object per tenant object) and
+//!    its `controller` function (`kind::one_to_one` or `tenant::controller`, run by `kind::run`);
+//! 3. its state in [`Ctx`] and [`Wiring`](term::Wiring), and one line in [`term()`]'s list of kinds;
+//! 4. for now, also its arms in `gc` (what is made for it) and, with webhooks, its `ProxyKind` in
+//!    `admission::proxy`.
 
 pub mod backup;
 pub mod conditions;

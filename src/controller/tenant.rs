@@ -1,5 +1,5 @@
 //! The second tier of the skeleton, for the kinds queued in Velero (backups, restores), written once on top of
-//! the base ([`Kind`](super::kind::Kind)): first sight, admission, idempotent create of the Velero object,
+//! the base ([`Kind`]): first sight, admission, idempotent create of the Velero object,
 //! ownership check, queue position, status mirror, conditions and forward-only phases. A queued kind brings only
 //! its own decisions through [`Tenant`] (how it is admitted, what Velero object it builds, what status it mirrors,
 //! how it is deleted), in one file of its own (`backup.rs`, `restore.rs`), and takes its base entries from
