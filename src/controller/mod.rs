@@ -12,48 +12,45 @@
 //!   finalizer, stale-cache guard, status write with Events, nacuuid lookup, error policy, and the wiring helpers);
 //!   `tenant` is the tier the kinds queued in Velero add on top ([`Tenant`](tenant::Tenant): admission, create,
 //!   queue position, status mirror).
-//! - the kinds, one file each with its own decisions, its state and its `controller` function (its watches):
+//! - `kinds/`, one file per kind with its own decisions, its state and its `controller` function (its watches):
 //!   `backup`, `restore` (queued), `location`, `download`, `schedule`.
-//! - the indexes fed by watches: `watches` (streams into stores and into the `WatchIndex`es), `queue` (Velero
+//! - `index/`, what the watches feed: `watches` (streams into stores and into the `WatchIndex`es), `queue` (Velero
 //!   queue positions), `counts` (DataUploads / PodVolumeBackups per backup), `interner` (values shared between
 //!   store copies).
-//! - the background jobs beside the kinds: `sync` (backup sync) and `gc` (garbage collection of Velero objects
-//!   whose tenant object is gone).
+//! - `background/`, the jobs beside the kinds: `sync` (backup sync) and `gc` (garbage collection of Velero
+//!   objects whose tenant object is gone).
+//!
+//! Each is re-exported here (`controller::backup`, `controller::watches`, ...).
 //!
 //! Adding a kind takes (see `README.md` in this folder):
 //! 1. its API type in `api/` (with its `has_status!` entry in `write`) and its identity (`Origin`) in `naming`;
-//! 2. one file here: its `impl Kind` (a queued kind adds `impl Tenant` and takes the rest from
+//! 2. one file in `kinds/` (and its line in `kinds/mod.rs`): its `impl Kind` (a queued kind adds `impl Tenant` and takes the rest from
 //!    [`queued_kind!`](crate::queued_kind)), its state (`kind::Stores` for one Velero object per tenant object) and
 //!    its `controller` function (`kind::one_to_one` or `tenant::controller`, run by `kind::run`);
 //! 3. its state in [`Ctx`] and [`Wiring`](term::Wiring), and one line in [`term()`]'s list of kinds;
 //! 4. for now, also its arms in `gc` (what is made for it) and, with webhooks, its `ProxyKind` in
 //!    `admission::proxy`.
 
-pub mod backup;
+pub mod background;
 pub mod conditions;
 pub mod contents;
 pub mod context;
-pub mod counts;
-pub mod download;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
-pub mod gc;
-pub mod interner;
+pub mod index;
 pub mod kind;
-pub mod location;
+pub mod kinds;
 mod objects;
-pub mod queue;
-pub mod restore;
-pub mod schedule;
 pub mod status;
-pub mod sync;
 pub mod tenant;
 pub mod term;
-pub mod watches;
 pub mod write;
 
+pub use background::{gc, sync};
 pub use context::Error;
+pub use index::{counts, interner, queue, watches};
+pub use kinds::{backup, download, location, restore, schedule};
 pub use objects::add_backup_exclusions;
 
 use crate::config::Settings;

@@ -1,7 +1,7 @@
 //! Counts of Velero's per-volume objects (DataUploads, PodVolumeBackups) by owning backup and phase, kept
 //! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
 
-use super::watches::Synced;
+use crate::controller::watches::Synced;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -8,17 +8,17 @@
 //! identity), and backup sync (`sync.rs`) gives each its NonAdminBackup in the namespace, named
 //! `<schedule>-<timestamp>`. Deleting the NonAdminSchedule deletes the Velero Schedule; the backups stay.
 
-use super::backup::{recheck_rights, recorded_spec, resolve_location};
-use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Error};
-use super::gc;
-use super::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
-use super::status::Note;
-use super::term::Ctx;
-use super::term::Jobs;
-use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
+use crate::controller::backup::{recheck_rights, recorded_spec, resolve_location};
+use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::gc;
+use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
+use crate::controller::status::Note;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{run_name, Origin, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
@@ -51,7 +51,7 @@ pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
 pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
     let what = ["nonadminschedules", "velero schedules"];
     let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nas, wiring, jobs, gc::Made::Schedule, what);
-    let triggers = super::watches::coalesce(triggers, ctx.opts.queue_update_interval);
+    let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
     kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
 
@@ -217,7 +217,7 @@ async fn wanted(
     ctx: &Ctx,
 ) -> Result<Result<Schedule, String>, Error> {
     let ns = nas.namespace().unwrap_or_default();
-    let spec = super::objects::to_map(&nas.spec);
+    let spec = crate::controller::objects::to_map(&nas.spec);
     let outcome = evaluate_schedule(&spec, policy, &ns, now_seconds());
     if !outcome.allowed() {
         return Ok(Err(outcome.message()));

@@ -19,9 +19,9 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
-use super::kind::Kind;
-use super::term::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
+use crate::controller::kind::Kind;
+use crate::controller::term::Ctx;
 use crate::naming::{
     Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };

@@ -11,21 +11,21 @@
 //! restart of nac does not restart the clock. A source that can never be restored (failed, deleted, refused) or
 //! a wait that timed out is `BackingOff` with the reason; a wait timeout of 0 refuses at once, as OADP does.
 
-use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Error};
-use super::gc;
-use super::kind::{self, set_status, Kind};
-use super::objects::{add_restore_exclusions, to_map};
-use super::queue::reported;
-use super::status::{
-    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
-};
-use super::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
-use super::tenant::{KindState, KindWiring};
-use super::term::Ctx;
-use super::term::Jobs;
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
+use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::gc;
+use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::objects::{add_restore_exclusions, to_map};
+use crate::controller::queue::reported;
+use crate::controller::status::{
+    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
+};
+use crate::controller::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
+use crate::controller::tenant::{KindState, KindWiring};
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
@@ -481,7 +481,7 @@ pub fn judge(src: &SourceView, rules: &RestoreRules) -> Source {
             .as_ref()
             .filter(|s| s.phase == Some(NonAdminPhase::BackingOff));
         if let Some(s) = refused {
-            let why = super::conditions::find(&s.conditions, ACCEPTED)
+            let why = crate::controller::conditions::find(&s.conditions, ACCEPTED)
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             return Source::Unusable(format!("NonAdminBackup {n} was refused: {why}"));

@@ -6,19 +6,19 @@
 //! Not a queued kind: one short sequence, no finalizer (the Velero DownloadRequest of a deleted request is
 //! collected by `gc`). At the URL's expiration the request and its Velero DownloadRequest are deleted, on time.
 
-use super::conditions::{advance_phase, now_seconds, set_condition};
-use super::context::{key_of, Error, Waiters};
-use super::gc;
-use super::kind::{self, set_status, Kind, Stores, StoresWiring};
-use super::status::Note;
-use super::tenant::dependency;
-use super::term::Ctx;
-use super::term::Jobs;
-use super::write::{create_or_get, delete_if_present};
 use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
     VeleroDownloadRequest,
 };
+use crate::controller::conditions::{advance_phase, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error, Waiters};
+use crate::controller::gc;
+use crate::controller::kind::{self, set_status, Kind, Stores, StoresWiring};
+use crate::controller::status::Note;
+use crate::controller::tenant::dependency;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
 use crate::velero::{

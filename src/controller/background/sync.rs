@@ -16,11 +16,11 @@
 //! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
 //! replica's last moments of leadership) is refused by the API server with AlreadyExists.
 
-use super::context::key_of;
-use super::status::Note;
-use super::tenant::StoreCopy;
-use super::term::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
+use crate::controller::context::key_of;
+use crate::controller::status::Note;
+use crate::controller::tenant::StoreCopy;
+use crate::controller::term::Ctx;
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
     NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
@@ -248,7 +248,7 @@ fn created_namespaces(client: kube::Client) -> impl futures::Stream<Item = Strin
     use kube::runtime::{watcher, WatchStreamExt};
     watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client),
-        super::watches::config(),
+        crate::controller::watches::config(),
     )
     .default_backoff()
     .filter_map(|e| async move {

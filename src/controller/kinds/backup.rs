@@ -7,24 +7,24 @@
 //! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
 //! adds the finalizer at create).
 
-use super::conditions::{is_true, now_seconds, set_condition};
-use super::context::{key_of, Error};
-use super::counts::PhaseTally;
-use super::kind::{self, set_status, Kind};
-use super::objects::{add_backup_exclusions, to_map};
-use super::queue::reported;
-use super::status::{self, Words};
-use super::tenant::{self, Admission, StoreCopy, Tenant};
-use super::tenant::{KindState, KindWiring};
-use super::term::Ctx;
-use super::term::Jobs;
-use super::write::{create_or_get, delete_if_present};
-use super::{gc, watches};
 use crate::api::condition::*;
 use crate::api::{
     DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule,
     VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
+use crate::controller::conditions::{is_true, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::counts::PhaseTally;
+use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::objects::{add_backup_exclusions, to_map};
+use crate::controller::queue::reported;
+use crate::controller::status::{self, Words};
+use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
+use crate::controller::tenant::{KindState, KindWiring};
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
+use crate::controller::{gc, watches};
 use crate::naming::{
     Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
@@ -126,7 +126,7 @@ impl StoreCopy for Backup {
 }
 
 /// The compact specs of the Velero Backups in the store: those of one namespace and location are alike.
-static COMPACT_SPECS: std::sync::LazyLock<super::interner::Interner<BackupSpec>> =
+static COMPACT_SPECS: std::sync::LazyLock<crate::controller::interner::Interner<BackupSpec>> =
     std::sync::LazyLock::new(Default::default);
 
 /// The copy of a Velero Backup a NonAdminBackup's status carries (`status.veleroBackup`): its spec and status,
@@ -674,11 +674,12 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
                     // planted in some bucket with this identity is not adopted.
                     NAB.nacuuid(b) == Some(u.as_str())
                         && tenant::check_owner(b, nab).is_ok()
-                        && super::sync::run_of(b).is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
+                        && crate::controller::sync::run_of(b)
+                            .is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
                         && b.spec
                             .storage_location
                             .as_deref()
-                            .and_then(|l| super::sync::tenant_location_of(ctx, l))
+                            .and_then(|l| crate::controller::sync::tenant_location_of(ctx, l))
                             .is_none_or(|(owner, _)| owner == ns)
                 })
             })
@@ -729,7 +730,7 @@ async fn expired_run(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx)
     }
     ctx.publish(
         nab,
-        vec![super::status::Note {
+        vec![crate::controller::status::Note {
             warning: false,
             reason: "BackupExpired".into(),
             message: format!(

@@ -7,19 +7,19 @@
 //! admin approved (the request's `requestedSpec`), with the credential forced to the copy, the prefix forced
 //! under the tenant's namespace and `default: false`.
 
-use super::conditions::{advance_phase, find, now_seconds, set_condition};
-use super::context::{key_of, Error, Watched};
-use super::kind::{self, nacuuid, set_status, Kind};
-use super::status::Note;
-use super::term::Ctx;
-use super::term::Jobs;
-use super::watches;
-use super::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
     NonAdminBackupStorageLocationRequestSpec, NonAdminBackupStorageLocationRequestStatus,
     NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
 };
+use crate::controller::conditions::{advance_phase, find, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error, Watched};
+use crate::controller::kind::{self, nacuuid, set_status, Kind};
+use crate::controller::status::Note;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::watches;
+use crate::controller::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
 use crate::naming::{generate_nacuuid, Origin, NABSL};
 use crate::policy::{evaluate_bsl, tenant_prefix, Policy};
 use crate::velero::{BackupStorageLocation, BackupStorageLocationSpec, BackupStorageLocationStatus, SecretKeyRef};
@@ -538,7 +538,7 @@ async fn request_for(
     policy: &Policy,
     nacuuid: &str,
 ) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
-    let spec = super::objects::to_map(&obj.spec.backup_storage_location_spec);
+    let spec = crate::controller::objects::to_map(&obj.spec.backup_storage_location_spec);
     let outcome = evaluate_bsl(&spec, policy);
     let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
         serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())
