@@ -5,7 +5,8 @@
 //! The URL points at the backup's storage location, which may be a tenant's own endpoint: the body is untrusted
 //! data, read within the scanner's limits and a deadline.
 
-use super::context::{Ctx, Error};
+use super::context::Error;
+use super::term::Ctx;
 use super::write::create_or_get;
 use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
 use crate::rights::contents::{scan, Contents, Limits};

@@ -1,23 +1,14 @@
-//! What the reconcilers share during one leadership term: client, options, one [`KindState`] per tenant kind
-//! (watch-fed stores, queue index, triggers), the per-backup counts, the event recorder, metrics, and the
-//! per-object error backoff.
+//! What every controller shares during one leadership term ([`Shared`]), the reconcile error, the per-object
+//! error backoff, the queue-depth gauge, and the small building blocks kinds keep their state in ([`Watched`]
+//! stores, [`Waiters`]). Nothing here knows a tenant kind.
 
-use super::counts::PhaseCounts;
 use super::events::Recorder;
-use super::queue::QueueIndex;
 use super::status::Note;
-use super::tenant::{Tenant, VeleroObject};
 use super::watches::Synced;
 use super::write::{HasStatus, RecentWrites};
 use super::Options;
-use crate::api::NonAdminSchedule;
-use crate::api::{NonAdminBackup, NonAdminRestore};
-use crate::api::{NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminDownloadRequest};
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
-use crate::velero::{BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Schedule};
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
-use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{self, store::Writer, Lookup, ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::gauge::Gauge;
@@ -75,7 +66,7 @@ pub struct QueueDepth {
 }
 
 impl QueueDepth {
-    fn new(metrics: &Metrics, controller: &str) -> Self {
+    pub fn new(metrics: &Metrics, controller: &str) -> Self {
         let gauge = metrics
             .queue_depth
             .get_or_create(&ControllerLabels {
@@ -136,23 +127,6 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name)
-}
-
-/// One tenant kind's share of a term: its store, its Velero objects (nac's own, in the Velero namespace) and their
-/// queue index, the channel that triggers its reconciles, and its queue-depth gauge.
-pub struct KindState<K: Tenant> {
-    pub objects: Store<K>,
-    /// The tenant objects' watch has completed its first list.
-    pub objects_synced: Synced,
-    pub velero: Store<K::Velero>,
-    /// The Velero objects' watch has completed its first list.
-    pub synced: Synced,
-    pub queue: Arc<Mutex<QueueIndex>>,
-    pub triggers: UnboundedSender<ObjectRef<K>>,
-    pub trigger: Trigger<K>,
-    pub depth: QueueDepth,
-    /// Objects of this kind waiting for others (see [`Waiters`]).
-    pub waiting: Waiters<K>,
 }
 
 /// Which objects of a kind wait for which others (by [`dependency`](super::tenant::dependency) key), so a change
@@ -228,155 +202,16 @@ impl<K: Waiter> Waiters<K> {
     }
 }
 
-/// The write ends of a [`KindState`], for the watch streams that feed it.
-pub struct KindWiring<K: Tenant> {
-    pub objects: Writer<K>,
-    pub velero: Writer<K::Velero>,
-    pub triggers: UnboundedReceiver<ObjectRef<K>>,
-}
-
-impl<K: Tenant> KindState<K> {
-    fn new(metrics: &Metrics, velero_namespace: &str) -> (Self, KindWiring<K>) {
-        let (objects, objects_writer) = reflector::store::<K>();
-        let (velero, velero_writer) = reflector::store::<K::Velero>();
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let trigger = Trigger {
-            velero: velero.clone(),
-            namespace: velero_namespace.to_string(),
-            triggers: tx.clone(),
-        };
-        let state = KindState {
-            objects,
-            objects_synced: Synced::default(),
-            velero,
-            synced: Synced::default(),
-            queue: Arc::new(Mutex::new(QueueIndex::new())),
-            triggers: tx,
-            trigger,
-            depth: QueueDepth::new(metrics, K::CONTROLLER),
-            waiting: Waiters::default(),
-        };
-        let wiring = KindWiring {
-            objects: objects_writer,
-            velero: velero_writer,
-            triggers: rx,
-        };
-        (state, wiring)
-    }
-
-    /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
-    pub fn position(&self, name: &str) -> i64 {
-        self.queue
-            .lock()
-            .expect("queue lock")
-            .reported_position(name)
-            .unwrap_or(0)
-    }
-
-    /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers
-    /// the tenant objects whose position that moved.
-    pub fn note(&self, v: &K::Velero) {
-        let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
-        self.trigger.send(changed);
-    }
-
-    /// Triggers the objects of this kind waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        for r in self.waiting.waiting_for(dependency) {
-            let _ = self.triggers.unbounded_send(r);
-        }
-    }
-
-    /// Counts a trigger in the queue-depth gauge when the object still exists.
-    pub fn enqueued(&self, r: &ObjectRef<K>) {
-        if self.objects.get(r).is_some() {
-            self.depth.enqueue(key_of_ref(r));
-        }
-    }
-}
-
-/// Maps Velero object names back to their tenant objects and triggers those: the one way every watch-fed index
-/// (and every create nac makes) turns "these Velero objects moved" into reconciles.
-pub struct Trigger<K: Tenant> {
-    velero: Store<K::Velero>,
-    namespace: String,
-    triggers: UnboundedSender<ObjectRef<K>>,
-}
-
-impl<K: Tenant> Clone for Trigger<K> {
-    fn clone(&self) -> Self {
-        Trigger {
-            velero: self.velero.clone(),
-            namespace: self.namespace.clone(),
-            triggers: self.triggers.clone(),
-        }
-    }
-}
-
-impl<K: Tenant> Trigger<K> {
-    /// Triggers the owners of the Velero objects `names` (those nac made; others are skipped).
-    pub fn send(&self, names: Vec<String>) {
-        for name in names {
-            let owner = self
-                .velero
-                .get(&ObjectRef::new(&name).within(&self.namespace))
-                // A label in Velero's short form of a long name (a scheduled run's): looked for by that form.
-                .or_else(|| {
-                    (name.len() == crate::naming::MAX_NAME_LEN).then(|| {
-                        self.velero.find(|v| {
-                            crate::naming::velero_label_value(v.meta().name.as_deref().unwrap_or_default())
-                                == name.as_str()
-                        })
-                    })?
-                })
-                .and_then(|v| K::ORIGIN.owner(&*v));
-            if let Some(r) = owner {
-                let _ = self.triggers.unbounded_send(r);
-            }
-        }
-    }
-}
-
-/// Shared state of the reconcilers for one leadership term.
-pub struct Ctx {
+/// What every controller shares during one leadership term, whatever its kind: the client, the options, the live
+/// policy, metrics, the event recorder, nac's recent writes (the stale-cache guard), requesters' rights and
+/// backups' contents, and the per-object error backoff. Each kind's own stores, indexes and triggers live beside
+/// it, in its own state.
+pub struct Shared {
     pub client: Client,
     pub opts: Options,
     pub policy: Arc<PolicyStore>,
     pub metrics: Arc<Metrics>,
     pub recorder: Arc<Recorder>,
-    pub nab: KindState<NonAdminBackup>,
-    pub nar: KindState<NonAdminRestore>,
-    pub delete_requests_synced: Synced,
-    pub delete_requests: Store<DeleteBackupRequest>,
-    /// Velero's storage locations (restores wait for theirs to be Available).
-    pub locations: Store<BackupStorageLocation>,
-    pub locations_synced: Synced,
-    /// Tenants' storage locations, their approval requests and the Secret copies made for them.
-    pub storage_locations: Store<NonAdminBackupStorageLocation>,
-    pub storage_locations_synced: Synced,
-    pub location_requests: Store<NonAdminBackupStorageLocationRequest>,
-    pub location_requests_synced: Synced,
-    pub secret_copies: Store<Secret>,
-    pub secret_copies_synced: Synced,
-    /// Tenants' download requests, Velero's DownloadRequests made for them, and the requests waiting for their
-    /// backup or restore to finish.
-    pub downloads: Store<NonAdminDownloadRequest>,
-    pub downloads_synced: Synced,
-    pub download_requests: Store<DownloadRequest>,
-    pub download_requests_synced: Synced,
-    pub downloads_waiting: Waiters<NonAdminDownloadRequest>,
-    pub downloads_trigger: UnboundedSender<ObjectRef<NonAdminDownloadRequest>>,
-    /// Tenants' schedules, the Velero Schedules made for them, and the channel that wakes a schedule when one of
-    /// its runs changes.
-    pub schedules: Store<NonAdminSchedule>,
-    pub schedules_synced: Synced,
-    pub velero_schedules: Store<Schedule>,
-    pub velero_schedules_synced: Synced,
-    pub schedules_trigger: UnboundedSender<ObjectRef<NonAdminSchedule>>,
-    pub data_uploads: Arc<Mutex<PhaseCounts>>,
-    pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
-    pub data_uploads_synced: Synced,
-    pub pod_volume_backups_synced: Synced,
     pub recent: RecentWrites,
     /// Requesters' rights (restores are checked against the restoring user's) and where backups' contents are read.
     pub access: Arc<dyn crate::rights::Access>,
@@ -384,25 +219,7 @@ pub struct Ctx {
     failures: Mutex<HashMap<String, u32>>,
 }
 
-/// The write ends of a term's stores, for the watch streams.
-pub struct Wiring {
-    pub nab: KindWiring<NonAdminBackup>,
-    pub nar: KindWiring<NonAdminRestore>,
-    pub delete_requests: Writer<DeleteBackupRequest>,
-    pub locations: Writer<BackupStorageLocation>,
-    pub storage_locations: Writer<NonAdminBackupStorageLocation>,
-    pub location_requests: Writer<NonAdminBackupStorageLocationRequest>,
-    pub secret_copies: Writer<Secret>,
-    pub downloads: Writer<NonAdminDownloadRequest>,
-    pub download_requests: Writer<DownloadRequest>,
-    pub downloads_triggers: UnboundedReceiver<ObjectRef<NonAdminDownloadRequest>>,
-    pub schedules: Writer<NonAdminSchedule>,
-    pub velero_schedules: Writer<Schedule>,
-    pub schedules_triggers: UnboundedReceiver<ObjectRef<NonAdminSchedule>>,
-}
-
-impl Ctx {
-    /// A fresh context (empty stores and indexes) and the write ends that feed it.
+impl Shared {
     pub fn new(
         client: Client,
         opts: Options,
@@ -410,84 +227,19 @@ impl Ctx {
         metrics: Arc<Metrics>,
         recorder: Arc<Recorder>,
         access: Arc<dyn crate::rights::Access>,
-    ) -> (Self, Wiring) {
-        let (nab, nab_wiring) = KindState::new(&metrics, &opts.velero_namespace);
-        let (nar, nar_wiring) = KindState::new(&metrics, &opts.velero_namespace);
-        let (delete_requests, dbr_writer) = reflector::store();
-        let (locations, locations_writer) = reflector::store();
-        let (storage_locations, storage_locations_writer) = reflector::store();
-        let (location_requests, location_requests_writer) = reflector::store();
-        let (secret_copies, secret_copies_writer) = reflector::store();
-        let (downloads, downloads_writer) = reflector::store();
-        let (download_requests, download_requests_writer) = reflector::store();
-        let (downloads_trigger, downloads_triggers) = futures::channel::mpsc::unbounded();
-        let (schedules, schedules_writer) = reflector::store();
-        let (velero_schedules, velero_schedules_writer) = reflector::store();
-        let (schedules_trigger, schedules_triggers) = futures::channel::mpsc::unbounded();
-        let ctx = Ctx {
-            schedules,
-            schedules_synced: Synced::default(),
-            velero_schedules,
-            velero_schedules_synced: Synced::default(),
-            schedules_trigger,
-            access,
-            contents: Arc::new(super::contents::VeleroContents {
-                limits: Default::default(),
-            }),
-            downloads,
-            download_requests,
-            download_requests_synced: Synced::default(),
-            downloads_synced: Synced::default(),
-            downloads_waiting: Waiters::default(),
-            downloads_trigger,
-            storage_locations,
-            storage_locations_synced: Synced::default(),
-            location_requests,
-            location_requests_synced: Synced::default(),
-            secret_copies,
-            secret_copies_synced: Synced::default(),
+    ) -> Self {
+        Shared {
             client,
             opts,
             policy,
             metrics,
             recorder,
-            nab,
-            nar,
-            delete_requests_synced: Synced::default(),
-            delete_requests,
-            locations,
-            locations_synced: Synced::default(),
-            data_uploads: Arc::new(Mutex::new(PhaseCounts::new())),
-            pod_volume_backups: Arc::new(Mutex::new(PhaseCounts::new())),
-            data_uploads_synced: Synced::default(),
-            pod_volume_backups_synced: Synced::default(),
             recent: RecentWrites::default(),
+            access,
+            contents: Arc::new(super::contents::VeleroContents {
+                limits: Default::default(),
+            }),
             failures: Mutex::new(HashMap::new()),
-        };
-        let wiring = Wiring {
-            nab: nab_wiring,
-            nar: nar_wiring,
-            delete_requests: dbr_writer,
-            locations: locations_writer,
-            storage_locations: storage_locations_writer,
-            location_requests: location_requests_writer,
-            secret_copies: secret_copies_writer,
-            downloads: downloads_writer,
-            download_requests: download_requests_writer,
-            downloads_triggers,
-            schedules: schedules_writer,
-            velero_schedules: velero_schedules_writer,
-            schedules_triggers,
-        };
-        (ctx, wiring)
-    }
-
-    /// Wakes every object of every kind waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        self.nab.wake(dependency);
-        self.nar.wake(dependency);
-        for r in self.downloads_waiting.waiting_for(dependency) {
-            let _ = self.downloads_trigger.unbounded_send(r);
         }
     }
 
@@ -518,18 +270,16 @@ impl Ctx {
         )))
     }
 
-    /// Waits (bounded, once per term) until the DataUpload and PodVolumeBackup counts have their first list, so a
-    /// restart does not report empty counts for a moment.
-    pub async fn counts_ready(&self) {
-        for (flag, what) in [
-            (&self.data_uploads_synced, "DataUploads"),
-            (&self.pod_volume_backups_synced, "PodVolumeBackups"),
-        ] {
-            if !flag.is_synced() && !flag.wait(self.opts.store_ready_timeout).await {
-                tracing::warn!(kind = what, "watch not synced in time; counting without it for now");
-                flag.mark();
-            }
-        }
+    /// A period of the live policy as a timer's (none while no policy is loaded, or when it is zero: off).
+    pub fn period(
+        &self,
+        of: impl Fn(&crate::policy::Policy) -> crate::policy::duration::GoDuration,
+    ) -> Option<Duration> {
+        self.policy
+            .current()
+            .map(|p| of(&p))
+            .filter(|p| !p.is_zero())
+            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
     }
 
     /// Publishes Events on `obj` in the background: they inform, they never hold up a reconcile.
@@ -617,6 +367,42 @@ impl Ctx {
             return Ok(Some((*o).clone()));
         }
         Ok(self.velero_api::<K>().get_opt(name).await?)
+    }
+}
+
+/// A store fed by a watch, and whether that watch has completed its first list.
+pub struct Watched<K: Lookup + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub store: Store<K>,
+    pub synced: Synced,
+}
+
+impl<K: Lookup + Clone + 'static> Watched<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// An empty store and the write end its watch feeds.
+    pub fn new() -> (Self, Writer<K>) {
+        let (store, writer) = reflector::store();
+        (
+            Watched {
+                store,
+                synced: Synced::default(),
+            },
+            writer,
+        )
+    }
+}
+
+impl<K: Lookup + Clone + 'static> std::ops::Deref for Watched<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    type Target = Store<K>;
+    fn deref(&self) -> &Store<K> {
+        &self.store
     }
 }
 

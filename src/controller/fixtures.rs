@@ -3,8 +3,8 @@
 //! figures of the scale run. The API server side answers like a real one would (created objects echoed back with
 //! a uid and resourceVersion).
 
-use super::context::Ctx;
 use super::events::Recorder;
+use super::term::Ctx;
 use super::Options;
 use crate::api::{NonAdminBackup, NonAdminRestore};
 use crate::metrics::Metrics;
@@ -75,21 +75,22 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         ],
         ..crate::rights::Fixed::common()
     });
-    let (mut ctx, wiring) = Ctx::new(client, opts, store, metrics, recorder, access);
-    ctx.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
+    let mut shared = super::context::Shared::new(client, opts, store, metrics, recorder, access);
+    shared.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
         kinds: [("", "configmaps"), ("", "pods")]
             .iter()
             .map(|(g, r)| (g.to_string(), r.to_string()))
             .collect(),
         ..Default::default()
     }));
+    let (ctx, wiring) = Ctx::new(shared);
     for synced in [
         &ctx.nab.synced,
         &ctx.nar.synced,
-        &ctx.delete_requests_synced,
-        &ctx.data_uploads_synced,
-        &ctx.pod_volume_backups_synced,
-        &ctx.locations_synced,
+        &ctx.delete_requests.synced,
+        &ctx.volumes.data_uploads_synced,
+        &ctx.volumes.pod_volume_backups_synced,
+        &ctx.locations.synced,
     ] {
         synced.mark();
     }
@@ -329,14 +330,14 @@ where
 
 async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::tenant::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.ctx.clone())
     })
     .await
 }
 
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::tenant::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.ctx.clone())
     })
     .await
 }

@@ -1,29 +1,37 @@
-//! The reconcile skeleton every tenant kind runs, written once: finalizer, stale-cache guard, first sight,
-//! admission, idempotent create of the Velero object, ownership check, status mirror, events, conditions and
-//! forward-only phases. A kind brings only its own decisions through [`Tenant`] (how it is admitted, what Velero
-//! object it builds, what status it mirrors, how it is deleted), in one file of its own (`backup.rs`,
-//! `restore.rs`) plus its entries in [`Ctx`](super::context::Ctx) and the controller wiring.
+//! The second tier of the skeleton, for the kinds queued in Velero (backups, restores), written once on top of
+//! the base ([`Kind`]): first sight, admission, idempotent create of the Velero object,
+//! ownership check, queue position, status mirror, conditions and forward-only phases. A queued kind brings only
+//! its own decisions through [`Tenant`] (how it is admitted, what Velero object it builds, what status it mirrors,
+//! how it is deleted), in one file of its own (`backup.rs`, `restore.rs`), and takes its base entries from
+//! [`queued_kind!`](crate::queued_kind).
 
 use super::conditions::{find, now_seconds};
-use super::context::{key_of, Ctx, Error, KindState};
+use super::context::{key_of, key_of_ref, Error, QueueDepth, Waiters};
+use super::kind::{ensure_nacuuid, nacuuid, set_status, Kind};
 use super::queue::Observed;
+use super::queue::QueueIndex;
 use super::status::{self, TenantStatus, Words};
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, HasStatus, StatusUpdate};
+use super::term::Ctx;
+use super::watches;
+use super::watches::Synced;
+use super::write::{create_or_get, delete_if_present, HasStatus};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
-use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
+use crate::metrics::Metrics;
 use crate::policy::Policy;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
-use tracing::Instrument;
+use std::sync::Mutex;
 
 /// What nac's store keeps of a Velero object nac made. By default all of it; a kind whose objects carry what the
 /// reconcilers read only to mirror it (a Backup's resource lists) keeps a compact copy with a fingerprint of the
@@ -163,11 +171,7 @@ macro_rules! tenant_types {
 }
 
 /// One tenant kind's own decisions; everything else is the skeleton below.
-pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceResourceScope> {
-    /// Identity scheme (nacuuid label, origin annotations, finalizer), shared with the webhooks and backup sync.
-    const ORIGIN: Origin;
-    /// Controller name in metrics and logs.
-    const CONTROLLER: &'static str;
+pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
     /// Reasons and messages of its conditions and events.
     const WORDS: Words;
     type Velero: VeleroObject;
@@ -227,9 +231,173 @@ pub trait Tenant: HasStatus<Status: TenantStatus> + Resource<Scope = NamespaceRe
 
     /// Copies a view into the status (the Velero object reference and the kind's counters).
     fn mirror(status: &mut Self::Status, view: &Self::View);
+}
 
-    /// The finalizer's cleanup: the kind's delete path.
-    fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+/// The base entries ([`Kind`]) every queued kind takes from the skeleton below, for inside its `impl Kind`:
+/// everything but its identity constants and its delete path.
+#[macro_export]
+macro_rules! queued_kind {
+    () => {
+        fn recorded_nacuuid(status: &Self::Status) -> Option<&str> {
+            $crate::controller::status::TenantStatus::recorded(status).0
+        }
+
+        fn notes(
+            old: Option<&Self::Status>,
+            new: &Self::Status,
+        ) -> Vec<$crate::controller::status::Note> {
+            $crate::controller::status::notes::<Self>(old, new)
+        }
+
+        fn depth(ctx: &$crate::controller::term::Ctx) -> Option<&$crate::controller::context::QueueDepth> {
+            Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).depth)
+        }
+
+        fn waiting(ctx: &$crate::controller::term::Ctx) -> Option<&$crate::controller::context::Waiters<Self>> {
+            Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).waiting)
+        }
+
+        fn ready(
+            ctx: &$crate::controller::term::Ctx,
+        ) -> impl std::future::Future<Output = Result<(), $crate::controller::Error>> + Send {
+            $crate::controller::tenant::ready::<Self>(ctx)
+        }
+
+        fn apply(
+            api: &kube::Api<Self>,
+            obj: std::sync::Arc<Self>,
+            ctx: &$crate::controller::term::Ctx,
+        ) -> impl std::future::Future<Output = Result<kube::runtime::controller::Action, $crate::controller::Error>> + Send
+        {
+            $crate::controller::tenant::apply(api, obj, ctx)
+        }
+    };
+}
+
+/// One tenant kind's share of a term: its store, its Velero objects (nac's own, in the Velero namespace) and their
+/// queue index, the channel that triggers its reconciles, and its queue-depth gauge.
+pub struct KindState<K: Tenant> {
+    pub objects: Store<K>,
+    /// The tenant objects' watch has completed its first list.
+    pub objects_synced: Synced,
+    pub velero: Store<K::Velero>,
+    /// The Velero objects' watch has completed its first list.
+    pub synced: Synced,
+    pub queue: Arc<Mutex<QueueIndex>>,
+    pub triggers: UnboundedSender<ObjectRef<K>>,
+    pub trigger: Trigger<K>,
+    pub depth: QueueDepth,
+    /// Objects of this kind waiting for others (see [`Waiters`]).
+    pub waiting: Waiters<K>,
+}
+
+/// The write ends of a [`KindState`], for the watch streams that feed it.
+pub struct KindWiring<K: Tenant> {
+    pub objects: Writer<K>,
+    pub velero: Writer<K::Velero>,
+    pub triggers: UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Tenant> KindState<K> {
+    pub fn new(metrics: &Metrics, velero_namespace: &str) -> (Self, KindWiring<K>) {
+        let (objects, objects_writer) = reflector::store::<K>();
+        let (velero, velero_writer) = reflector::store::<K::Velero>();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let trigger = Trigger {
+            velero: velero.clone(),
+            namespace: velero_namespace.to_string(),
+            triggers: tx.clone(),
+        };
+        let state = KindState {
+            objects,
+            objects_synced: Synced::default(),
+            velero,
+            synced: Synced::default(),
+            queue: Arc::new(Mutex::new(QueueIndex::new())),
+            triggers: tx,
+            trigger,
+            depth: QueueDepth::new(metrics, K::CONTROLLER),
+            waiting: Waiters::default(),
+        };
+        let wiring = KindWiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers: rx,
+        };
+        (state, wiring)
+    }
+
+    /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
+    pub fn position(&self, name: &str) -> i64 {
+        self.queue
+            .lock()
+            .expect("queue lock")
+            .reported_position(name)
+            .unwrap_or(0)
+    }
+
+    /// Records a Velero object nac just created in the queue index (the watch event may come later) and triggers
+    /// the tenant objects whose position that moved.
+    pub fn note(&self, v: &K::Velero) {
+        let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
+        self.trigger.send(changed);
+    }
+
+    /// Triggers the objects of this kind waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.triggers.unbounded_send(r);
+        }
+    }
+
+    /// Counts a trigger in the queue-depth gauge when the object still exists.
+    pub fn enqueued(&self, r: &ObjectRef<K>) {
+        if self.objects.get(r).is_some() {
+            self.depth.enqueue(key_of_ref(r));
+        }
+    }
+}
+
+/// Maps Velero object names back to their tenant objects and triggers those: the one way every watch-fed index
+/// (and every create nac makes) turns "these Velero objects moved" into reconciles.
+pub struct Trigger<K: Tenant> {
+    velero: Store<K::Velero>,
+    namespace: String,
+    triggers: UnboundedSender<ObjectRef<K>>,
+}
+
+impl<K: Tenant> Clone for Trigger<K> {
+    fn clone(&self) -> Self {
+        Trigger {
+            velero: self.velero.clone(),
+            namespace: self.namespace.clone(),
+            triggers: self.triggers.clone(),
+        }
+    }
+}
+
+impl<K: Tenant> Trigger<K> {
+    /// Triggers the owners of the Velero objects `names` (those nac made; others are skipped).
+    pub fn send(&self, names: Vec<String>) {
+        for name in names {
+            let owner = self
+                .velero
+                .get(&ObjectRef::new(&name).within(&self.namespace))
+                // A label in Velero's short form of a long name (a scheduled run's): looked for by that form.
+                .or_else(|| {
+                    (name.len() == crate::naming::MAX_NAME_LEN).then(|| {
+                        self.velero.find(|v| {
+                            crate::naming::velero_label_value(v.meta().name.as_deref().unwrap_or_default())
+                                == name.as_str()
+                        })
+                    })?
+                })
+                .and_then(|v| K::ORIGIN.owner(&*v));
+            if let Some(r) = owner {
+                let _ = self.triggers.unbounded_send(r);
+            }
+        }
+    }
 }
 
 /// What admission decided about a tenant object.
@@ -272,69 +440,6 @@ pub fn dependency(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}:{namespace}/{name}")
 }
 
-/// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
-pub async fn reconcile<K: Tenant>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = K::CONTROLLER, object = %key);
-    let state = K::state(&ctx);
-    state.depth.start(&key);
-    let start = Instant::now();
-    let res = async {
-        tracing::debug!("reconcile started");
-        let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        let res = with_finalizer(&api, K::ORIGIN.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
-            match ev {
-                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
-                Finalizer::Cleanup(o) => {
-                    // Whatever it waited for, it waits no more.
-                    K::state(&ctx)
-                        .waiting
-                        .forget(&kube::runtime::reflector::ObjectRef::from_obj(&*o));
-                    K::cleanup(&api, o, &ctx).await
-                }
-            }
-        })
-        .await;
-        tracing::debug!(ok = res.is_ok(), "reconcile finished");
-        res
-    }
-    .instrument(span)
-    .await;
-    state.depth.finish();
-    ctx.record(K::CONTROLLER, &key, &res, start.elapsed());
-    res
-}
-
-/// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.
-pub fn error_policy<K: Tenant>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    retry_after(&ctx, K::CONTROLLER, &key_of(&*obj), err)
-}
-
-/// The retry of a failed reconcile of `key` by `controller` (every nac controller paces retries the same way).
-pub fn retry_after(ctx: &Ctx, controller: &str, key: &str, err: &Error) -> Action {
-    if err.is_waiting() {
-        tracing::debug!(controller, object = %key, reason = %err, "waiting");
-        return Action::requeue(ctx.opts.deletion_poll);
-    }
-    let delay = ctx.next_backoff(controller, key);
-    tracing::warn!(controller, object = %key, error = %err, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
-}
-
-/// Writes the status `plan` computes (only when it changes) and publishes the Events of the transition.
-pub async fn set_status<K: Tenant>(
-    api: &Api<K>,
-    obj: &K,
-    ctx: &Ctx,
-    plan: impl Fn(Option<&K::Status>) -> K::Status,
-) -> Result<StatusUpdate<K>, Error> {
-    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, plan).await?;
-    if let Some(new) = up.status() {
-        ctx.publish(&up.object, status::notes::<K>(up.old.as_ref(), new));
-    }
-    Ok(up)
-}
-
 /// Refuses the object with `reason` and `message`: BackingOff until the user changes it.
 pub async fn reject<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx, reason: &str, message: &str) -> Result<Action, Error> {
     let now = now_seconds();
@@ -351,22 +456,6 @@ pub fn was_created<K: Tenant>(obj: &K) -> bool {
             || find(s.conditions(), QUEUED)
                 .is_some_and(|c| c.reason == w.scheduled_reason || c.reason == w.not_found_reason)
     })
-}
-
-/// The nacuuid of a tenant object: the one recorded in its status, else the label the webhook stamped (trusted
-/// only when it has the shape nac gives this object's nacuuid).
-pub fn nacuuid<K: Tenant>(obj: &K) -> Option<String> {
-    if let Some(u) = obj.status_ref().and_then(|s| s.recorded().0).filter(|u| !u.is_empty()) {
-        return Some(u.to_string());
-    }
-    let v = obj.labels().get(K::ORIGIN.nacuuid_label)?;
-    let ns = obj.namespace().unwrap_or_default();
-    if is_nacuuid_for(v, &ns, &obj.name_any()) {
-        Some(v.clone())
-    } else {
-        tracing::warn!(object = %obj.name_any(), namespace = %ns, value = %v, "ignoring a nacuuid label nac did not generate for this object");
-        None
-    }
 }
 
 /// Name of the object's Velero object: as recorded in status, else the nacuuid.
@@ -393,12 +482,14 @@ pub fn check_owner<K: Tenant>(velero: &K::Velero, obj: &K) -> Result<(), Error> 
     }
 }
 
-/// Create/update path of a live object.
-async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
+/// The queued kinds' decisions read their Velero objects' store.
+pub async fn ready<K: Tenant>(ctx: &Ctx) -> Result<(), Error> {
     let what = format!("Velero {}s", <K::Velero as VeleroObject>::KIND);
-    ctx.ready(&K::state(ctx).synced, &what).await?;
-    // Decisions below read the status: not from a cache that lags behind nac's own last write.
-    let obj = ctx.fresh(api, obj).await?;
+    ctx.ready(&K::state(ctx).synced, &what).await
+}
+
+/// Create/update path of a live object (read fresh by the base: decisions below read the status).
+pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(action) = K::early(api, &obj, ctx).await? {
         return Ok(action);
     }
@@ -459,10 +550,9 @@ async fn create_and_mirror<K: Tenant>(
     spec: <K::Velero as VeleroObject>::Spec,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    let (obj, nacuuid) = match nacuuid(&*obj) {
-        Some(u) => (obj, u),
-        None => persist_new_nacuuid(api, &obj, ctx).await?,
-    };
+    let now = now_seconds();
+    let vns = ctx.opts.velero_namespace.clone();
+    let (obj, nacuuid) = ensure_nacuuid(api, obj, ctx, |s, u| status::accepted::<K>(s, u, &vns, now)).await?;
     let name = velero_name(&*obj, &nacuuid);
     let state = K::state(ctx);
     let velero = match state.velero.get(&ctx.velero_ref(&name)) {
@@ -478,28 +568,6 @@ async fn create_and_mirror<K: Tenant>(
     check_owner(&velero, &*obj)?;
     state.note(&velero);
     mirror(api, &obj, &velero, &nacuuid, ctx).await
-}
-
-/// The object has no nacuuid (no webhook label): generate one and persist it in status before anything is
-/// created, so a crash cannot lead to a second Velero object. The object is read fresh first: the cache may not
-/// show a nacuuid written moments ago.
-async fn persist_new_nacuuid<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx) -> Result<(Arc<K>, String), Error> {
-    let fresh = api.get(&obj.name_any()).await?;
-    if let Some(u) = nacuuid(&fresh) {
-        return Ok((Arc::new(fresh), u));
-    }
-    let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
-    let now = now_seconds();
-    let vns = ctx.opts.velero_namespace.clone();
-    let up = set_status(api, &fresh, ctx, |s| {
-        let recorded = s.and_then(|s| s.recorded().0).filter(|u| !u.is_empty());
-        status::accepted::<K>(s, recorded.unwrap_or(&generated), &vns, now)
-    })
-    .await?;
-    let nacuuid = nacuuid(&up.object)
-        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(obj))))?;
-    tracing::info!(object = %key_of(obj), %nacuuid, label = K::ORIGIN.nacuuid_label, "no nacuuid label; generated one");
-    Ok((Arc::new(up.object), nacuuid))
 }
 
 /// Status mirror of an existing Velero object (or the report that it vanished: never re-created).
@@ -590,4 +658,71 @@ pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero)
     }
     let kind = <K::Velero as VeleroObject>::KIND;
     Ok(delete_if_present(&ctx.velero_api::<K::Velero>(), name, &ctx.metrics, kind).await?)
+}
+
+/// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin
+/// annotations; `seen` hears of every one, `orphan` of those whose tenant object is not in the store, `deleted` of its own objects'
+/// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
+pub fn controller<K: Tenant>(
+    ctx: &Arc<Ctx>,
+    wiring: KindWiring<K>,
+    seen: impl Fn(&K::Velero) + Send + Sync + 'static,
+    orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
+    deleted: impl Fn(&K) + Send + Sync + 'static,
+) -> Controller<K>
+where
+    QueueIndex: watches::WatchIndex<K::Velero>,
+{
+    let client = ctx.client.clone();
+    let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
+    let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let objects = watches::tenant_stream(
+        Api::<K>::all(client.clone()),
+        wiring.objects,
+        K::state(ctx).objects_synced.clone(),
+        move |o: &K| {
+            K::state(&c4).depth.gone(&key_of(o));
+            deleted(o)
+        },
+    )
+    .map(move |r| {
+        if let Ok(o) = &r {
+            let me = ObjectRef::from_obj(o);
+            K::state(&c1).enqueued(&me);
+            // Whatever waits for this object hears of its change.
+            c1.wake(&dependency(
+                K::ORIGIN.kind,
+                me.namespace.as_deref().unwrap_or_default(),
+                &me.name,
+            ));
+        }
+        r
+    });
+    let velero = watches::velero_stream(
+        Api::namespaced(client, &ctx.opts.velero_namespace),
+        K::state(ctx),
+        wiring.velero,
+        ctx.metrics.clone(),
+    );
+    Controller::for_stream(objects, K::state(ctx).objects.clone())
+        .with_config(config)
+        .watches_stream(velero, move |v: K::Velero| {
+            seen(&v);
+            let r = K::ORIGIN.owner::<K>(&v)?;
+            orphan(&v, &r);
+            K::state(&c2).enqueued(&r);
+            // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.
+            c2.wake(&dependency(
+                K::ORIGIN.kind,
+                r.namespace.as_deref().unwrap_or_default(),
+                &r.name,
+            ));
+            Some(r)
+        })
+        .reconcile_on(
+            watches::coalesce(wiring.triggers, ctx.opts.queue_update_interval).map(move |r| {
+                K::state(&c3).enqueued(&r);
+                r
+            }),
+        )
 }

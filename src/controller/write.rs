@@ -158,7 +158,7 @@ pub trait HasStatus:
             s.is_settled()
         });
         // A settled object's only label is its identity label, which the status records too and which the
-        // reconcilers read from the status first (`tenant::nacuuid`): its B-tree node (half a KiB) is not kept.
+        // reconcilers read from the status first (`kind::nacuuid`): its B-tree node (half a KiB) is not kept.
         let identity = self.status_ref().and_then(CompactStatus::identity);
         let only_identity =
             self.meta().labels.as_ref().is_some_and(|l| {
@@ -423,7 +423,7 @@ mod tests {
         };
         let settled = made(NonAdminPhase::Created, &[(NAB_ORIGIN_NACUUID_LABEL, &u)], &u);
         assert_eq!(settled.metadata.labels, None);
-        assert_eq!(super::super::tenant::nacuuid(&settled).as_deref(), Some(u.as_str()));
+        assert_eq!(super::super::kind::nacuuid(&settled).as_deref(), Some(u.as_str()));
         // Not settled yet, another value than the status's, or another label beside it: kept as they are.
         let pending = made(NonAdminPhase::New, &[(NAB_ORIGIN_NACUUID_LABEL, &u)], &u);
         assert_eq!(pending.labels().len(), 1);

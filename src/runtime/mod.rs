@@ -2,6 +2,7 @@
 //! plain-HTTP health/metrics listener, the policy source and (when enabled) the controllers behind the leader
 //! Lease (`lease`), with graceful shutdown on SIGINT/SIGTERM through one cancellation tree.
 
+mod controllers;
 pub mod lease;
 pub mod tls;
 
@@ -304,7 +305,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     if settings.controllers.enabled {
         let client = client.clone().expect("client exists when controllers are enabled");
         let access = access.clone().expect("client exists when controllers are enabled");
-        tasks.spawn(crate::controller::run(
+        tasks.spawn(controllers::run(
             client,
             settings.clone(),
             store.clone(),

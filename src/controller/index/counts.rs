@@ -1,10 +1,39 @@
 //! Counts of Velero's per-volume objects (DataUploads, PodVolumeBackups) by owning backup and phase, kept
 //! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
 
+use crate::controller::watches::Synced;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Phase → number of objects; the empty string stands for "no phase yet".
 pub type PhaseTally = BTreeMap<String, i64>;
+
+/// The per-volume objects of backups a NonAdminBackup status counts: DataUploads and PodVolumeBackups, each
+/// counted by backup and phase, with whether its watch has completed its first list.
+#[derive(Default)]
+pub struct Volumes {
+    pub data_uploads: Arc<Mutex<PhaseCounts>>,
+    pub data_uploads_synced: Synced,
+    pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
+    pub pod_volume_backups_synced: Synced,
+}
+
+impl Volumes {
+    /// Waits (bounded by `timeout`, once per term) until both counts have their first list, so a restart does
+    /// not report empty counts for a moment.
+    pub async fn ready(&self, timeout: Duration) {
+        for (flag, what) in [
+            (&self.data_uploads_synced, "DataUploads"),
+            (&self.pod_volume_backups_synced, "PodVolumeBackups"),
+        ] {
+            if !flag.is_synced() && !flag.wait(timeout).await {
+                tracing::warn!(kind = what, "watch not synced in time; counting without it for now");
+                flag.mark();
+            }
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {

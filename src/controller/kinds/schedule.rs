@@ -8,26 +8,29 @@
 //! identity), and backup sync (`sync.rs`) gives each its NonAdminBackup in the namespace, named
 //! `<schedule>-<timestamp>`. Deleting the NonAdminSchedule deletes the Velero Schedule; the backups stay.
 
-use super::backup::{recheck_rights, recorded_spec, resolve_location};
-use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
-use super::status::Note;
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer};
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
-use crate::naming::{generate_nacuuid, is_nacuuid_for, run_name, Tags, NAS};
+use crate::controller::backup::{recheck_rights, recorded_spec, resolve_location};
+use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::gc;
+use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
+use crate::controller::status::Note;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
+use crate::naming::{run_name, Origin, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::Event as Finalizer;
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tracing::Instrument;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminschedule";
 pub const SCHEDULE_ACCEPTED: &str = "ScheduleAccepted";
@@ -38,43 +41,44 @@ pub const RECENT_BACKUPS: usize = 5;
 /// How often a settled schedule is looked at again (its requester's rights may have changed).
 pub const RECHECK: Duration = Duration::from_secs(600);
 
-pub async fn reconcile(obj: Arc<NonAdminSchedule>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
-    let start = Instant::now();
-    let res = async {
-        let api: Api<NonAdminSchedule> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        with_finalizer(&api, NAS.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
-            match ev {
-                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
-                Finalizer::Cleanup(o) => cleanup(o, &ctx).await,
-            }
-        })
-        .await
-    }
-    .instrument(span)
-    .await;
-    ctx.record(CONTROLLER, &key, &res, start.elapsed());
-    res
+/// What the schedule controller keeps for a term: the tenants' schedules, the Velero Schedules made for them, and
+/// the channel that wakes a schedule when one of its runs changes.
+pub type State = Stores<NonAdminSchedule, Schedule>;
+pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
+
+/// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
+/// schedule is gone go to the collector); the changes of their runs come coalesced through `ctx.nas.trigger`.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let what = ["nonadminschedules", "velero schedules"];
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nas, wiring, jobs, gc::Made::Schedule, what);
+    let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
+    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
 
-pub fn error_policy(obj: Arc<NonAdminSchedule>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
-}
+impl Kind for NonAdminSchedule {
+    const ORIGIN: Origin = NAS;
+    const CONTROLLER: &'static str = CONTROLLER;
 
-/// The schedule's nacuuid: recorded in status, else the webhook's label (trusted only in the shape nac gives it).
-pub fn nacuuid(nas: &NonAdminSchedule) -> Option<String> {
-    if let Some(u) = nas
-        .status
-        .as_ref()
-        .and_then(|s| s.velero_schedule.as_ref())
-        .and_then(|r| r.nacuuid.clone())
-        .filter(|u| !u.is_empty())
-    {
-        return Some(u);
+    fn recorded_nacuuid(s: &NonAdminScheduleStatus) -> Option<&str> {
+        s.velero_schedule.as_ref()?.nacuuid.as_deref()
     }
-    let v = nas.labels().get(NAS.nacuuid_label)?;
-    is_nacuuid_for(v, &nas.namespace().unwrap_or_default(), &nas.name_any()).then(|| v.clone())
+
+    fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus) -> Vec<Note> {
+        notes(old, new)
+    }
+
+    async fn ready(ctx: &Ctx) -> Result<(), Error> {
+        ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
+        ctx.ready(&ctx.nab.synced, "Velero Backups").await
+    }
+
+    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        apply(api, obj, ctx).await
+    }
+
+    async fn cleanup(_api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        cleanup(obj, ctx).await
+    }
 }
 
 /// What the reconciler decided about a schedule under the current policy.
@@ -213,7 +217,7 @@ async fn wanted(
     ctx: &Ctx,
 ) -> Result<Result<Schedule, String>, Error> {
     let ns = nas.namespace().unwrap_or_default();
-    let spec = super::objects::to_map(&nas.spec);
+    let spec = crate::controller::objects::to_map(&nas.spec);
     let outcome = evaluate_schedule(&spec, policy, &ns, now_seconds());
     if !outcome.allowed() {
         return Ok(Err(outcome.message()));
@@ -221,7 +225,8 @@ async fn wanted(
     if let Some(max) = policy.schedule.max_per_namespace {
         // Counted in creation order: a schedule past the limit waits until an older one goes.
         let mut mine: Vec<(Option<Timestamp>, String)> = ctx
-            .schedules
+            .nas
+            .objects
             .state()
             .iter()
             .filter(|o| o.namespace().as_deref() == Some(ns.as_str()) && o.metadata.deletion_timestamp.is_none())
@@ -251,7 +256,7 @@ async fn wanted(
         return Ok(Err(message));
     }
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
-        ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+        ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
             .await?;
         match resolve_location(ctx, &ns, name) {
             Ok(velero_location) => template.storage_location = Some(velero_location),
@@ -272,7 +277,7 @@ async fn wanted(
             extra: Default::default(),
         },
     );
-    s.metadata = NAS.stamp(nacuuid, vns, nacuuid, &ns, &nas.name_any(), &[]);
+    s.metadata = kind::made_meta(nas, nacuuid, vns);
     // Each run carries who asked and what they may read (Velero copies the Schedule's annotations onto it).
     let annotations = s.metadata.annotations.get_or_insert_with(Default::default);
     for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
@@ -334,10 +339,7 @@ async fn patch_velero(ctx: &Ctx, name: &str, ops: Vec<Value>) -> Result<Schedule
 
 async fn set(api: &Api<NonAdminSchedule>, nas: &NonAdminSchedule, ctx: &Ctx, stage: &Stage<'_>) -> Result<(), Error> {
     let now = now_seconds();
-    let up = update_status(api, nas, &ctx.recent, &ctx.metrics, |s| plan(s, stage, now)).await?;
-    if let Some(new) = up.status() {
-        ctx.publish(&up.object, notes(up.old.as_ref(), new));
-    }
+    set_status(api, nas, ctx, |s| plan(s, stage, now)).await?;
     Ok(())
 }
 
@@ -386,19 +388,14 @@ pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus)
 }
 
 async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
-    ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-    let nas = ctx.fresh(api, nas).await?;
     let Some(policy) = ctx.policy.current() else {
         tracing::info!(object = %key_of(&*nas), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
-    let (nas, nacuuid) = match nacuuid(&nas) {
-        Some(u) => (nas, u),
-        None => persist_new_nacuuid(api, &nas, ctx).await?,
-    };
+    let vns = ctx.opts.velero_namespace.clone();
+    let (nas, nacuuid) = ensure_nacuuid(api, nas, ctx, |s, u| record_nacuuid(s, u, &vns)).await?;
     let ns = nas.namespace().unwrap_or_default();
-    let existing = ctx.get_velero(&ctx.velero_schedules, &nacuuid).await?;
+    let existing = ctx.get_velero(&ctx.nas.velero, &nacuuid).await?;
     if let Some(v) = &existing {
         if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
             return Err(Error::Inconsistent(format!(
@@ -476,42 +473,26 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
     Ok(Action::requeue(RECHECK))
 }
 
-/// No nacuuid label (the webhook was bypassed): one is generated and recorded in status before anything is made.
-async fn persist_new_nacuuid(
-    api: &Api<NonAdminSchedule>,
-    nas: &NonAdminSchedule,
-    ctx: &Ctx,
-) -> Result<(Arc<NonAdminSchedule>, String), Error> {
-    let fresh = api.get(&nas.name_any()).await?;
-    if let Some(u) = nacuuid(&fresh) {
-        return Ok((Arc::new(fresh), u));
+/// A status recording nacuuid `u` (unless one is recorded already).
+fn record_nacuuid(s: Option<&NonAdminScheduleStatus>, u: &str, velero_namespace: &str) -> NonAdminScheduleStatus {
+    let mut s = s.cloned().unwrap_or_default();
+    let r = s.velero_schedule.get_or_insert_with(Default::default);
+    if r.nacuuid.as_deref().is_none_or(str::is_empty) {
+        r.nacuuid = Some(u.to_string());
+        r.name = Some(u.to_string());
+        r.namespace = Some(velero_namespace.to_string());
     }
-    let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
-    let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, &fresh, &ctx.recent, &ctx.metrics, |s| {
-        let mut s = s.cloned().unwrap_or_default();
-        let r = s.velero_schedule.get_or_insert_with(Default::default);
-        if r.nacuuid.as_deref().is_none_or(str::is_empty) {
-            r.nacuuid = Some(generated.clone());
-            r.name = Some(generated.clone());
-            r.namespace = Some(vns.clone());
-        }
-        s.phase.get_or_insert(NonAdminPhase::New);
-        s
-    })
-    .await?;
-    let u = nacuuid(&up.object)
-        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(nas))))?;
-    Ok((Arc::new(up.object), u))
+    s.phase.get_or_insert(NonAdminPhase::New);
+    s
 }
 
 /// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
 async fn cleanup(nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.velero_schedules_synced, "Velero Schedules").await?;
-    if let Some(u) = nacuuid(&nas) {
+    ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
+    if let Some(u) = nacuuid(&*nas) {
         let ns = nas.namespace().unwrap_or_default();
         let mine = ctx
-            .get_velero(&ctx.velero_schedules, &u)
+            .get_velero(&ctx.nas.velero, &u)
             .await?
             .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
         if let Some(v) = mine {

@@ -3,11 +3,11 @@
 //! and relist when it expired (kube's watcher), back off per stream on errors, and never pass errors on to the
 //! controllers (a missing optional Velero CRD must not pause the others).
 
-use super::context::KindState;
-use super::counts::PhaseCounts;
-use super::queue::QueueIndex;
-use super::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::api::NonAdminBackup;
+use crate::controller::counts::PhaseCounts;
+use crate::controller::queue::QueueIndex;
+use crate::controller::tenant::KindState;
+use crate::controller::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::VELERO_BACKUP_NAME_LABEL;
 use crate::velero::{BackupStorageLocation, DataUpload, PodVolumeBackup};
@@ -316,7 +316,7 @@ pub fn tenant_stream<K: Tenant>(
 /// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
 /// and the kind's compact copy.
 pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
-    use super::write::CompactStatus;
+    use crate::controller::write::CompactStatus;
     o.meta_mut().managed_fields = None;
     o.make_compact();
     if o.status_ref().is_some_and(CompactStatus::is_settled) {
@@ -360,7 +360,7 @@ pub fn config() -> watcher::Config {
 /// Sets how watches start, from `opts.initial_lists`; `auto` asks the API server once (a streamed watch of the
 /// ConfigMaps of nac's namespace named as its Lease, which nac may watch): an API server without WatchList
 /// refuses `sendInitialEvents`, and a watcher asking for it would then retry forever.
-pub async fn choose_initial_lists(client: &kube::Client, opts: &super::Options) {
+pub async fn choose_initial_lists(client: &kube::Client, opts: &crate::controller::Options) {
     use crate::config::InitialLists;
     let stream = match opts.initial_lists {
         InitialLists::Stream => true,

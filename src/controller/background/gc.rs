@@ -19,8 +19,9 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
-use super::context::Ctx;
 use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
+use crate::controller::kind::Kind;
+use crate::controller::term::Ctx;
 use crate::naming::{
     Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };
@@ -214,10 +215,10 @@ fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<S
         Made::DeleteBackupRequest => names(&ctx.delete_requests, o, keep),
         Made::Restore => names(&ctx.nar.velero, o, keep),
         Made::BackupStorageLocation => names(&ctx.locations, o, keep),
-        Made::SecretCopy => names(&ctx.secret_copies, o, keep),
-        Made::LocationRequest => names(&ctx.location_requests, o, keep),
-        Made::DownloadRequest => names(&ctx.download_requests, o, keep),
-        Made::Schedule => names(&ctx.velero_schedules, o, keep),
+        Made::SecretCopy => names(&ctx.nabsl.copies, o, keep),
+        Made::LocationRequest => names(&ctx.nabsl.requests, o, keep),
+        Made::DownloadRequest => names(&ctx.nadr.velero, o, keep),
+        Made::Schedule => names(&ctx.nas.velero, o, keep),
     }
 }
 
@@ -245,55 +246,44 @@ fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)
         Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
         Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),
         Made::BackupStorageLocation => meta(ctx, &ctx.locations, n, |_| None),
-        Made::SecretCopy => meta(ctx, &ctx.secret_copies, n, |_| None),
-        Made::LocationRequest => meta(ctx, &ctx.location_requests, n, |_| None),
-        Made::DownloadRequest => meta(ctx, &ctx.download_requests, n, |_| None),
-        Made::Schedule => meta(ctx, &ctx.velero_schedules, n, |_| None),
+        Made::SecretCopy => meta(ctx, &ctx.nabsl.copies, n, |_| None),
+        Made::LocationRequest => meta(ctx, &ctx.nabsl.requests, n, |_| None),
+        Made::DownloadRequest => meta(ctx, &ctx.nadr.velero, n, |_| None),
+        Made::Schedule => meta(ctx, &ctx.nas.velero, n, |_| None),
     }
 }
 
 /// The origin's presence as the stores show it.
 fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Presence {
-    fn find<K>(store: &Store<K>, namespace: &str, name: &str, id: fn(&K) -> Option<String>) -> Option<Option<String>>
-    where
-        K: Lookup<DynamicType = ()> + Clone + 'static,
-    {
-        store.get(&ObjectRef::new(name).within(namespace)).map(|o| id(&o))
+    fn find<K: Kind>(store: &Store<K>, namespace: &str, name: &str) -> Option<Option<String>> {
+        store
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|o| K::identity(&o))
     }
     let id = match origin.kind {
-        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name, super::tenant::nacuuid),
-        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name, super::tenant::nacuuid),
-        k if k == NABSL.kind => find(&ctx.storage_locations, namespace, name, super::location::nacuuid_of),
-        k if k == NAS.kind => find(&ctx.schedules, namespace, name, super::schedule::nacuuid),
-        _ => find(&ctx.downloads, namespace, name, ResourceExt::uid),
+        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name),
+        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name),
+        k if k == NABSL.kind => find(&ctx.nabsl.objects, namespace, name),
+        k if k == NAS.kind => find(&ctx.nas.objects, namespace, name),
+        _ => find(&ctx.nadr.objects, namespace, name),
     };
     id.map_or(Presence::Missing, Presence::Present)
 }
 
 /// The origin's presence as the API server has it (the confirmation before a delete).
 async fn owner_in_api(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Result<Presence, kube::Error> {
-    async fn get<K>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<K>, kube::Error>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    {
-        Api::<K>::namespaced(ctx.client.clone(), namespace).get_opt(name).await
+    async fn get<K: Kind>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<Option<String>>, kube::Error> {
+        let found = Api::<K>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(name)
+            .await?;
+        Ok(found.map(|o| K::identity(&o)))
     }
     let id = match origin.kind {
-        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name)
-            .await?
-            .map(|o| super::tenant::nacuuid(&o)),
-        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name)
-            .await?
-            .map(|o| super::tenant::nacuuid(&o)),
-        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name)
-            .await?
-            .map(|o| super::location::nacuuid_of(&o)),
-        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name)
-            .await?
-            .map(|o| super::schedule::nacuuid(&o)),
-        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name)
-            .await?
-            .map(|o| ResourceExt::uid(&o)),
+        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name).await?,
+        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name).await?,
+        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name).await?,
+        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name).await?,
+        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name).await?,
     };
     Ok(id.map_or(Presence::Missing, Presence::Present))
 }
@@ -364,17 +354,17 @@ fn stores_synced(ctx: &Ctx) -> bool {
     [
         &ctx.nab.objects_synced,
         &ctx.nar.objects_synced,
-        &ctx.storage_locations_synced,
-        &ctx.downloads_synced,
+        &ctx.nabsl.objects.synced,
+        &ctx.nadr.objects.synced,
         &ctx.nab.synced,
         &ctx.nar.synced,
-        &ctx.delete_requests_synced,
-        &ctx.locations_synced,
-        &ctx.secret_copies_synced,
-        &ctx.location_requests_synced,
-        &ctx.download_requests_synced,
-        &ctx.schedules_synced,
-        &ctx.velero_schedules_synced,
+        &ctx.delete_requests.synced,
+        &ctx.locations.synced,
+        &ctx.nabsl.copies.synced,
+        &ctx.nabsl.requests.synced,
+        &ctx.nadr.velero.synced,
+        &ctx.nas.objects.synced,
+        &ctx.nas.velero.synced,
     ]
     .iter()
     .all(|s| s.is_synced())
@@ -424,13 +414,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let period = |ctx: &Ctx| {
-        ctx.policy
-            .current()
-            .map(|p| p.garbage_collection.period)
-            .filter(|p| !p.is_zero())
-            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
-    };
+    let period = |ctx: &Ctx| ctx.period(|p| p.garbage_collection.period);
     let mut next_sweep = tokio::time::Instant::now();
     // Origins to look at again (one delay for all: the queue stays in time order). The objects made for them
     // are found again then, so one an in-flight reconcile created after the delete event is among them.

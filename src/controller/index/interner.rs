@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 /// Hands out one `Arc` per distinct value while any holder keeps it; forgets values nobody holds (swept as the
 /// table grows, so it never holds more than about twice the live values).
-pub struct Shared<T> {
+pub struct Interner<T> {
     inner: Mutex<Inner<T>>,
 }
 
@@ -20,9 +20,9 @@ struct Inner<T> {
     live: usize,
 }
 
-impl<T> Default for Shared<T> {
+impl<T> Default for Interner<T> {
     fn default() -> Self {
-        Shared {
+        Interner {
             inner: Mutex::new(Inner {
                 by_hash: HashMap::new(),
                 added: 0,
@@ -32,7 +32,7 @@ impl<T> Default for Shared<T> {
     }
 }
 
-impl<T: Serialize + PartialEq> Shared<T> {
+impl<T: Serialize + PartialEq> Interner<T> {
     /// The shared `Arc` of a value equal to `value`, or `value` itself, now shared.
     pub fn share(&self, value: Arc<T>) -> Arc<T> {
         let mut h = DefaultHasher::new();
@@ -42,7 +42,7 @@ impl<T: Serialize + PartialEq> Shared<T> {
         };
         bytes.hash(&mut h);
         let key = h.finish();
-        let mut inner = self.inner.lock().expect("shared values lock");
+        let mut inner = self.inner.lock().expect("interner lock");
         let bucket = inner.by_hash.entry(key).or_default();
         if let Some(found) = bucket.iter().filter_map(Weak::upgrade).find(|v| **v == *value) {
             return found;
@@ -66,7 +66,7 @@ impl<T: Serialize + PartialEq> Shared<T> {
     pub fn len(&self) -> usize {
         self.inner
             .lock()
-            .expect("shared values lock")
+            .expect("interner lock")
             .by_hash
             .values()
             .map(Vec::len)
@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn equal_values_share_one_allocation_and_forgotten_ones_are_swept() {
-        let shared = Shared::<Vec<String>>::default();
+        let shared = Interner::<Vec<String>>::default();
         let a = shared.share(Arc::new(vec!["team-a".into()]));
         let b = shared.share(Arc::new(vec!["team-a".into()]));
         let c = shared.share(Arc::new(vec!["team-b".into()]));

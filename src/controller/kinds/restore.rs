@@ -11,16 +11,21 @@
 //! restart of nac does not restart the clock. A source that can never be restored (failed, deleted, refused) or
 //! a wait that timed out is `BackingOff` with the reason; a wait timeout of 0 refuses at once, as OADP does.
 
-use super::conditions::{now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error, KindState};
-use super::objects::{add_restore_exclusions, to_map};
-use super::queue::reported;
-use super::status::{
-    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
-};
-use super::tenant::{self, set_status, Admission, StoreCopy, Tenant, Waiting};
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
+use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::gc;
+use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::objects::{add_restore_exclusions, to_map};
+use crate::controller::queue::reported;
+use crate::controller::status::{
+    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
+};
+use crate::controller::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
+use crate::controller::tenant::{KindState, KindWiring};
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
@@ -32,6 +37,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub const NAR_CONTROLLER: &str = "nonadminrestore";
 pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";
@@ -74,8 +80,6 @@ crate::tenant_types! {
 impl StoreCopy for Restore {}
 
 impl Tenant for NonAdminRestore {
-    const ORIGIN: Origin = NAR;
-    const CONTROLLER: &'static str = NAR_CONTROLLER;
     const WORDS: Words = Words {
         kind: "Restore",
         accepted_reason: RESTORE_ACCEPTED,
@@ -106,7 +110,7 @@ impl Tenant for NonAdminRestore {
             Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
         };
         ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
             .await?;
         let source = observe_source(nar, ctx, wait.is_zero()).await?;
         Ok(match judge(&source, &policy.restore) {
@@ -217,6 +221,26 @@ impl Tenant for NonAdminRestore {
             );
         }
     }
+}
+
+/// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
+/// in the store goes to the collector.
+pub async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
+    let (nars, j) = (ctx.nar.objects.clone(), jobs.clone());
+    let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
+        if nars.get(r).is_none() {
+            j.orphan(gc::Made::Restore, v.name_any());
+        }
+    };
+    let j = jobs.clone();
+    let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
+    kind::run(controller, &ctx, stop).await
+}
+
+impl Kind for NonAdminRestore {
+    const ORIGIN: Origin = NAR;
+    const CONTROLLER: &'static str = NAR_CONTROLLER;
+    crate::queued_kind!();
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
     /// the Velero Restore longer than `restore_finalizer_grace` (Velero not running), the condition says so.
@@ -398,7 +422,7 @@ async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: boo
     let backup_name = nab
         .as_ref()
         .filter(|n| tenant::was_created(*n))
-        .and_then(|n| tenant::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
+        .and_then(|n| kind::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
     let mut backup = None;
     if let Some(name) = &backup_name {
         backup = ctx.nab.velero.get(&ctx.velero_ref(name)).map(|b| (*b).clone());
@@ -457,7 +481,7 @@ pub fn judge(src: &SourceView, rules: &RestoreRules) -> Source {
             .as_ref()
             .filter(|s| s.phase == Some(NonAdminPhase::BackingOff));
         if let Some(s) = refused {
-            let why = super::conditions::find(&s.conditions, ACCEPTED)
+            let why = crate::controller::conditions::find(&s.conditions, ACCEPTED)
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             return Source::Unusable(format!("NonAdminBackup {n} was refused: {why}"));
@@ -547,14 +571,7 @@ pub fn velero_restore_spec(
 /// The Velero Restore nac creates for a NonAdminRestore, named by its nacuuid.
 pub fn velero_restore(nar: &NonAdminRestore, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
     let mut r = Restore::new(nacuuid, spec);
-    r.metadata = NAR.stamp(
-        nacuuid,
-        velero_namespace,
-        nacuuid,
-        &nar.namespace().unwrap_or_default(),
-        &nar.name_any(),
-        &[],
-    );
+    r.metadata = kind::made_meta(nar, nacuuid, velero_namespace);
     r
 }
 

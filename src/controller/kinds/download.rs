@@ -6,16 +6,20 @@
 //! Not a queued kind: one short sequence, no finalizer (the Velero DownloadRequest of a deleted request is
 //! collected by `gc`). At the URL's expiration the request and its Velero DownloadRequest are deleted, on time.
 
-use super::conditions::{advance_phase, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
-use super::status::Note;
-use super::tenant::dependency;
-use super::write::{create_or_get, delete_if_present, update_status};
 use crate::api::{
     NonAdminBackup, NonAdminDownloadRequest, NonAdminDownloadRequestStatus, NonAdminPhase, NonAdminRestore,
     VeleroDownloadRequest,
 };
-use crate::naming::{self, NAB, NABSL, NADR, NAR};
+use crate::controller::conditions::{advance_phase, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error, Waiters};
+use crate::controller::gc;
+use crate::controller::kind::{self, set_status, Kind, Stores, StoresWiring};
+use crate::controller::status::Note;
+use crate::controller::tenant::dependency;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
+use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
 use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
@@ -27,8 +31,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tracing::Instrument;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadmindownloadrequest";
 
@@ -52,6 +56,19 @@ pub mod words {
     pub const UNAVAILABLE: &str = "DownloadUnavailable";
 }
 use words::*;
+
+/// What the download controller keeps for a term: the tenants' requests, the Velero DownloadRequests made for
+/// them, and the requests waiting for their backup or restore to finish.
+pub type State = Stores<NonAdminDownloadRequest, DownloadRequest>;
+pub type Wiring = StoresWiring<NonAdminDownloadRequest, DownloadRequest>;
+
+/// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
+/// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let what = ["nonadmindownloadrequests", "velero downloadrequests"];
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nadr, wiring, jobs, gc::Made::DownloadRequest, what);
+    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
+}
 
 /// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within
 /// a second; saying so at once would cost every request a second status write).
@@ -308,9 +325,9 @@ pub fn velero_name(uid: &str) -> String {
     format!("nadr-{uid}")
 }
 
-struct Stores<'a>(&'a Ctx);
+struct StoreView<'a>(&'a Ctx);
 
-impl Lookup for Stores<'_> {
+impl Lookup for StoreView<'_> {
     fn nab(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminBackup>> {
         self.0.nab.objects.get(&ObjectRef::new(name).within(namespace))
     }
@@ -328,33 +345,54 @@ impl Lookup for Stores<'_> {
     }
 }
 
-/// The reconcile entry point: span, metrics.
-pub async fn reconcile(obj: Arc<NonAdminDownloadRequest>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
-    let start = Instant::now();
-    let res = apply(obj, &ctx).instrument(span).await;
-    ctx.record(CONTROLLER, &key, &res, start.elapsed());
-    res
+/// No finalizer (the origin's empty one): the Velero DownloadRequest of a deleted request is collected by `gc`.
+impl Kind for NonAdminDownloadRequest {
+    const ORIGIN: Origin = NADR;
+    const CONTROLLER: &'static str = CONTROLLER;
+
+    fn recorded_nacuuid(_: &NonAdminDownloadRequestStatus) -> Option<&str> {
+        None
+    }
+
+    /// A request's identity is its uid (OADP's scheme).
+    fn identity(obj: &Self) -> Option<String> {
+        obj.uid()
+    }
+
+    fn notes(old: Option<&NonAdminDownloadRequestStatus>, new: &NonAdminDownloadRequestStatus) -> Vec<Note> {
+        note(old, new).into_iter().collect()
+    }
+
+    fn waiting(ctx: &Ctx) -> Option<&Waiters<Self>> {
+        Some(&ctx.nadr.waiting)
+    }
+
+    async fn ready(ctx: &Ctx) -> Result<(), Error> {
+        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
+        ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
+        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
+            .await?;
+        ctx.ready(&ctx.nadr.velero.synced, "Velero DownloadRequests").await
+    }
+
+    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        apply(api, obj, ctx).await
+    }
+
+    async fn cleanup(_api: &Api<Self>, _obj: Arc<Self>, _ctx: &Ctx) -> Result<Action, Error> {
+        Ok(Action::await_change())
+    }
 }
 
-pub fn error_policy(obj: Arc<NonAdminDownloadRequest>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
-}
-
-async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-    ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
-        .await?;
-    ctx.ready(&ctx.download_requests_synced, "Velero DownloadRequests")
-        .await?;
+async fn apply(
+    api: &Api<NonAdminDownloadRequest>,
+    obj: Arc<NonAdminDownloadRequest>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let api: Api<NonAdminDownloadRequest> = Api::namespaced(ctx.client.clone(), &ns);
-    let obj = ctx.fresh(&api, obj).await?;
     let me = ObjectRef::from_obj(&*obj);
     if obj.metadata.deletion_timestamp.is_some() {
-        ctx.downloads_waiting.forget(&me);
+        ctx.nadr.waiting.forget(&me);
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
@@ -362,7 +400,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
     let dr_name = velero_name(&uid);
     if let Some(at) = expiration(obj.status.as_ref()) {
         if at <= now {
-            return expire(ctx, &api, &obj, &dr_name).await;
+            return expire(ctx, api, &obj, &dr_name).await;
         }
         if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
             return Ok(until(at, now));
@@ -373,7 +411,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
     let target = &obj.spec.target;
-    let resolved = match resolve(&obj, &Stores(ctx), &policy) {
+    let resolved = match resolve(&obj, &StoreView(ctx), &policy) {
         Ok(r) => r,
         Err(stage) => {
             let (kind, name) = if target.kind.is_restore() {
@@ -382,15 +420,15 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
                 (NAB.kind, target.name.as_str())
             };
             // Whatever the reason, a change of the backup or restore it names may change the answer.
-            ctx.downloads_waiting.register(me, vec![dependency(kind, &ns, name)]);
-            set(&api, &obj, ctx, &stage).await?;
+            ctx.nadr.waiting.register(me, vec![dependency(kind, &ns, name)]);
+            set(api, &obj, ctx, &stage).await?;
             return Ok(Action::await_change());
         }
     };
-    ctx.downloads_waiting.forget(&me);
+    ctx.nadr.waiting.forget(&me);
     let dr_api: Api<DownloadRequest> = ctx.velero_api();
     let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
-    let dr = match ctx.download_requests.get(&ctx.velero_ref(&dr_name)) {
+    let dr = match ctx.nadr.velero.get(&ctx.velero_ref(&dr_name)) {
         Some(d) => (*d).clone(),
         None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
     };
@@ -400,12 +438,12 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
     {
         tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
         let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
-        set(&api, &obj, ctx, &stage).await?;
+        set(api, &obj, ctx, &stage).await?;
         return Ok(Action::await_change());
     }
     if let Some(answer) = answer(&dr, now) {
         let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
-        set(&api, &obj, ctx, &Stage::Processed(answer)).await?;
+        set(api, &obj, ctx, &Stage::Processed(answer)).await?;
         return Ok(until(at, now));
     }
     // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
@@ -415,7 +453,7 @@ async fn apply(obj: Arc<NonAdminDownloadRequest>, ctx: &Ctx) -> Result<Action, E
         return Ok(Action::requeue(ANSWER_GRACE - waited));
     }
     let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
-    set(&api, &obj, ctx, &Stage::Requested(msg)).await?;
+    set(api, &obj, ctx, &Stage::Requested(msg)).await?;
     Ok(Action::requeue(ctx.opts.deletion_poll))
 }
 
@@ -449,7 +487,7 @@ async fn expire(
         Err(e) => return Err(e.into()),
     }
     tracing::info!(object = %key_of(obj), "download request expired; deleted");
-    ctx.downloads_waiting.forget(&ObjectRef::from_obj(obj));
+    ctx.nadr.waiting.forget(&ObjectRef::from_obj(obj));
     Ok(Action::await_change())
 }
 
@@ -460,41 +498,28 @@ async fn set(
     stage: &Stage,
 ) -> Result<(), Error> {
     let now = now_seconds();
-    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| plan(s, stage, now)).await?;
-    if up.written {
-        if let Some(note) = note(up.old.as_ref(), up.status(), stage) {
-            ctx.publish(&up.object, vec![note]);
-        }
-    }
+    set_status(api, obj, ctx, |s| plan(s, stage, now)).await?;
     Ok(())
 }
 
 /// An Event when a request is refused: the condition keeps OADP's words, the Event says exactly why.
-fn note(
-    old: Option<&NonAdminDownloadRequestStatus>,
-    new: Option<&NonAdminDownloadRequestStatus>,
-    stage: &Stage,
-) -> Option<Note> {
+fn note(old: Option<&NonAdminDownloadRequestStatus>, new: &NonAdminDownloadRequestStatus) -> Option<Note> {
     let became = |s: Option<&NonAdminDownloadRequestStatus>| s.and_then(|s| s.phase);
-    if became(new) != Some(NonAdminPhase::BackingOff) || became(old) == Some(NonAdminPhase::BackingOff) {
+    if became(Some(new)) != Some(NonAdminPhase::BackingOff) || became(old) == Some(NonAdminPhase::BackingOff) {
         return None;
     }
-    let message = match stage {
-        Stage::LocationClosed => {
+    let first = new.conditions.first();
+    let message = match first {
+        // Refused for the location (Stage::LocationClosed): said in full.
+        Some(c) if c.type_ == BSL_NOT_USED => {
             "the backup is stored on an admin storage location that the policy does not open for downloads \
              (downloads.adminLocations); files of backups on your own NonAdminBackupStorageLocation can always be \
              downloaded"
                 .to_string()
         }
-        _ => new
-            .and_then(|s| s.conditions.first())
-            .map(|c| c.message.clone())
-            .unwrap_or_default(),
+        _ => first.map(|c| c.message.clone()).unwrap_or_default(),
     };
-    let reason = new
-        .and_then(|s| s.conditions.first())
-        .map(|c| c.type_.clone())
-        .unwrap_or_default();
+    let reason = first.map(|c| c.type_.clone()).unwrap_or_default();
     Some(Note {
         warning: true,
         reason,

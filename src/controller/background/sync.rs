@@ -16,10 +16,11 @@
 //! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
 //! replica's last moments of leadership) is refused by the API server with AlreadyExists.
 
-use super::context::{key_of, Ctx};
-use super::status::Note;
-use super::tenant::StoreCopy;
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
+use crate::controller::context::key_of;
+use crate::controller::status::Note;
+use crate::controller::tenant::StoreCopy;
+use crate::controller::term::Ctx;
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
     NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
@@ -247,7 +248,7 @@ fn created_namespaces(client: kube::Client) -> impl futures::Stream<Item = Strin
     use kube::runtime::{watcher, WatchStreamExt};
     watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client),
-        super::watches::config(),
+        crate::controller::watches::config(),
     )
     .default_backoff()
     .filter_map(|e| async move {
@@ -268,13 +269,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
     let namespaces = created_namespaces(ctx.client.clone());
     futures::pin_mut!(namespaces);
     // The period is the policy's, read at each wait so a policy edit applies at the next one.
-    let period = |ctx: &Ctx| {
-        ctx.policy
-            .current()
-            .map(|p| p.backup_sync.period)
-            .filter(|p| !p.is_zero())
-            .map(|p| Duration::from_nanos(u64::try_from(p.0).unwrap_or(u64::MAX)))
-    };
+    let period = |ctx: &Ctx| ctx.period(|p| p.backup_sync.period);
     let mut next_resync = tokio::time::Instant::now();
     // Backups to look at again soon: their NonAdminBackup was still being deleted.
     let mut retries = Retries::new();
@@ -357,7 +352,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     };
     let tenant_locations = |location: &str| tenant_location_of(ctx, location);
     let live = |schedule: &str| {
-        let s = ctx.velero_schedules.get(&ctx.velero_ref(schedule))?;
+        let s = ctx.nas.velero.get(&ctx.velero_ref(schedule))?;
         let (ns, _) = NAS.origin_of(&s.metadata)?;
         Some((ns.to_string(), s.spec.template.storage_location.clone()))
     };

@@ -7,33 +7,41 @@
 //! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
 //! adds the finalizer at create).
 
-use super::conditions::{is_true, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error, KindState};
-use super::counts::PhaseTally;
-use super::objects::{add_backup_exclusions, to_map};
-use super::queue::reported;
-use super::status::{self, Words};
-use super::tenant::{self, set_status, Admission, StoreCopy, Tenant};
-use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::*;
 use crate::api::{
-    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, VeleroBackupRef,
-    VeleroDeleteBackupRequestRef,
+    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule,
+    VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
+use crate::controller::conditions::{is_true, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error};
+use crate::controller::counts::PhaseTally;
+use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::objects::{add_backup_exclusions, to_map};
+use crate::controller::queue::reported;
+use crate::controller::status::{self, Words};
+use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
+use crate::controller::tenant::{KindState, KindWiring};
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::write::{create_or_get, delete_if_present};
+use crate::controller::{gc, watches};
 use crate::naming::{
-    Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, VELERO_BACKUP_NAME_LABEL,
+    Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, tenant_location, Policy};
 use crate::velero::{
-    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DeleteBackupRequest, DeleteBackupRequestSpec,
-    DeleteBackupRequestStatus,
+    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DataUpload, DeleteBackupRequest,
+    DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
 };
+use futures::StreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub const NAB_CONTROLLER: &str = "nonadminbackup";
 pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
@@ -118,7 +126,7 @@ impl StoreCopy for Backup {
 }
 
 /// The compact specs of the Velero Backups in the store: those of one namespace and location are alike.
-static COMPACT_SPECS: std::sync::LazyLock<super::shared::Shared<BackupSpec>> =
+static COMPACT_SPECS: std::sync::LazyLock<crate::controller::interner::Interner<BackupSpec>> =
     std::sync::LazyLock::new(Default::default);
 
 /// The copy of a Velero Backup a NonAdminBackup's status carries (`status.veleroBackup`): its spec and status,
@@ -144,8 +152,6 @@ fn reported_status(vb: &Backup) -> Option<BackupStatus> {
 }
 
 impl Tenant for NonAdminBackup {
-    const ORIGIN: Origin = NAB;
-    const CONTROLLER: &'static str = NAB_CONTROLLER;
     const WORDS: Words = Words {
         kind: "Backup",
         accepted_reason: BACKUP_ACCEPTED,
@@ -199,7 +205,7 @@ impl Tenant for NonAdminBackup {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
-            ctx.ready(&ctx.storage_locations_synced, "NonAdminBackupStorageLocations")
+            ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
                 .await?;
             match resolve_location(ctx, &nab.namespace().unwrap_or_default(), name) {
                 Ok(velero_location) => spec.storage_location = Some(velero_location),
@@ -214,9 +220,9 @@ impl Tenant for NonAdminBackup {
     }
 
     async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
-        ctx.counts_ready().await;
+        ctx.volumes.ready(ctx.opts.store_ready_timeout).await;
         // Whether the backup's location still exists is only known once the locations are listed.
-        let _ = ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations").await;
+        let _ = ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
         BackupView {
             nacuuid: nacuuid.to_string(),
@@ -226,11 +232,13 @@ impl Tenant for NonAdminBackup {
             queue_position: ctx.nab.position(&name),
             // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
             data_uploads: ctx
+                .volumes
                 .data_uploads
                 .lock()
                 .expect("counts lock")
                 .tally(&crate::naming::velero_label_value(&name)),
             pod_volume_backups: ctx
+                .volumes
                 .pod_volume_backups
                 .lock()
                 .expect("counts lock")
@@ -239,7 +247,7 @@ impl Tenant for NonAdminBackup {
                 .spec
                 .storage_location
                 .clone()
-                .filter(|l| ctx.locations_synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
+                .filter(|l| ctx.locations.synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
 
@@ -279,10 +287,16 @@ impl Tenant for NonAdminBackup {
             None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
         }
     }
+}
+
+impl Kind for NonAdminBackup {
+    const ORIGIN: Origin = NAB;
+    const CONTROLLER: &'static str = NAB_CONTROLLER;
+    crate::queued_kind!();
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
         ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.delete_requests_synced, "Velero DeleteBackupRequests")
+        ctx.ready(&ctx.delete_requests.synced, "Velero DeleteBackupRequests")
             .await?;
         if nab.spec.delete_backup {
             delete_backup_data(api, &nab, ctx).await
@@ -290,6 +304,76 @@ impl Tenant for NonAdminBackup {
             delete_backup_object(api, &nab, ctx).await
         }
     }
+}
+
+/// The backup controller for a term: NonAdminBackups, nac's Velero Backups (queue moves, per-volume progress) and
+/// DeleteBackupRequests, and the runs of nac's Velero Schedules. A Velero Backup or DeleteBackupRequest whose
+/// NonAdminBackup is not in the store goes to the collector (and a Backup to backup sync, which may give it its
+/// NonAdminBackup back).
+pub async fn controller(
+    ctx: Arc<Ctx>,
+    wiring: KindWiring<NonAdminBackup>,
+    delete_requests: Writer<DeleteBackupRequest>,
+    jobs: &Jobs,
+    stop: CancellationToken,
+) {
+    let (nabs, j) = (ctx.nab.objects.clone(), jobs.clone());
+    let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
+        if nabs.get(r).is_none() {
+            j.sync(b.name_any());
+            j.orphan(gc::Made::Backup, b.name_any());
+        }
+    };
+    // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero Backup
+    // (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy syncs
+    // its location, without waiting for the periodic resync).
+    let j = jobs.clone();
+    let gone = move |o: &NonAdminBackup| {
+        j.gone(o);
+        if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
+            j.sync(b);
+        }
+    };
+    // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
+    // backup sync of one that has no NonAdminBackup yet.
+    let (schedules, j) = (ctx.nas.trigger.clone(), jobs.clone());
+    let runs = move |b: &Backup| {
+        if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
+            let _ = schedules.unbounded_send(r);
+            if !NAB.is_tagged(b) {
+                j.sync(b.name_any());
+            }
+        }
+    };
+    // A DeleteBackupRequest is kept by the collector until Velero processed it.
+    let dbrs = watches::delete_request_stream(
+        ctx.velero_api(),
+        delete_requests,
+        ctx.delete_requests.synced.clone(),
+        ctx.metrics.clone(),
+    );
+    let dbr_owner = kind::owner_or_orphan(ctx.nab.objects.clone(), jobs, gc::Made::DeleteBackupRequest);
+    let controller = tenant::controller(&ctx, wiring, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
+    // Per-volume progress of backups, counted for the NonAdminBackup status.
+    let volumes = &ctx.volumes;
+    let du = watches::volume_count_stream(
+        ctx.velero_api::<DataUpload>(),
+        volumes.data_uploads.clone(),
+        volumes.data_uploads_synced.clone(),
+        &ctx.nab,
+        "velero datauploads",
+    );
+    let pvb = watches::volume_count_stream(
+        ctx.velero_api::<PodVolumeBackup>(),
+        volumes.pod_volume_backups.clone(),
+        volumes.pod_volume_backups_synced.clone(),
+        &ctx.nab,
+        "velero podvolumebackups",
+    );
+    let counts = futures::stream::select(du, pvb)
+        .take_until(stop.clone().cancelled_owned())
+        .for_each(|_| async {});
+    tokio::join!(kind::run(controller, &ctx, stop), counts);
 }
 
 fn count(t: &PhaseTally, phase: &str) -> i64 {
@@ -330,7 +414,7 @@ pub const LOCATION_NOT_FOUND: &str = "BackupStorageLocationNotFound";
 /// created, approved, and Available in Velero. `Err` is OADP's message for why not.
 pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String, String> {
     use crate::controller::location::words::{APPROVED, BSL_SYNCED};
-    let Some(nabsl) = ctx.storage_locations.get(&ObjectRef::new(name).within(namespace)) else {
+    let Some(nabsl) = ctx.nabsl.objects.get(&ObjectRef::new(name).within(namespace)) else {
         return Err(format!(
             "NonAdminBackupStorageLocation not found in the namespace: nonadminbackupstoragelocations.oadp.openshift.io {name:?} not found"
         ));
@@ -484,14 +568,7 @@ pub fn recorded_spec(
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
 pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
     let mut b = Backup::new(nacuuid, spec);
-    b.metadata = NAB.stamp(
-        nacuuid,
-        velero_namespace,
-        nacuuid,
-        &nab.namespace().unwrap_or_default(),
-        &nab.name_any(),
-        &[],
-    );
+    b.metadata = kind::made_meta(nab, nacuuid, velero_namespace);
     b
 }
 
@@ -583,7 +660,7 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
         .get(NAB_SYNCED_FROM_NACUUID_LABEL)
         .cloned()
         .unwrap_or_default();
-    let u = tenant::nacuuid(nab).filter(|u| *u == synced);
+    let u = kind::nacuuid(nab).filter(|u| *u == synced);
     // Named by the nacuuid, or (a scheduled run, which Velero names) carrying it: either way made for this object.
     let vb = u.as_ref().and_then(|u| {
         ctx.nab
@@ -597,11 +674,12 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
                     // planted in some bucket with this identity is not adopted.
                     NAB.nacuuid(b) == Some(u.as_str())
                         && tenant::check_owner(b, nab).is_ok()
-                        && super::sync::run_of(b).is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
+                        && crate::controller::sync::run_of(b)
+                            .is_some_and(|r| r.namespace == ns && r.name == nab.name_any())
                         && b.spec
                             .storage_location
                             .as_deref()
-                            .and_then(|l| super::sync::tenant_location_of(ctx, l))
+                            .and_then(|l| crate::controller::sync::tenant_location_of(ctx, l))
                             .is_none_or(|(owner, _)| owner == ns)
                 })
             })
@@ -652,7 +730,7 @@ async fn expired_run(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx)
     }
     ctx.publish(
         nab,
-        vec![super::status::Note {
+        vec![crate::controller::status::Note {
             warning: false,
             reason: "BackupExpired".into(),
             message: format!(
@@ -822,7 +900,7 @@ mod tests {
             &stored(NonAdminPhase::Created).spec.backup_spec
         ));
         // What decides anything later is kept: the identity, the deletion flag, the status.
-        assert_eq!(tenant::nacuuid(&settled).as_deref(), Some(id.as_str()));
+        assert_eq!(kind::nacuuid(&settled).as_deref(), Some(id.as_str()));
         assert!(!settled.spec.delete_backup);
         // Not settled: admitted from its spec, so it keeps it.
         for phase in [NonAdminPhase::New, NonAdminPhase::BackingOff] {
@@ -1104,7 +1182,7 @@ mod tests {
         let mut n = nab(json!({}));
         let label = nacuuid_with("team-a", "nightly", U);
         n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &label)]));
-        assert_eq!(tenant::nacuuid(&n).as_deref(), Some(label.as_str()));
+        assert_eq!(kind::nacuuid(&n).as_deref(), Some(label.as_str()));
         n.status = Some(crate::api::NonAdminBackupStatus {
             velero_backup: Some(crate::api::VeleroBackupRef {
                 nacuuid: Some("from-status".into()),
@@ -1112,7 +1190,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        assert_eq!(tenant::nacuuid(&n).as_deref(), Some("from-status"));
+        assert_eq!(kind::nacuuid(&n).as_deref(), Some("from-status"));
         assert_eq!(tenant::velero_name(&n, "from-status"), "from-status");
     }
 
@@ -1120,6 +1198,6 @@ mod tests {
     fn a_label_nac_would_not_have_generated_is_ignored() {
         let mut n = nab(json!({}));
         n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &nacuuid_with("team-b", "x", U))]));
-        assert_eq!(tenant::nacuuid(&n), None);
+        assert_eq!(kind::nacuuid(&n), None);
     }
 }

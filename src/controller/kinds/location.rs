@@ -7,29 +7,34 @@
 //! admin approved (the request's `requestedSpec`), with the credential forced to the copy, the prefix forced
 //! under the tenant's namespace and `default: false`.
 
-use super::conditions::{advance_phase, find, now_seconds, set_condition};
-use super::context::{key_of, Ctx, Error};
-use super::status::Note;
-use super::write::{create_or_get, delete_if_present, update_status, with_finalizer, StatusUpdate};
 use crate::api::{
     ApprovalDecision, NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest,
     NonAdminBackupStorageLocationRequestSpec, NonAdminBackupStorageLocationRequestStatus,
     NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
 };
-use crate::naming::{generate_nacuuid, is_nacuuid_for, NABSL};
+use crate::controller::conditions::{advance_phase, find, now_seconds, set_condition};
+use crate::controller::context::{key_of, Error, Watched};
+use crate::controller::kind::{self, nacuuid, set_status, Kind};
+use crate::controller::status::Note;
+use crate::controller::term::Ctx;
+use crate::controller::term::Jobs;
+use crate::controller::watches;
+use crate::controller::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
+use crate::naming::{generate_nacuuid, Origin, NABSL};
 use crate::policy::{evaluate_bsl, tenant_prefix, Policy};
 use crate::velero::{BackupStorageLocation, BackupStorageLocationSpec, BackupStorageLocationStatus, SecretKeyRef};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
-use std::time::Instant;
-use tracing::Instrument;
+use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
 
@@ -71,6 +76,79 @@ pub mod words {
     pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
 }
 use words::*;
+
+/// What the location controller keeps for a term: the tenants' locations, their approval requests, the Secret
+/// copies made for them, and the channel that triggers a location when its Velero BSL or its tenant's Secret
+/// changes.
+pub struct State {
+    pub objects: Watched<NonAdminBackupStorageLocation>,
+    pub requests: Watched<NonAdminBackupStorageLocationRequest>,
+    pub copies: Watched<Secret>,
+    pub trigger: UnboundedSender<ObjectRef<NonAdminBackupStorageLocation>>,
+}
+
+/// The write ends of a [`State`], for its watches and triggers.
+pub struct Wiring {
+    pub objects: Writer<NonAdminBackupStorageLocation>,
+    pub requests: Writer<NonAdminBackupStorageLocationRequest>,
+    pub copies: Writer<Secret>,
+    pub triggers: UnboundedReceiver<ObjectRef<NonAdminBackupStorageLocation>>,
+}
+
+impl State {
+    pub fn new() -> (Self, Wiring) {
+        let (objects, objects_writer) = Watched::new();
+        let (requests, requests_writer) = Watched::new();
+        let (copies, copies_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let wiring = Wiring {
+            objects: objects_writer,
+            requests: requests_writer,
+            copies: copies_writer,
+            triggers,
+        };
+        let state = State {
+            objects,
+            requests,
+            copies,
+            trigger,
+        };
+        (state, wiring)
+    }
+}
+
+/// The location controller for a term: the tenants' locations, their approval requests and Secret copies, and the
+/// tenants' Secrets (a location hears of a change of its credential); Velero's storage locations trigger theirs
+/// through `ctx.nabsl.trigger`.
+pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let secret_ctx = ctx.clone();
+    let tenant_secrets = watches::secret_changes(Api::all(ctx.client.clone()), move |ns, name| {
+        for r in using_secret(&secret_ctx.nabsl.objects, ns, name) {
+            let _ = secret_ctx.nabsl.trigger.unbounded_send(r);
+        }
+    })
+    .take_until(stop.clone().cancelled_owned())
+    .for_each(|_| async {});
+    let requests = watches::store_stream(
+        ctx.velero_api::<NonAdminBackupStorageLocationRequest>(),
+        watches::config(),
+        wiring.requests,
+        ctx.nabsl.requests.synced.clone(),
+        "nonadminbackupstoragelocationrequests",
+    );
+    let copies = kind::made::<NonAdminBackupStorageLocation, Secret>(
+        &ctx,
+        wiring.copies,
+        ctx.nabsl.copies.synced.clone(),
+        "secret copies",
+    );
+    let objects = ctx.nabsl.objects.synced.clone();
+    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminbackupstoragelocations")
+        .watches_stream(requests, |r| NABSL.owner(&r.metadata))
+        .watches_stream(copies, |s| NABSL.owner(&s.metadata))
+        .reconcile_on(wiring.triggers);
+    tokio::join!(kind::run(controller, &ctx, stop), tenant_secrets);
+}
 
 /// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +329,7 @@ pub fn build_location(
     spec.object_storage.prefix = Some(tenant_prefix(&ns, spec.object_storage.prefix.as_deref()));
     spec.default = false;
     BackupStorageLocation {
-        metadata: NABSL.stamp(nacuuid, velero_namespace, nacuuid, &ns, &nabsl.name_any(), &[]),
+        metadata: kind::made_meta(nabsl, nacuuid, velero_namespace),
         spec,
         status: None,
     }
@@ -265,59 +343,39 @@ pub fn build_secret_copy(
     source: &Secret,
 ) -> Secret {
     Secret {
-        metadata: NABSL.stamp(
-            nacuuid,
-            velero_namespace,
-            nacuuid,
-            &nabsl.namespace().unwrap_or_default(),
-            &nabsl.name_any(),
-            &[],
-        ),
+        metadata: kind::made_meta(nabsl, nacuuid, velero_namespace),
         type_: source.type_.clone(),
         data: source.data.clone(),
         ..Secret::default()
     }
 }
 
-/// The nacuuid of a location: recorded in its status, else the webhook's label (trusted only in nac's shape).
-pub fn nacuuid_of(obj: &NonAdminBackupStorageLocation) -> Option<String> {
-    if let Some(u) = obj
-        .status
-        .as_ref()
-        .and_then(|s| s.velero_backup_storage_location.as_ref())
-        .and_then(|r| r.nacuuid.clone())
-        .filter(|u| !u.is_empty())
-    {
-        return Some(u);
-    }
-    let v = obj.labels().get(NABSL.nacuuid_label)?;
-    is_nacuuid_for(v, &obj.namespace().unwrap_or_default(), &obj.name_any()).then(|| v.clone())
-}
+impl Kind for NonAdminBackupStorageLocation {
+    const ORIGIN: Origin = NABSL;
+    const CONTROLLER: &'static str = CONTROLLER;
 
-/// The reconcile entry point: span, metrics, finalizer.
-pub async fn reconcile(obj: Arc<NonAdminBackupStorageLocation>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let key = key_of(&*obj);
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, object = %key);
-    let start = Instant::now();
-    let res = async {
-        let api: Api<NonAdminBackupStorageLocation> =
-            Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        with_finalizer(&api, NABSL.finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
-            match ev {
-                Finalizer::Apply(o) => apply(&api, o, &ctx).await,
-                Finalizer::Cleanup(o) => cleanup(&api, o, &ctx).await,
-            }
-        })
-        .await
+    fn recorded_nacuuid(s: &NonAdminBackupStorageLocationStatus) -> Option<&str> {
+        s.velero_backup_storage_location.as_ref()?.nacuuid.as_deref()
     }
-    .instrument(span)
-    .await;
-    ctx.record(CONTROLLER, &key, &res, start.elapsed());
-    res
-}
 
-pub fn error_policy(obj: Arc<NonAdminBackupStorageLocation>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    super::tenant::retry_after(&ctx, CONTROLLER, &key_of(&*obj), err)
+    fn notes(
+        old: Option<&NonAdminBackupStorageLocationStatus>,
+        new: &NonAdminBackupStorageLocationStatus,
+    ) -> Vec<Note> {
+        notes(old, new)
+    }
+
+    async fn ready(ctx: &Ctx) -> Result<(), Error> {
+        stores_ready(ctx).await
+    }
+
+    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        apply(api, obj, ctx).await
+    }
+
+    async fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
+        cleanup(api, obj, ctx).await
+    }
 }
 
 async fn set(
@@ -329,14 +387,7 @@ async fn set(
 ) -> Result<StatusUpdate<NonAdminBackupStorageLocation>, Error> {
     let now = now_seconds();
     let vns = ctx.opts.velero_namespace.clone();
-    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, |s| {
-        plan(s, stage, nacuuid, &vns, now)
-    })
-    .await?;
-    if let Some(new) = up.status() {
-        ctx.publish(&up.object, notes(up.old.as_ref(), new));
-    }
-    Ok(up)
+    set_status(api, obj, ctx, |s| plan(s, stage, nacuuid, &vns, now)).await
 }
 
 /// Events for the transitions users act on: approval decided, the location ready or failing.
@@ -379,11 +430,11 @@ pub fn notes(
 
 /// Decisions read the Velero BSLs, the requests and the Secret copies from stores: only once those are listed.
 async fn stores_ready(ctx: &Ctx) -> Result<(), Error> {
-    ctx.ready(&ctx.locations_synced, "Velero BackupStorageLocations")
+    ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
         .await?;
-    ctx.ready(&ctx.location_requests_synced, "NonAdminBackupStorageLocationRequests")
+    ctx.ready(&ctx.nabsl.requests.synced, "NonAdminBackupStorageLocationRequests")
         .await?;
-    ctx.ready(&ctx.secret_copies_synced, "Secret copies").await
+    ctx.ready(&ctx.nabsl.copies.synced, "Secret copies").await
 }
 
 async fn apply(
@@ -391,8 +442,6 @@ async fn apply(
     obj: Arc<NonAdminBackupStorageLocation>,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    stores_ready(ctx).await?;
-    let obj = ctx.fresh(api, obj).await?;
     if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
         return Ok(Action::await_change());
     }
@@ -400,7 +449,7 @@ async fn apply(
         tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
     };
-    let nacuuid = match nacuuid_of(&obj) {
+    let nacuuid = match nacuuid(&*obj) {
         Some(u) => u,
         None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
     };
@@ -414,7 +463,7 @@ async fn apply(
                 .as_ref()
                 .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
     };
-    let request = match ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+    let request = match ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
         Some(r) if !unfinished(&r) => (*r).clone(),
         _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
             Ok(r) => r,
@@ -489,7 +538,7 @@ async fn request_for(
     policy: &Policy,
     nacuuid: &str,
 ) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
-    let spec = super::objects::to_map(&obj.spec.backup_storage_location_spec);
+    let spec = crate::controller::objects::to_map(&obj.spec.backup_storage_location_spec);
     let outcome = evaluate_bsl(&spec, policy);
     let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
         serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())
@@ -513,7 +562,7 @@ async fn request_for(
         ApprovalDecision::Approve
     };
     let wanted = NonAdminBackupStorageLocationRequest {
-        metadata: NABSL.stamp(nacuuid, vns, nacuuid, &ns, &obj.name_any(), &[]),
+        metadata: kind::made_meta(obj, nacuuid, vns),
         spec: NonAdminBackupStorageLocationRequestSpec {
             approval_decision: Some(decision),
         },
@@ -586,7 +635,7 @@ async fn sync_secret(
     let vns = &ctx.opts.velero_namespace;
     let wanted = build_secret_copy(obj, nacuuid, vns, &source);
     let copies: Api<Secret> = ctx.velero_api();
-    let existing = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
+    let existing = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
     match existing {
         None => {
             if let Err(e) = create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await {
@@ -673,7 +722,7 @@ async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str)
             tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation removed");
         }
     }
-    if let Some(s) = ctx.secret_copies.get(&ctx.velero_ref(nacuuid)) {
+    if let Some(s) = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)) {
         if NABSL.owns(&s.metadata, &ns, &name) {
             delete_if_present(&ctx.velero_api::<Secret>(), nacuuid, &ctx.metrics, "Secret").await?;
         }
@@ -689,7 +738,7 @@ async fn cleanup(
     ctx: &Ctx,
 ) -> Result<Action, Error> {
     stores_ready(ctx).await?;
-    let Some(nacuuid) = nacuuid_of(&obj) else {
+    let Some(nacuuid) = nacuuid(&*obj) else {
         return Ok(Action::await_change());
     };
     let now = now_seconds();
@@ -701,7 +750,7 @@ async fn cleanup(
     })
     .await?;
     teardown(ctx, &obj, &nacuuid).await?;
-    if let Some(r) = ctx.location_requests.get(&ctx.velero_ref(&nacuuid)) {
+    if let Some(r) = ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
         if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
             let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
             delete_if_present(

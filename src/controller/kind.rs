@@ -1,0 +1,339 @@
+//! The base every tenant kind runs on, written once: the reconcile entry (span, queue-depth gauge, metrics),
+//! finalizer handling, the wait for the stores a kind reads, the stale-cache guard, the error policy, the status
+//! write with its Events, and the identity lookup. A kind brings only what differs through [`Kind`]; the kinds
+//! queued in Velero (backups, restores) add the second tier, [`Tenant`](super::tenant::Tenant), on top.
+
+use super::context::{key_of, Error, QueueDepth, Waiters, Watched};
+use super::gc;
+use super::status::Note;
+use super::term::{Ctx, Jobs};
+use super::watches::{self, Synced};
+use super::write::{update_status, with_finalizer, HasStatus, StatusUpdate};
+use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::controller::Action;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::finalizer::Event as Finalizer;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// What a tenant kind brings to the base.
+pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
+    /// Identity scheme (nacuuid label, origin annotations, finalizer: none when empty), shared with the webhooks,
+    /// backup sync and garbage collection.
+    const ORIGIN: Origin;
+    /// Controller name in metrics and logs.
+    const CONTROLLER: &'static str;
+
+    /// The nacuuid the status records (none for a kind whose identity is not a nacuuid).
+    fn recorded_nacuuid(status: &Self::Status) -> Option<&str>;
+
+    /// The identity its Velero objects carry (garbage collection keeps those whose origin has it): by default
+    /// its nacuuid.
+    fn identity(obj: &Self) -> Option<String> {
+        nacuuid(obj)
+    }
+
+    /// The Events of a status transition.
+    fn notes(old: Option<&Self::Status>, new: &Self::Status) -> Vec<Note>;
+
+    /// The kind's queue-depth gauge, when it keeps one.
+    fn depth(_ctx: &Ctx) -> Option<&QueueDepth> {
+        None
+    }
+
+    /// The objects of this kind waiting for others, when it has waits.
+    fn waiting(_ctx: &Ctx) -> Option<&Waiters<Self>> {
+        None
+    }
+
+    /// Waits (bounded) until the stores the kind's decisions read have their first list.
+    fn ready(ctx: &Ctx) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// The create/update path of a live object, as fresh as nac's own last write of it.
+    fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+
+    /// The finalizer's cleanup: the kind's delete path (never called for a kind without a finalizer).
+    fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+/// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
+pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let key = key_of(&*obj);
+    let span = tracing::info_span!("reconcile", controller = K::CONTROLLER, object = %key);
+    let depth = K::depth(&ctx);
+    if let Some(d) = depth {
+        d.start(&key);
+    }
+    let start = Instant::now();
+    let res = async {
+        tracing::debug!("reconcile started");
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        let finalizer = K::ORIGIN.finalizer;
+        let res = if finalizer.is_empty() {
+            live(&api, obj, &ctx).await
+        } else {
+            with_finalizer(&api, finalizer, obj, &ctx.recent, &ctx.metrics, |ev| async {
+                match ev {
+                    Finalizer::Apply(o) => live(&api, o, &ctx).await,
+                    Finalizer::Cleanup(o) => {
+                        // Whatever it waited for, it waits no more.
+                        if let Some(w) = K::waiting(&ctx) {
+                            w.forget(&ObjectRef::from_obj(&*o));
+                        }
+                        K::cleanup(&api, o, &ctx).await
+                    }
+                }
+            })
+            .await
+        };
+        tracing::debug!(ok = res.is_ok(), "reconcile finished");
+        res
+    }
+    .instrument(span)
+    .await;
+    if let Some(d) = depth {
+        d.finish();
+    }
+    ctx.record(K::CONTROLLER, &key, &res, start.elapsed());
+    res
+}
+
+/// A live object: once the stores are listed, and never planned from a cache behind nac's own last write.
+async fn live<K: Kind>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
+    K::ready(ctx).await?;
+    let obj = ctx.fresh(api, obj).await?;
+    K::apply(api, obj, ctx).await
+}
+
+/// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.
+pub fn error_policy<K: Kind>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let key = key_of(&*obj);
+    let controller = K::CONTROLLER;
+    if err.is_waiting() {
+        tracing::debug!(controller, object = %key, reason = %err, "waiting");
+        return Action::requeue(ctx.opts.deletion_poll);
+    }
+    let delay = ctx.next_backoff(controller, &key);
+    tracing::warn!(controller, object = %key, error = %err, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Writes the status `plan` computes (only when it changes) and publishes the Events of the transition.
+pub async fn set_status<K: Kind>(
+    api: &Api<K>,
+    obj: &K,
+    ctx: &Ctx,
+    plan: impl Fn(Option<&K::Status>) -> K::Status,
+) -> Result<StatusUpdate<K>, Error> {
+    let up = update_status(api, obj, &ctx.recent, &ctx.metrics, plan).await?;
+    if let Some(new) = up.status() {
+        ctx.publish(&up.object, K::notes(up.old.as_ref(), new));
+    }
+    Ok(up)
+}
+
+/// The nacuuid of a tenant object: the one recorded in its status, else the label the webhook stamped (trusted
+/// only when it has the shape nac gives this object's nacuuid).
+pub fn nacuuid<K: Kind>(obj: &K) -> Option<String> {
+    if let Some(u) = obj.status_ref().and_then(K::recorded_nacuuid).filter(|u| !u.is_empty()) {
+        return Some(u.to_string());
+    }
+    let v = obj.labels().get(K::ORIGIN.nacuuid_label)?;
+    let ns = obj.namespace().unwrap_or_default();
+    if is_nacuuid_for(v, &ns, &obj.name_any()) {
+        Some(v.clone())
+    } else {
+        tracing::warn!(object = %obj.name_any(), namespace = %ns, value = %v, "ignoring a nacuuid label nac did not generate for this object");
+        None
+    }
+}
+
+/// The object's nacuuid, or (no webhook label) a new one persisted in its status through `record` before anything
+/// is made, so a crash cannot lead to a second Velero object. `record` writes the given nacuuid into a status.
+/// The object is read fresh first: the cache may not show a nacuuid written moments ago.
+pub async fn ensure_nacuuid<K: Kind>(
+    api: &Api<K>,
+    obj: Arc<K>,
+    ctx: &Ctx,
+    record: impl Fn(Option<&K::Status>, &str) -> K::Status,
+) -> Result<(Arc<K>, String), Error> {
+    if let Some(u) = nacuuid(&*obj) {
+        return Ok((obj, u));
+    }
+    let fresh = api.get(&obj.name_any()).await?;
+    if let Some(u) = nacuuid(&fresh) {
+        return Ok((Arc::new(fresh), u));
+    }
+    let generated = generate_nacuuid(&fresh.namespace().unwrap_or_default(), &fresh.name_any());
+    let up = set_status(api, &fresh, ctx, |s| {
+        let recorded = s.and_then(K::recorded_nacuuid).filter(|u| !u.is_empty());
+        record(s, recorded.unwrap_or(&generated))
+    })
+    .await?;
+    let nacuuid = nacuuid(&up.object)
+        .ok_or_else(|| Error::Inconsistent(format!("no nacuuid on {} after recording one", key_of(&*obj))))?;
+    tracing::info!(object = %key_of(&*obj), %nacuuid, label = K::ORIGIN.nacuuid_label, "no nacuuid label; generated one");
+    Ok((Arc::new(up.object), nacuuid))
+}
+
+/// The metadata of the Velero object nac makes for `obj`: named by its nacuuid, in the Velero namespace, with the
+/// kind's identity (nacuuid label, origin annotations).
+pub fn made_meta<K: Kind>(
+    obj: &K,
+    nacuuid: &str,
+    velero_namespace: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    let namespace = obj.namespace().unwrap_or_default();
+    K::ORIGIN.stamp(nacuuid, velero_namespace, nacuuid, &namespace, &obj.name_any(), &[])
+}
+
+/// Runs a kind's controller until `stop`, on the base above.
+pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
+    controller
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, controller = K::CONTROLLER, "controller");
+            }
+        })
+        .await
+}
+
+/// A controller over a kind's objects (all namespaces, reflected into `writer`; each delete event goes to the
+/// collector).
+pub fn controller<K: Kind>(
+    ctx: &Ctx,
+    writer: Writer<K>,
+    synced: Synced,
+    jobs: &Jobs,
+    what: &'static str,
+) -> Controller<K> {
+    let store = writer.as_reader();
+    let jobs = jobs.clone();
+    let objects = watches::origin_stream(
+        Api::<K>::all(ctx.client.clone()),
+        watches::config(),
+        writer,
+        synced,
+        what,
+        move |o| jobs.gone(o),
+    );
+    Controller::for_stream(objects, store).with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
+}
+
+/// What nac makes in the Velero namespace for a tenant object.
+pub trait VeleroSide: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Owned {}
+impl<V: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Owned> VeleroSide for V {}
+
+/// Readable from the API and shareable between tasks.
+pub trait Owned: DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<V: DeserializeOwned + Debug + Send + Sync + 'static> Owned for V {}
+
+/// The Velero objects nac made for a kind (label-selected in the Velero namespace, reflected into `writer`), for
+/// a controller's `watches_stream`.
+pub fn made<K: Kind, V: VeleroSide>(
+    ctx: &Ctx,
+    writer: Writer<V>,
+    synced: Synced,
+    what: &'static str,
+) -> impl futures::Stream<Item = Result<V, kube::runtime::watcher::Error>> + Send {
+    let api = Api::<V>::namespaced(ctx.client.clone(), &ctx.opts.velero_namespace);
+    watches::store_stream(
+        api,
+        watches::config().labels(K::ORIGIN.nacuuid_label),
+        writer,
+        synced,
+        what,
+    )
+}
+
+/// The controller of a kind with one Velero object per tenant object ([`Stores`]): its objects, and the Velero
+/// objects nac made for them (`what`: the two watches' names), those whose tenant object is gone going to the
+/// collector as `made`. Its triggers are handed back for the kind to pace.
+pub fn one_to_one<K: Kind, V: VeleroSide>(
+    ctx: &Ctx,
+    stores: &Stores<K, V>,
+    wiring: StoresWiring<K, V>,
+    jobs: &Jobs,
+    made: gc::Made,
+    what: [&'static str; 2],
+) -> (Controller<K>, UnboundedReceiver<ObjectRef<K>>) {
+    let velero = self::made::<K, V>(ctx, wiring.velero, stores.velero.synced.clone(), what[1]);
+    let orphans = owner_or_orphan(stores.objects.store.clone(), jobs, made);
+    let controller = self::controller(ctx, wiring.objects, stores.objects.synced.clone(), jobs, what[0])
+        .watches_stream(velero, orphans);
+    (controller, wiring.triggers)
+}
+
+/// Maps a Velero object nac made back to its tenant object; one whose tenant object is not in `objects` goes to
+/// the collector as `made`.
+pub fn owner_or_orphan<K: Kind, V: Resource>(
+    objects: Store<K>,
+    jobs: &Jobs,
+    made: gc::Made,
+) -> impl Fn(V) -> Option<ObjectRef<K>> + Send + Sync + 'static {
+    let jobs = jobs.clone();
+    move |v: V| {
+        let r = K::ORIGIN.owner(v.meta())?;
+        if objects.get(&r).is_none() {
+            jobs.orphan(made, v.meta().name.clone().unwrap_or_default());
+        }
+        Some(r)
+    }
+}
+
+/// What a kind with one Velero object per tenant object keeps for a term: its objects, the Velero objects nac made
+/// for them, the objects waiting for others, and the channel that triggers its reconciles.
+pub struct Stores<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
+    pub objects: Watched<K>,
+    pub velero: Watched<V>,
+    pub waiting: Waiters<K>,
+    pub trigger: UnboundedSender<ObjectRef<K>>,
+}
+
+/// The write ends of [`Stores`], for its watches and triggers.
+pub struct StoresWiring<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
+    pub objects: Writer<K>,
+    pub velero: Writer<V>,
+    pub triggers: UnboundedReceiver<ObjectRef<K>>,
+}
+
+impl<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> Stores<K, V> {
+    pub fn new() -> (Self, StoresWiring<K, V>) {
+        let (objects, objects_writer) = Watched::new();
+        let (velero, velero_writer) = Watched::new();
+        let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let wiring = StoresWiring {
+            objects: objects_writer,
+            velero: velero_writer,
+            triggers,
+        };
+        let stores = Stores {
+            objects,
+            velero,
+            waiting: Waiters::default(),
+            trigger,
+        };
+        (stores, wiring)
+    }
+
+    /// Triggers the objects waiting for `dependency`.
+    pub fn wake(&self, dependency: &str) {
+        for r in self.waiting.waiting_for(dependency) {
+            let _ = self.trigger.unbounded_send(r);
+        }
+    }
+}
