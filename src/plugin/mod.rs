@@ -3,8 +3,10 @@
 //! (NonAdminBackup, NonAdminRestore, NonAdminSchedule, NonAdminDownloadRequest), and files of a backup (its log,
 //! its resource list) come through a NonAdminDownloadRequest and the signed URL it answers with.
 //!
-//! Verbs, flags and output follow `velero backup|restore|schedule ...` where Velero has them.
+//! Verbs, flags and output follow `velero backup|restore|schedule ...` where Velero has them. The cluster admin's
+//! verbs (`bsl-request`, `get --all-namespaces`) are in `admin`.
 
+mod admin;
 mod cli;
 mod download;
 mod kinds;
