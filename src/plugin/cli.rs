@@ -16,7 +16,8 @@ use serde_json::{json, Map, Value};
     long_about = "Back up and restore your namespace with Velero, through nac (the non-admin controller). Every \
                   command works with your own kubeconfig and your rights in the namespace: it creates, reads and \
                   deletes nac's objects there (NonAdminBackup, NonAdminRestore, NonAdminSchedule), and the cluster \
-                  admin's policy decides what they may do."
+                  admin's policy decides what they may do. Cluster admins use it too: `bsl-request` to approve or \
+                  reject tenants' own storage locations, `backup get -A` and `restore get -A` for every namespace."
 )]
 pub struct Cli {
     #[command(flatten)]
