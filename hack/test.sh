@@ -34,6 +34,9 @@ up() {
 	fi
 	CLUSTER_DIR=$1 VELERO_MODE=$2 make --no-print-directory cluster-up
 	CLUSTER_DIR=$1 hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
+	# Velero learns the API's kinds when it starts: restarted, it backs up nac's kinds unless told not to, so
+	# the tests that look for them in a backup's resource list can find them.
+	if [[ $2 == real ]]; then CLUSTER_DIR=$1 hack/velero-up.sh --restart; fi
 }
 
 echo "== lint"

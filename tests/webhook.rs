@@ -1104,3 +1104,74 @@ async fn a_run_of_a_tenant_s_schedule_passes_the_guard_only_as_its_schedule_make
     let (_, out) = s.post_json(path, &other).await;
     assert!(!allowed(&out), "{out}");
 }
+
+/// A NonAdminBackup as OADP's CLI (a Go client on OADP's and Velero's types) sends it, in a review.
+fn go_client_review(operation: &str, object: Value, old: Option<Value>) -> Value {
+    let all: Value = serde_json::from_str(include_str!("fixtures/go-clients.json")).unwrap();
+    let mut review = fixture("nab-create.json");
+    let mut object = if object.is_null() {
+        all["oadpCliBackupCreate"].clone()
+    } else {
+        object
+    };
+    object["metadata"]["name"] = json!("nightly");
+    review["request"]["object"] = object;
+    review["request"]["operation"] = json!(operation);
+    if let Some(old) = old {
+        review["request"]["oldObject"] = old;
+    }
+    review
+}
+
+#[tokio::test]
+async fn go_clients_zero_values_are_fields_left_out_on_create_and_on_update() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    // `kubectl oadp nonadmin backup create nightly`: ttl, csiSnapshotTimeout, itemOperationTimeout at "0s".
+    let review = go_client_review("CREATE", Value::Null, None);
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let stored = patched_object(&review, &out);
+    let mut left_out = review.clone();
+    left_out["request"]["object"]["spec"]["backupSpec"] =
+        json!({"includedNamespaces": ["team-a"], "includedResources": ["*"]});
+    let (_, out_left_out) = s.post_json("/mutate/nonadminbackups", &left_out).await;
+    assert_eq!(
+        stored["spec"]["backupSpec"],
+        patched_object(&left_out, &out_left_out)["spec"]["backupSpec"]
+    );
+    assert_eq!(resp(&out)["warnings"], resp(&out_left_out)["warnings"]);
+    assert_eq!(stored["spec"]["backupSpec"]["ttl"], "720h0m0s");
+
+    // `kubectl oadp nonadmin backup delete nightly`: a GET, then an UPDATE of the whole object as Go reads it
+    // back (unset fields at their zero values again) with deleteBackup set.
+    let mut sent = stored.clone();
+    let spec = sent["spec"]["backupSpec"].as_object_mut().unwrap();
+    for (k, v) in [
+        ("metadata", json!({})),
+        ("hooks", json!({})),
+        ("csiSnapshotTimeout", json!("0s")),
+        ("itemOperationTimeout", json!("0s")),
+    ] {
+        spec.insert(k.into(), v);
+    }
+    sent["spec"]["deleteBackup"] = json!(true);
+    let review = go_client_review("UPDATE", sent, Some(stored.clone()));
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let updated = patched_object(&review, &out);
+    assert_eq!(updated["spec"]["backupSpec"], stored["spec"]["backupSpec"]);
+    assert_eq!(updated["spec"]["deleteBackup"], true);
+
+    // A real change in the same update is still refused.
+    let mut changed = review.clone();
+    changed["request"]["object"]["spec"]["backupSpec"]["ttl"] = json!("1h0m0s");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &changed).await;
+    assert_eq!(resp(&out)["allowed"], false, "{out}");
+    assert!(
+        resp(&out)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.backupSpec.ttl"),
+        "{out}"
+    );
+}

@@ -80,6 +80,14 @@ impl ProxyKind {
     pub fn identity_label(&self) -> &'static str {
         self.origin().nacuuid_label
     }
+    /// The Velero spec type a Go client marshals for this kind (a schedule's: its template's).
+    fn go_fields(&self) -> policy::zero::GoFields {
+        match self {
+            ProxyKind::Backup | ProxyKind::Schedule => policy::zero::BACKUP,
+            ProxyKind::Restore => policy::zero::RESTORE,
+            ProxyKind::StorageLocation => policy::zero::STORAGE_LOCATION,
+        }
+    }
     fn evaluate(&self, spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
         match self {
             ProxyKind::Backup => policy::evaluate_backup(spec, policy, namespace),
@@ -303,7 +311,13 @@ pub(super) async fn mutate(
             // unpause gets the policy's skipImmediately default. nac's own writes (status, the consumed
             // skipImmediately) pass as they are.
             if !is_privileged(state, req) {
-                let template_changed = old_spec.get("template") != p.spec.get("template");
+                let template_changed = !same_template(old_spec, &p.spec);
+                if !template_changed && old_spec.get("template") != p.spec.get("template") {
+                    // A Go client's read-modify-write: the stored template stays as it was.
+                    if let Some(t) = old_spec.get("template") {
+                        patched["spec"]["template"] = t.clone();
+                    }
+                }
                 let expression_changed = old_spec.get("schedule") != p.spec.get("schedule");
                 let unpaused = old_spec.get("paused").and_then(Value::as_bool).unwrap_or(false)
                     && !p.spec.get("paused").and_then(Value::as_bool).unwrap_or(false);
@@ -348,7 +362,15 @@ pub(super) async fn mutate(
             keep_identity(kind, &p.object, old_obj, &mut patched);
         }
         Some((old_obj, old_spec)) => {
-            kind.set_spec(&mut patched, policy::fill_from_old(&p.spec, old_spec));
+            let fields = kind.go_fields();
+            let spec = if policy::zero::same_request(old_spec, &p.spec, fields) {
+                // A Go client updates with the whole object it read, unset fields at their zero values: the
+                // stored spec stays as it was.
+                old_spec.clone()
+            } else {
+                policy::fill_from_old(&policy::zero::without_unset(&p.spec, fields), old_spec)
+            };
+            kind.set_spec(&mut patched, spec);
             keep_identity(kind, &p.object, old_obj, &mut patched);
         }
     }
@@ -368,6 +390,25 @@ pub(super) async fn mutate(
         Ok(r) => r,
         Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
     }
+}
+
+/// Whether two schedule specs hold the same template, as a Go client reads and writes it back.
+fn same_template(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
+    let backup_spec = |m: &Map<String, Value>| m.get("template").and_then(|t| t.get("backupSpec")).cloned();
+    let rest = |m: &Map<String, Value>| {
+        let mut t = m
+            .get("template")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        t.remove("backupSpec");
+        t
+    };
+    let same_spec = match (backup_spec(old), backup_spec(new)) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => policy::zero::same_request(&a, &b, policy::zero::BACKUP),
+        (a, b) => a == b,
+    };
+    same_spec && rest(old) == rest(new)
 }
 
 /// On an update: a removed identity label is put back, and nac's records too, so `kubectl replace` of the user's

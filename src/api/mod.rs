@@ -39,3 +39,42 @@ pub fn crds_yaml() -> String {
         .collect::<Vec<_>>()
         .join("---\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map, Value};
+
+    #[test]
+    fn every_nac_kind_in_a_tenant_namespace_stays_out_of_tenant_backups() {
+        // The request objects live in the OADP namespace, which no tenant backup includes.
+        let tenant_kinds: Vec<String> = crds()
+            .iter()
+            .map(|c| c.spec.names.plural.clone())
+            .filter(|p| p != "nonadminbackupstoragelocationrequests")
+            .collect();
+        assert!(tenant_kinds.contains(&"nonadmindownloadrequests".to_string()));
+        let excluded = |spec: Value| {
+            let Value::Object(mut m) = spec else { unreachable!() };
+            crate::controller::add_backup_exclusions(&mut m);
+            m
+        };
+        let list = |m: &Map<String, Value>, field: &str| -> Vec<String> {
+            m[field]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        let old_style = excluded(json!({"includedResources": ["*"]}));
+        let new_style = excluded(json!({"includedNamespaceScopedResources": ["*"]}));
+        for kind in &tenant_kinds {
+            assert!(list(&old_style, "excludedResources").contains(kind), "{kind}");
+            assert!(
+                list(&new_style, "excludedNamespaceScopedResources").contains(kind),
+                "{kind}"
+            );
+        }
+    }
+}

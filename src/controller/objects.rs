@@ -3,12 +3,14 @@
 
 use serde_json::{Map, Value};
 
-/// Namespaced kinds never included in a tenant's backup or restore: nac's own objects.
+/// Namespaced kinds never included in a tenant's backup or restore: nac's own objects. A restored one would act
+/// again (a download request asks for a URL long expired) or stand for what nac makes anew.
 pub const EXCLUDED_NAMESPACED_RESOURCES: &[&str] = &[
     "nonadminbackups",
     "nonadminrestores",
     "nonadminbackupstoragelocations",
     "nonadminschedules",
+    "nonadmindownloadrequests",
 ];
 /// Cluster-scoped kinds never included in a tenant's backup or restore: cluster security objects.
 pub const EXCLUDED_CLUSTER_RESOURCES: &[&str] = &[

@@ -3,7 +3,7 @@
 use super::download::{self, Tls};
 use super::kinds::{Kind, BACKUP, LOCATION, RESTORE, SCHEDULE};
 use super::show::{self, Output};
-use super::{manifest, object, print_warnings, wait, Error, Result, Session};
+use super::{admin, manifest, object, print_warnings, wait, Error, Result, Session};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Map, Value};
 
@@ -16,7 +16,8 @@ use serde_json::{json, Map, Value};
     long_about = "Back up and restore your namespace with Velero, through nac (the non-admin controller). Every \
                   command works with your own kubeconfig and your rights in the namespace: it creates, reads and \
                   deletes nac's objects there (NonAdminBackup, NonAdminRestore, NonAdminSchedule), and the cluster \
-                  admin's policy decides what they may do."
+                  admin's policy decides what they may do. Cluster admins use it too: `bsl-request` to approve or \
+                  reject tenants' own storage locations, `backup get -A` and `restore get -A` for every namespace."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -66,11 +67,53 @@ enum Command {
         #[command(subcommand)]
         verb: BslVerb,
     },
+    /// Cluster admins: tenants' requests for their own storage locations (approve, reject)
+    #[command(name = "bsl-request")]
+    BslRequest {
+        /// Velero's namespace, where nac keeps the requests
+        #[arg(long, default_value = "openshift-adp", value_name = "NAMESPACE")]
+        velero_namespace: String,
+        #[command(subcommand)]
+        verb: RequestVerb,
+    },
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
     Completion { shell: clap_complete::Shell },
 }
 
-/// What a backup or restore selects (velero's resource filters and label selector).
+#[derive(Subcommand, Debug)]
+enum RequestVerb {
+    /// List requests (NAME: the request, NAMESPACE/LOCATION or a location's name)
+    Get {
+        names: Vec<String>,
+        /// Only those waiting for a decision
+        #[arg(long)]
+        pending: bool,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// Show what requests ask for
+    Describe {
+        names: Vec<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// Approve a request: nac makes the tenant's Velero storage location
+    Approve {
+        name: String,
+        /// Why, recorded on the request
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Reject a request: the tenant's location stays unusable
+    Reject {
+        name: String,
+        /// Why, recorded on the request
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// What a backup or restore selects (velero's resource filters and label selectors).
 #[derive(Args, Debug, Default, Clone)]
 struct Filters {
     /// Resources to include (comma-separated; default: all)
@@ -80,12 +123,22 @@ struct Filters {
     #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
     exclude_resources: Vec<String>,
     /// Only objects matching this label selector (k=v, k!=v, k, !k, comma-separated)
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR", conflicts_with = "or_selector")]
     selector: Option<String>,
+    /// Objects matching at least one of these label selectors, separated by " or " (e.g. "app=web or tier=db")
+    #[arg(long, value_name = "SELECTORS")]
+    or_selector: Option<String>,
+    /// Namespaces to include: only your own is allowed (nac fills it in)
+    #[arg(long, value_delimiter = ',', value_name = "NAMESPACES")]
+    include_namespaces: Vec<String>,
+    /// Include cluster-scoped resources: nac allows only false
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    include_cluster_resources: Option<bool>,
 }
 
 impl Filters {
-    /// Adds the filters to a Velero BackupSpec or RestoreSpec.
+    /// Adds the filters to a Velero BackupSpec or RestoreSpec. What nac forbids is sent all the same, so nac's
+    /// refusal says why.
     fn add_to(&self, spec: &mut Map<String, Value>) -> Result<()> {
         if !self.include_resources.is_empty() {
             spec.insert("includedResources".into(), json!(self.include_resources));
@@ -96,8 +149,60 @@ impl Filters {
         if let Some(sel) = &self.selector {
             spec.insert("labelSelector".into(), parse_selector(sel)?);
         }
+        if let Some(sels) = &self.or_selector {
+            let list = sels
+                .split(" or ")
+                .map(|s| parse_selector(s.trim()))
+                .collect::<Result<Vec<_>>>()?;
+            spec.insert("orLabelSelectors".into(), Value::Array(list));
+        }
+        if !self.include_namespaces.is_empty() {
+            spec.insert("includedNamespaces".into(), json!(self.include_namespaces));
+        }
+        if let Some(b) = self.include_cluster_resources {
+            spec.insert("includeClusterResources".into(), json!(b));
+        }
         Ok(())
     }
+}
+
+/// Labels and annotations of the object itself (`--labels`, `--annotations`).
+#[derive(Args, Debug, Default, Clone)]
+struct ObjectMeta {
+    /// Labels of the object, k=v comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "K=V")]
+    labels: Vec<String>,
+    /// Annotations of the object, k=v comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "K=V")]
+    annotations: Vec<String>,
+}
+
+impl ObjectMeta {
+    /// Puts them on `object`'s metadata; nac's own labels and annotations are nac's to set, and its webhook says so.
+    fn add_to(&self, object: &mut Value) -> Result<()> {
+        for (field, flag, pairs) in [
+            ("labels", "--labels", &self.labels),
+            ("annotations", "--annotations", &self.annotations),
+        ] {
+            let map = key_values(flag, pairs)?;
+            if !map.is_empty() {
+                object["metadata"][field] = Value::Object(map);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `k=v` pairs as a JSON map.
+fn key_values(flag: &str, pairs: &[String]) -> Result<Map<String, Value>> {
+    let mut map = Map::new();
+    for kv in pairs.iter().filter(|p| !p.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| Error::User(format!("{flag} {kv:?}: expected key=value")))?;
+        map.insert(k.trim().into(), json!(v.trim()));
+    }
+    Ok(map)
 }
 
 /// The settings of a backup (`velero backup create`'s).
@@ -105,31 +210,104 @@ impl Filters {
 struct BackupFlags {
     #[command(flatten)]
     filters: Filters,
+    /// Namespace-scoped resources to include (comma-separated; not with --include-resources/--exclude-resources)
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
+    include_namespace_scoped_resources: Vec<String>,
+    /// Namespace-scoped resources to exclude (comma-separated; not with --include-resources/--exclude-resources)
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
+    exclude_namespace_scoped_resources: Vec<String>,
+    /// Cluster-scoped resources to include: nac allows none
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
+    include_cluster_scoped_resources: Vec<String>,
+    /// Cluster-scoped resources to exclude (comma-separated)
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCES")]
+    exclude_cluster_scoped_resources: Vec<String>,
+    /// Back up these objects of a kind first, in this order: kind=ns/name,ns/name;kind=... (e.g.
+    /// "pods=team-a/db-0,team-a/db-1;persistentvolumeclaims=team-a/data")
+    #[arg(long, value_name = "ORDER")]
+    ordered_resources: Option<String>,
     /// How long the backup is kept (Go duration, e.g. 720h0m0s); the cluster policy may set or bound it
     #[arg(long)]
     ttl: Option<String>,
     /// Your NonAdminBackupStorageLocation, or a location the admin opened (default: the cluster's default)
     #[arg(long, value_name = "NAME")]
     storage_location: Option<String>,
+    /// Volume snapshot locations: nac allows none (snapshots go where the admin configured)
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    volume_snapshot_locations: Vec<String>,
     /// Take snapshots of persistent volumes
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     snapshot_volumes: Option<bool>,
+    /// Move CSI snapshot data to the backup storage (data mover)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    snapshot_move_data: Option<bool>,
+    /// The data mover to use (default: Velero's built-in)
+    #[arg(long, value_name = "NAME")]
+    data_mover: Option<String>,
     /// Back up all pod volumes with the file system backup
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     default_volumes_to_fs_backup: Option<bool>,
+    /// How long to wait for CSI snapshots to be ready (Go duration)
+    #[arg(long, value_name = "DURATION")]
+    csi_snapshot_timeout: Option<String>,
+    /// How long to wait for asynchronous plugin operations (Go duration)
+    #[arg(long, value_name = "DURATION")]
+    item_operation_timeout: Option<String>,
 }
 
 impl BackupFlags {
     fn spec(&self) -> Result<Value> {
         let mut spec = Map::new();
         self.filters.add_to(&mut spec)?;
-        for (key, v) in [("ttl", &self.ttl), ("storageLocation", &self.storage_location)] {
+        let new_style = [
+            (
+                "includedNamespaceScopedResources",
+                &self.include_namespace_scoped_resources,
+            ),
+            (
+                "excludedNamespaceScopedResources",
+                &self.exclude_namespace_scoped_resources,
+            ),
+            ("includedClusterScopedResources", &self.include_cluster_scoped_resources),
+            ("excludedClusterScopedResources", &self.exclude_cluster_scoped_resources),
+        ];
+        let old_style = !self.filters.include_resources.is_empty()
+            || !self.filters.exclude_resources.is_empty()
+            || self.filters.include_cluster_resources.is_some();
+        if old_style && new_style.iter().any(|(_, v)| !v.is_empty()) {
+            // Velero refuses a spec mixing the two.
+            return Err(Error::User(
+                "--include-resources, --exclude-resources and --include-cluster-resources cannot be used with the \
+                 scoped filters (--include/--exclude-namespace-scoped-resources, \
+                 --include/--exclude-cluster-scoped-resources)"
+                    .into(),
+            ));
+        }
+        for (key, v) in new_style {
+            if !v.is_empty() {
+                spec.insert(key.into(), json!(v));
+            }
+        }
+        if let Some(order) = &self.ordered_resources {
+            spec.insert("orderedResources".into(), parse_ordered_resources(order)?);
+        }
+        if !self.volume_snapshot_locations.is_empty() {
+            spec.insert("volumeSnapshotLocations".into(), json!(self.volume_snapshot_locations));
+        }
+        for (key, v) in [
+            ("ttl", &self.ttl),
+            ("storageLocation", &self.storage_location),
+            ("datamover", &self.data_mover),
+            ("csiSnapshotTimeout", &self.csi_snapshot_timeout),
+            ("itemOperationTimeout", &self.item_operation_timeout),
+        ] {
             if let Some(v) = v {
                 spec.insert(key.into(), json!(v));
             }
         }
         for (key, v) in [
             ("snapshotVolumes", self.snapshot_volumes),
+            ("snapshotMoveData", self.snapshot_move_data),
             ("defaultVolumesToFsBackup", self.default_volumes_to_fs_backup),
         ] {
             if let Some(v) = v {
@@ -138,6 +316,30 @@ impl BackupFlags {
         }
         Ok(Value::Object(spec))
     }
+
+    /// Whether any flag shapes the backup's spec (`--from-schedule` takes the schedule's as it is).
+    fn shapes_spec(&self) -> bool {
+        self.spec()
+            .map_or(true, |s| s.as_object().is_some_and(|m| !m.is_empty()))
+    }
+}
+
+/// `--ordered-resources` (`kind=ns/name,ns/name;kind=...`) as Velero's `orderedResources` map.
+fn parse_ordered_resources(text: &str) -> Result<Value> {
+    let mut map = Map::new();
+    for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        match entry.split_once('=') {
+            Some((kind, order)) if !kind.trim().is_empty() && !order.trim().is_empty() && !order.contains('=') => {
+                map.insert(kind.trim().into(), json!(order.trim()));
+            }
+            _ => {
+                return Err(Error::User(format!(
+                    "--ordered-resources {entry:?}: expected kind=namespace/name,namespace/name"
+                )))
+            }
+        }
+    }
+    Ok(Value::Object(map))
 }
 
 /// An equality-based label selector (`app=web,tier!=db,debug,!skip`) as a Kubernetes LabelSelector.
@@ -196,6 +398,20 @@ struct GetArgs {
     output: Output,
 }
 
+/// A cluster admin's view of every namespace's backups or restores.
+#[derive(Args, Debug)]
+struct AllNamespaces {
+    /// Every namespace's (cluster admins; needs list rights cluster-wide)
+    #[arg(short = 'A', long, conflicts_with = "names")]
+    all_namespaces: bool,
+    /// With -A: only those in this phase (e.g. Completed, Failed, InProgress, BackingOff)
+    #[arg(long, requires = "all_namespaces")]
+    phase: Option<String>,
+    /// With -A: only backups to this storage location
+    #[arg(long, requires = "all_namespaces", value_name = "NAME")]
+    storage_location: Option<String>,
+}
+
 #[derive(Args, Debug)]
 struct DescribeArgs {
     /// Names (default: all in the namespace)
@@ -217,14 +433,26 @@ struct CreateOut {
 enum BackupVerb {
     /// Back up the namespace
     Create {
-        name: String,
+        /// Name (required unless --from-schedule, then default: <schedule>-<timestamp>)
+        #[arg(required_unless_present = "from_schedule")]
+        name: Option<String>,
         #[command(flatten)]
         flags: BackupFlags,
+        /// Back up with the template of your NonAdminSchedule NAME (no other spec flags with it)
+        #[arg(long, value_name = "SCHEDULE")]
+        from_schedule: Option<String>,
+        #[command(flatten)]
+        meta: ObjectMeta,
         #[command(flatten)]
         out: CreateOut,
     },
     /// List backups
-    Get(GetArgs),
+    Get {
+        #[command(flatten)]
+        args: GetArgs,
+        #[command(flatten)]
+        all: AllNamespaces,
+    },
     /// Show backups in detail
     Describe {
         #[command(flatten)]
@@ -305,6 +533,8 @@ fn put_manifest(m: &crate::manifest::Manifest, output: ManifestOutput, file: Opt
     Ok(())
 }
 
+// Parsed once per command line: the size of the flags' variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum RestoreVerb {
     /// Restore from a backup of this namespace
@@ -312,15 +542,40 @@ enum RestoreVerb {
         /// Name (default: <backup>-<timestamp>)
         name: Option<String>,
         /// The NonAdminBackup to restore from
-        #[arg(long, value_name = "BACKUP")]
-        from_backup: String,
+        #[arg(long, value_name = "BACKUP", required_unless_present = "from_schedule")]
+        from_backup: Option<String>,
+        /// Velero's restore from a schedule's latest backup: nac restores a NonAdminBackup, so it refuses this
+        #[arg(long, value_name = "SCHEDULE", conflicts_with = "from_backup")]
+        from_schedule: Option<String>,
         #[command(flatten)]
         filters: Filters,
+        /// Restore persistent volumes from snapshots
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        restore_volumes: Option<bool>,
+        /// Keep the node ports of Services
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        preserve_nodeports: Option<bool>,
+        /// What to do with objects that already exist: none (default) or update
+        #[arg(long, value_name = "POLICY")]
+        existing_resource_policy: Option<String>,
+        /// How long to wait for asynchronous plugin operations (Go duration)
+        #[arg(long, value_name = "DURATION")]
+        item_operation_timeout: Option<String>,
+        /// Restore into other namespaces, src:dst comma-separated: nac restores into this namespace only
+        #[arg(long, value_delimiter = ',', value_name = "SRC:DST")]
+        namespace_mappings: Vec<String>,
+        #[command(flatten)]
+        meta: ObjectMeta,
         #[command(flatten)]
         out: CreateOut,
     },
     /// List restores
-    Get(GetArgs),
+    Get {
+        #[command(flatten)]
+        args: GetArgs,
+        #[command(flatten)]
+        all: AllNamespaces,
+    },
     /// Show restores in detail
     Describe(DescribeArgs),
     /// Print a restore's log
@@ -378,6 +633,8 @@ enum BslVerb {
 /// Label on a credentials Secret the plugin made for a location (deleted with it).
 const MADE_FOR_LOCATION: &str = "nac.oadp.openshift.io/credentials-for";
 
+// Parsed once per command line: the size of the flags' variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum ScheduleVerb {
     /// Schedule backups of the namespace
@@ -394,6 +651,8 @@ enum ScheduleVerb {
         skip_immediately: Option<bool>,
         #[command(flatten)]
         flags: BackupFlags,
+        #[command(flatten)]
+        meta: ObjectMeta,
         #[arg(short = 'o', long, value_enum, default_value_t)]
         output: Output,
     },
@@ -433,13 +692,26 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Restore { verb } => restore(&s, verb).await,
         Command::Schedule { verb } => schedule(&s, verb).await,
         Command::Bsl { verb } => bsl(&s, verb).await,
+        Command::BslRequest { velero_namespace, verb } => {
+            let ns = velero_namespace.as_str();
+            match verb {
+                RequestVerb::Get { names, pending, output } => admin::get(&s, ns, &names, pending, output).await,
+                RequestVerb::Describe { names, output } => admin::describe(&s, ns, &names, output).await,
+                RequestVerb::Approve { name, reason } => {
+                    admin::decide(&s, ns, &name, "approve", reason.as_deref()).await
+                }
+                RequestVerb::Reject { name, reason } => admin::decide(&s, ns, &name, "reject", reason.as_deref()).await,
+            }
+        }
         Command::Completion { .. } => Ok(()),
     }
 }
 
 /// Creates an object and says so as Velero does, then waits when asked.
-async fn create(s: &Session, kind: &Kind, name: &str, spec: Value, out: &CreateOut) -> Result<()> {
-    let (made, warnings) = s.create(kind, &object(kind, name, spec)).await?;
+async fn create(s: &Session, kind: &Kind, name: &str, spec: Value, meta: &ObjectMeta, out: &CreateOut) -> Result<()> {
+    let mut o = object(kind, name, spec);
+    meta.add_to(&mut o)?;
+    let (made, warnings) = s.create(kind, &o).await?;
     print_warnings(&warnings);
     let made = if out.wait {
         wait::until_settled(s, kind, name).await?
@@ -494,7 +766,33 @@ fn capitalised(s: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn get(s: &Session, kind: &Kind, args: &GetArgs, table: fn(&[Value]) -> String) -> Result<()> {
+async fn get(
+    s: &Session,
+    kind: &Kind,
+    args: &GetArgs,
+    all: &AllNamespaces,
+    table: fn(&[Value]) -> String,
+) -> Result<()> {
+    if all.all_namespaces {
+        let items = admin::list_all(
+            s,
+            kind,
+            args.selector.as_deref(),
+            all.phase.as_deref(),
+            all.storage_location.as_deref(),
+        )
+        .await?;
+        match args.output {
+            Output::Table if items.is_empty() => eprintln!("No {}s found in any namespace.", kind.noun),
+            Output::Table => print!("{}", show::with_namespace_column(&items, &table(&items))),
+            o => print!("{}", show::structured(&items, o)?),
+        }
+        return Ok(());
+    }
+    get_in(s, kind, args, table).await
+}
+
+async fn get_in(s: &Session, kind: &Kind, args: &GetArgs, table: fn(&[Value]) -> String) -> Result<()> {
     let items = s.some_or_all(kind, &args.names, args.selector.as_deref()).await?;
     match args.output {
         Output::Table if items.is_empty() => eprintln!("No {}s found in namespace {}.", kind.noun, s.namespace),
@@ -514,14 +812,35 @@ async fn delete_all(s: &Session, kind: &Kind, names: &[String], said: &str) -> R
 
 async fn backup(s: &Session, verb: BackupVerb) -> Result<()> {
     match verb {
-        BackupVerb::Create { name, flags, out } => {
-            let spec = flags.spec()?;
+        BackupVerb::Create {
+            name,
+            flags,
+            from_schedule,
+            meta,
+            out,
+        } => {
+            let (name, spec) = match from_schedule {
+                Some(schedule) => {
+                    if flags.shapes_spec() {
+                        return Err(Error::User(
+                            "--from-schedule takes the schedule's template as it is: no other backup flags with it"
+                                .into(),
+                        ));
+                    }
+                    let nas = s.get(&SCHEDULE, &schedule).await?;
+                    let spec = nas["spec"]["template"]["backupSpec"].clone();
+                    let name = name
+                        .unwrap_or_else(|| format!("{schedule}-{}", jiff::Timestamp::now().strftime("%Y%m%d%H%M%S")));
+                    (name, if spec.is_object() { spec } else { json!({}) })
+                }
+                None => (name.unwrap_or_default(), flags.spec()?),
+            };
             // A backup still running over the same items is worth knowing of before a second one queues.
             match manifest::overlaps(s, &spec).await {
                 Ok(w) => print_warnings(&w),
                 Err(e) => eprintln!("Warning: the overlap with running backups could not be checked: {e}"),
             }
-            create(s, &BACKUP, &name, json!({ "backupSpec": spec }), &out).await
+            create(s, &BACKUP, &name, json!({ "backupSpec": spec }), &meta, &out).await
         }
         BackupVerb::Manifest {
             name,
@@ -548,7 +867,7 @@ async fn backup(s: &Session, verb: BackupVerb) -> Result<()> {
             }
             Ok(())
         }
-        BackupVerb::Get(args) => get(s, &BACKUP, &args, |i| show::backups(i, &BACKUP)).await,
+        BackupVerb::Get { args, all } => get(s, &BACKUP, &args, &all, |i| show::backups(i, &BACKUP)).await,
         BackupVerb::Describe { args, details, tls } => {
             let items = s.some_or_all(&BACKUP, &args.names, None).await?;
             if args.output != Output::Table {
@@ -607,19 +926,60 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
         RestoreVerb::Create {
             name,
             from_backup,
+            from_schedule,
             filters,
+            restore_volumes,
+            preserve_nodeports,
+            existing_resource_policy,
+            item_operation_timeout,
+            namespace_mappings,
+            meta,
             out,
         } => {
+            let source = from_backup.as_deref().or(from_schedule.as_deref()).unwrap_or_default();
             let name = name.unwrap_or_else(|| {
                 let ts = jiff::Timestamp::now().strftime("%Y%m%d%H%M%S").to_string();
-                format!("{from_backup}-{ts}")
+                format!("{source}-{ts}")
             });
             let mut spec = Map::new();
-            spec.insert("backupName".into(), json!(from_backup));
+            // A schedule name is sent as Velero would send it, so nac's refusal says what to use instead.
+            match (&from_backup, &from_schedule) {
+                (Some(b), _) => spec.insert("backupName".into(), json!(b)),
+                (None, Some(sc)) => spec.insert("scheduleName".into(), json!(sc)),
+                (None, None) => None,
+            };
             filters.add_to(&mut spec)?;
-            create(s, &RESTORE, &name, json!({"restoreSpec": spec}), &out).await
+            for (key, v) in [
+                ("restorePVs", restore_volumes),
+                ("preserveNodePorts", preserve_nodeports),
+            ] {
+                if let Some(v) = v {
+                    spec.insert(key.into(), json!(v));
+                }
+            }
+            for (key, v) in [
+                ("existingResourcePolicy", existing_resource_policy),
+                ("itemOperationTimeout", item_operation_timeout),
+            ] {
+                if let Some(v) = v {
+                    spec.insert(key.into(), json!(v));
+                }
+            }
+            let mappings = namespace_mappings
+                .iter()
+                .filter(|m| !m.is_empty())
+                .map(|m| {
+                    m.split_once(':')
+                        .map(|(a, b)| (a.trim().to_string(), json!(b.trim())))
+                        .ok_or_else(|| Error::User(format!("--namespace-mappings {m:?}: expected src:dst")))
+                })
+                .collect::<Result<Map<String, Value>>>()?;
+            if !mappings.is_empty() {
+                spec.insert("namespaceMapping".into(), Value::Object(mappings));
+            }
+            create(s, &RESTORE, &name, json!({"restoreSpec": spec}), &meta, &out).await
         }
-        RestoreVerb::Get(args) => get(s, &RESTORE, &args, |i| show::restores(i, &RESTORE)).await,
+        RestoreVerb::Get { args, all } => get(s, &RESTORE, &args, &all, |i| show::restores(i, &RESTORE)).await,
         RestoreVerb::Describe(args) => {
             let items = s.some_or_all(&RESTORE, &args.names, None).await?;
             describe(&items, args.output, |o| show::describe_restore(o, &RESTORE))
@@ -724,7 +1084,7 @@ async fn bsl(s: &Session, verb: BslVerb) -> Result<()> {
             }
             Ok(())
         }
-        BslVerb::Get(args) => get(s, &LOCATION, &args, |i| show::locations(i, &LOCATION)).await,
+        BslVerb::Get(args) => get_in(s, &LOCATION, &args, |i| show::locations(i, &LOCATION)).await,
         BslVerb::Describe(args) => {
             let items = s.some_or_all(&LOCATION, &args.names, None).await?;
             describe(&items, args.output, |o| show::describe_location(o, &LOCATION))
@@ -767,13 +1127,16 @@ async fn schedule(s: &Session, verb: ScheduleVerb) -> Result<()> {
             paused,
             skip_immediately,
             flags,
+            meta,
             output,
         } => {
             let mut spec = json!({"schedule": schedule, "paused": paused, "template": {"backupSpec": flags.spec()?}});
             if let Some(skip) = skip_immediately {
                 spec["skipImmediately"] = json!(skip);
             }
-            let (made, warnings) = s.create(&SCHEDULE, &object(&SCHEDULE, &name, spec)).await?;
+            let mut o = object(&SCHEDULE, &name, spec);
+            meta.add_to(&mut o)?;
+            let (made, warnings) = s.create(&SCHEDULE, &o).await?;
             print_warnings(&warnings);
             match output {
                 Output::Table => println!(
@@ -784,7 +1147,7 @@ async fn schedule(s: &Session, verb: ScheduleVerb) -> Result<()> {
             }
             Ok(())
         }
-        ScheduleVerb::Get(args) => get(s, &SCHEDULE, &args, show::schedules).await,
+        ScheduleVerb::Get(args) => get_in(s, &SCHEDULE, &args, show::schedules).await,
         ScheduleVerb::Describe(args) => {
             let items = s.some_or_all(&SCHEDULE, &args.names, None).await?;
             describe(&items, args.output, show::describe_schedule)
@@ -862,6 +1225,162 @@ mod tests {
             json!({"includedResources": ["configmaps", "secrets"], "ttl": "24h", "snapshotVolumes": false,
                    "defaultVolumesToFsBackup": true, "labelSelector": {"matchLabels": {"app": "web"}}})
         );
+    }
+
+    fn backup_create(args: &[&str]) -> (Option<String>, BackupFlags, Option<String>, ObjectMeta) {
+        let cli = Cli::try_parse_from(["kubectl-nac", "backup", "create"].iter().chain(args)).unwrap();
+        let Command::Backup {
+            verb:
+                BackupVerb::Create {
+                    name,
+                    flags,
+                    from_schedule,
+                    meta,
+                    ..
+                },
+        } = cli.command
+        else {
+            panic!("not a backup create");
+        };
+        (name, flags, from_schedule, meta)
+    }
+
+    #[test]
+    fn velero_s_create_flags_become_the_backup_spec() {
+        let (name, flags, _, meta) = backup_create(&[
+            "b",
+            "--or-selector",
+            "app=web or tier=db,env=prod",
+            "--include-namespace-scoped-resources",
+            "configmaps,deployments.apps",
+            "--exclude-cluster-scoped-resources",
+            "storageclasses.storage.k8s.io",
+            "--ordered-resources",
+            "pods=ns/db-0,ns/db-1; persistentvolumeclaims=ns/data",
+            "--csi-snapshot-timeout",
+            "20m",
+            "--item-operation-timeout",
+            "2h",
+            "--snapshot-move-data",
+            "--data-mover",
+            "velero",
+            "--labels",
+            "team=shop,tier=gold",
+            "--annotations",
+            "note=before upgrade",
+        ]);
+        assert_eq!(name.as_deref(), Some("b"));
+        assert_eq!(
+            flags.spec().unwrap(),
+            json!({"orLabelSelectors": [{"matchLabels": {"app": "web"}}, {"matchLabels": {"tier": "db", "env": "prod"}}],
+                   "includedNamespaceScopedResources": ["configmaps", "deployments.apps"],
+                   "excludedClusterScopedResources": ["storageclasses.storage.k8s.io"],
+                   "orderedResources": {"pods": "ns/db-0,ns/db-1", "persistentvolumeclaims": "ns/data"},
+                   "csiSnapshotTimeout": "20m", "itemOperationTimeout": "2h", "snapshotMoveData": true,
+                   "datamover": "velero"})
+        );
+        let mut o = json!({"metadata": {"name": "b"}});
+        meta.add_to(&mut o).unwrap();
+        assert_eq!(
+            o["metadata"],
+            json!({"name": "b", "labels": {"team": "shop", "tier": "gold"}, "annotations": {"note": "before upgrade"}})
+        );
+    }
+
+    #[test]
+    fn what_nac_forbids_is_sent_for_nac_to_refuse_and_mixed_filters_are_refused_here() {
+        let (_, flags, _, _) = backup_create(&[
+            "b",
+            "--include-namespaces",
+            "other",
+            "--include-cluster-resources",
+            "--volume-snapshot-locations",
+            "vsl",
+        ]);
+        assert_eq!(
+            flags.spec().unwrap(),
+            json!({"includedNamespaces": ["other"], "includeClusterResources": true, "volumeSnapshotLocations": ["vsl"]})
+        );
+        let (_, flags, _, _) = backup_create(&[
+            "b",
+            "--include-resources",
+            "pods",
+            "--include-namespace-scoped-resources",
+            "pods",
+        ]);
+        assert!(flags.spec().is_err());
+        let (_, flags, _, _) = backup_create(&["b", "--ordered-resources", "pods"]);
+        assert!(flags.spec().is_err());
+        assert!(Cli::try_parse_from([
+            "kubectl-nac",
+            "backup",
+            "create",
+            "b",
+            "-l",
+            "a=b",
+            "--or-selector",
+            "c=d"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn a_backup_from_a_schedule_needs_no_name_and_no_other_spec_flags() {
+        let (name, flags, from, _) = backup_create(&["--from-schedule", "nightly"]);
+        assert_eq!((name, from.as_deref()), (None, Some("nightly")));
+        assert!(!flags.shapes_spec());
+        let (_, flags, _, _) = backup_create(&["--from-schedule", "nightly", "--ttl", "1h"]);
+        assert!(flags.shapes_spec());
+        assert!(Cli::try_parse_from(["kubectl-nac", "backup", "create"]).is_err());
+    }
+
+    #[test]
+    fn restore_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kubectl-nac",
+            "restore",
+            "create",
+            "--from-backup",
+            "b",
+            "--restore-volumes=false",
+            "--existing-resource-policy",
+            "update",
+            "--namespace-mappings",
+            "a:b",
+            "--labels",
+            "x=y",
+        ])
+        .unwrap();
+        let Command::Restore {
+            verb:
+                RestoreVerb::Create {
+                    from_backup,
+                    restore_volumes,
+                    existing_resource_policy,
+                    namespace_mappings,
+                    meta,
+                    ..
+                },
+        } = cli.command
+        else {
+            panic!("not a restore create");
+        };
+        assert_eq!(from_backup.as_deref(), Some("b"));
+        assert_eq!(restore_volumes, Some(false));
+        assert_eq!(existing_resource_policy.as_deref(), Some("update"));
+        assert_eq!(namespace_mappings, vec!["a:b"]);
+        assert_eq!(meta.labels, vec!["x=y"]);
+        assert!(Cli::try_parse_from(["kubectl-nac", "restore", "create"]).is_err());
+        assert!(Cli::try_parse_from([
+            "kubectl-nac",
+            "restore",
+            "create",
+            "--from-backup",
+            "b",
+            "--from-schedule",
+            "s"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `kubectl nac`: the Velero CLI's experience for namespace users. It works with the user's own kubeconfig and
-//! namespace rights only: every command is a read or write of nac's tenant kinds in the user's namespace
+//! namespace rights only: every tenant command is a read or write of nac's tenant kinds in the user's namespace
 //! (NonAdminBackup, NonAdminRestore, NonAdminSchedule, NonAdminDownloadRequest), and files of a backup (its log,
 //! its resource list) come through a NonAdminDownloadRequest and the signed URL it answers with.
 //!
-//! Verbs, flags and output follow `velero backup|restore|schedule ...` where Velero has them.
+//! Verbs, flags and output follow `velero backup|restore|schedule ...` where Velero has them. The cluster admin's
+//! verbs (`bsl-request`, `get --all-namespaces`) are in `admin`.
 
+mod admin;
 mod cli;
 mod download;
 mod kinds;

@@ -56,6 +56,19 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A table of `items` (one row each, in order) with their namespaces as a first column.
+pub fn with_namespace_column(items: &[Value], table: &str) -> String {
+    let namespaces: Vec<String> = std::iter::once("NAMESPACE".to_string())
+        .chain(items.iter().map(|o| s(&o["metadata"]["namespace"])))
+        .collect();
+    let width = namespaces.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (ns, line) in namespaces.iter().zip(table.lines()) {
+        let _ = writeln!(out, "{ns:<width$}   {line}");
+    }
+    out
+}
+
 fn s(v: &Value) -> String {
     match v {
         Value::Null => String::new(),

@@ -144,6 +144,7 @@ fn fill(out: &mut Outcome, field: &str, value: Value) {
 /// Messages of the rules OADP's controller has are OADP's, so its tooling and users' scripts keep matching them.
 pub fn evaluate_bsl(spec: &Map<String, Value>, policy: &super::Policy) -> Outcome {
     let rules = &policy.non_admin_bsl;
+    let spec = &super::zero::without_unset(spec, super::zero::STORAGE_LOCATION);
     let mut out = Outcome {
         spec: spec.clone(),
         ..Outcome::default()

@@ -165,7 +165,7 @@ pub fn evaluate_backup_as(
         kind,
         prefix,
         out: Outcome {
-            spec: spec.clone(),
+            spec: super::zero::without_unset(spec, super::zero::BACKUP),
             ..Outcome::default()
         },
     };
@@ -232,14 +232,15 @@ pub fn evaluate_backup_as(
     }
     c.check_durations(BACKUP_DURATION_FIELDS);
 
-    // TTL bounds. A missing or zero TTL means Velero's default, which must itself fit the bounds.
+    // TTL bounds. A missing TTL (zero is missing, see `zero`) means Velero's default, which must itself fit the
+    // bounds.
     let bounds = &policy.backup;
     let requested = c
         .get("ttl")
         .and_then(Value::as_str)
         .and_then(|s| GoDuration::parse(s).ok());
-    match requested.filter(|d| !d.is_zero()) {
-        None if c.get("ttl").is_none() || requested.is_some() => {
+    match requested {
+        None if c.get("ttl").is_none() => {
             let mut d = bounds.default_ttl.unwrap_or(VELERO_DEFAULT_TTL);
             if let Some(max) = bounds.max_ttl {
                 d = d.min(max);
@@ -270,7 +271,7 @@ pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy) -> Outcome {
         kind: NAR,
         prefix: RESTORE_PREFIX,
         out: Outcome {
-            spec: spec.clone(),
+            spec: super::zero::without_unset(spec, super::zero::RESTORE),
             ..Outcome::default()
         },
     };

@@ -7,6 +7,7 @@ mod eval;
 mod lifecycle;
 pub mod live;
 mod schedule;
+pub mod zero;
 
 pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
 pub use eval::*;

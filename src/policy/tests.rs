@@ -377,3 +377,160 @@ fn a_default_wait_above_the_maximum_is_refused() {
     let e = Policy::parse("restore:\n  waitTimeut: 1m\n").unwrap_err();
     assert!(e.to_string().contains("waitTimeut"), "{e}");
 }
+
+/// What Go clients send (tests/fixtures/go-clients.json): Velero's spec types (`pkg/apis/velero/v1`, v1.18) as
+/// Go's JSON encoder writes them with nothing set. `BackupSpec` holds `metadata`, `ttl`, `hooks`,
+/// `csiSnapshotTimeout` and `itemOperationTimeout` by value, `RestoreSpec` holds `hooks` and
+/// `itemOperationTimeout`; everything else is a pointer, slice, map or `omitempty` string, left out when unset.
+/// `BackupStorageLocationSpec` writes `provider` and `objectStorage` without `omitempty`.
+fn go_clients(key: &str) -> Value {
+    let all: Value = serde_json::from_str(include_str!("../../tests/fixtures/go-clients.json")).unwrap();
+    all[key].clone()
+}
+
+/// Every subset of the fields of `zero` that `base` does not set, added to `base`.
+fn with_zero_subsets(base: &Value, zero: &Value) -> Vec<Map<String, Value>> {
+    let fields: Vec<(&String, &Value)> = zero
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| base.get(k.as_str()).is_none())
+        .collect();
+    (0..1u32 << fields.len())
+        .map(|mask| {
+            let mut m = spec(base.clone());
+            for (i, (k, v)) in fields.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    m.insert((*k).clone(), (*v).clone());
+                }
+            }
+            m
+        })
+        .collect()
+}
+
+const GO_POLICIES: &[&str] = &[
+    "",
+    STRICT,
+    "enforceBackupSpec: {ttl: 168h, csiSnapshotTimeout: 10m, itemOperationTimeout: 4h, storageLocation: shared, \
+     hooks: {resources: [{name: audit, pre: [{exec: {command: [sync]}}]}]}}\n\
+     enforceRestoreSpec: {itemOperationTimeout: 2h, hooks: {resources: []}}",
+    "backup: {maxTtl: 168h, minTtl: 1h}",
+    "backup: {defaultTtl: 48h}",
+    "nonAdminBSL: {enabled: true}\nenforceBackupSpec: {itemOperationTimeout: 1h}",
+];
+
+#[test]
+fn a_backup_spec_as_go_writes_it_is_a_backup_spec_leaving_those_fields_out() {
+    let zero = go_clients("zeroBackupSpec");
+    let bases = [
+        json!({}),
+        json!({"includedNamespaces": ["team-a"], "includedResources": ["*"]}),
+        json!({"snapshotVolumes": false, "storageLocation": "mine", "labelSelector": {"matchLabels": {"a": "b"}}}),
+        json!({"includedNamespaces": ["team-b"], "ttl": "10000h"}),
+    ];
+    for text in GO_POLICIES {
+        let p = policy(text);
+        for base in &bases {
+            let left_out = evaluate_backup(&spec(base.clone()), &p, "team-a");
+            for sent in with_zero_subsets(base, &zero) {
+                let label = format!("policy {text:?}, sent {}", Value::Object(sent.clone()));
+                assert_eq!(evaluate_backup(&sent, &p, "team-a"), left_out, "{label}");
+                // The reconciler re-checks the stored object as its typed spec reads it back.
+                let typed: crate::velero::BackupSpec = serde_json::from_value(Value::Object(sent.clone())).unwrap();
+                let Value::Object(reread) = serde_json::to_value(&typed).unwrap() else {
+                    unreachable!()
+                };
+                assert_eq!(evaluate_backup(&reread, &p, "team-a"), left_out, "reconciler, {label}");
+                // A schedule's template is the same BackupSpec.
+                let schedule = |t: &Map<String, Value>| {
+                    spec(json!({"schedule": "@daily", "template": {"backupSpec": Value::Object(t.clone())}}))
+                };
+                let now = "2026-11-25T10:00:00Z".parse().unwrap();
+                assert_eq!(
+                    evaluate_schedule(&schedule(&sent), &p, "team-a", now),
+                    evaluate_schedule(&schedule(&spec(base.clone())), &p, "team-a", now),
+                    "schedule, {label}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restore_spec_as_go_writes_it_is_a_restore_spec_leaving_those_fields_out() {
+    let zero = go_clients("zeroRestoreSpec");
+    let bases = [
+        json!({"backupName": "b1"}),
+        json!({"backupName": "b1", "includedResources": ["*"], "restorePVs": false}),
+        json!({}),
+    ];
+    for text in GO_POLICIES {
+        let p = policy(text);
+        for base in &bases {
+            let left_out = evaluate_restore(&spec(base.clone()), &p);
+            for sent in with_zero_subsets(base, &zero) {
+                assert_eq!(evaluate_restore(&sent, &p), left_out, "policy {text:?}, sent {sent:?}");
+                let typed: crate::velero::RestoreSpec = serde_json::from_value(Value::Object(sent.clone())).unwrap();
+                let Value::Object(reread) = serde_json::to_value(&typed).unwrap() else {
+                    unreachable!()
+                };
+                assert_eq!(evaluate_restore(&reread, &p), left_out, "reconciler, policy {text:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_storage_location_spec_as_go_writes_it_is_one_leaving_those_fields_out() {
+    let zero = go_clients("zeroBackupStorageLocationSpec");
+    let p = policy(
+        "nonAdminBSL:\n  enabled: true\n  enforceBSLSpec: {provider: aws, objectStorage: {bucket: tenants}, \
+         config: {region: eu-1}}",
+    );
+    let base = json!({"credential": {"name": "creds", "key": "cloud"}, "config": {}});
+    let left_out = evaluate_bsl(&spec(json!({"credential": {"name": "creds", "key": "cloud"}})), &p);
+    assert!(left_out.allowed(), "{:?}", left_out.violations);
+    for sent in with_zero_subsets(&base, &zero) {
+        assert_eq!(evaluate_bsl(&sent, &p), left_out, "{sent:?}");
+    }
+}
+
+#[test]
+fn oadp_cli_backup_create_gets_the_enforced_ttl_instead_of_a_refusal() {
+    let nab = go_clients("oadpCliBackupCreate");
+    let sent = spec(nab["spec"]["backupSpec"].clone());
+    let p = policy("enforceBackupSpec: {storageLocation: shared, ttl: 720h0m0s}");
+    let o = evaluate_backup(&sent, &p, "team-a");
+    assert!(o.allowed(), "{:?}", o.violations);
+    assert_eq!(
+        Value::Object(o.spec),
+        json!({"includedNamespaces": ["team-a"], "includedResources": ["*"], "ttl": "720h0m0s",
+               "storageLocation": "shared"})
+    );
+    assert_eq!(
+        o.warnings,
+        vec![
+            "spec.backupSpec.storageLocation set to shared by cluster policy",
+            "spec.backupSpec.ttl set to 720h0m0s by cluster policy",
+        ]
+    );
+    // A bound on TTLs sees Velero's default, not a zero TTL.
+    let o = evaluate_backup(&sent, &policy("backup: {minTtl: 1h}"), "team-a");
+    assert!(o.allowed() && !o.spec.contains_key("ttl"), "{o:?}");
+}
+
+#[test]
+fn zero_that_a_go_client_sends_only_on_request_stands() {
+    // Booleans are pointers in Velero's types: an explicit false is a request, and it meets the enforced value.
+    let p = policy("enforceBackupSpec: {snapshotVolumes: true}\nenforceRestoreSpec: {restorePVs: true}");
+    let o = evaluate_backup(&spec(json!({"snapshotVolumes": false})), &p, "ns");
+    assert_eq!(o.violations.len(), 1, "{o:?}");
+    assert!(o.message().contains("requested false"), "{}", o.message());
+    let o = evaluate_restore(&spec(json!({"backupName": "b", "restorePVs": false})), &p);
+    assert!(!o.allowed());
+    // A storage location's sync period is a pointer: zero asks Velero not to sync it.
+    let p = policy("nonAdminBSL: {enabled: true, enforceBSLSpec: {backupSyncPeriod: 2m}}");
+    let s = spec(json!({"credential": {"name": "c", "key": "k"}, "backupSyncPeriod": "0s"}));
+    assert!(!evaluate_bsl(&s, &p).allowed());
+}
