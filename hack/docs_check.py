@@ -176,13 +176,22 @@ def load_env(cluster_dir):
     return dict(kv.split("=", 1) for kv in out.split("\0") if "=" in kv)
 
 
-def start_run(cluster_dir, log_path):
+def port_or_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            return free_port()
+
+
+def start_run(cluster_dir, log_path, metrics_port):
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)
     env.update(
         CLUSTER_DIR=cluster_dir,
-        RUN_WEBHOOK_PORT=str(free_port()),
-        RUN_METRICS_PORT=str(free_port()),
+        RUN_WEBHOOK_PORT=str(port_or_free(9443)),
+        RUN_METRICS_PORT=str(metrics_port),
     )
     log = open(log_path, "w")
     proc = subprocess.Popen(
@@ -219,7 +228,9 @@ def run_blocks():
     cluster_dir = os.environ.get("DOCS_CLUSTER_DIR", os.path.join(ROOT, ".cluster-docs"))
     log_path = os.path.join(tempfile.gettempdir(), f"docs-check-run-{os.getpid()}.log")
     print(f"docs-check: starting the make run environment in {cluster_dir} (log {log_path})")
-    proc = start_run(cluster_dir, log_path)
+    # make run's ports when free; the documents' metrics address follows the port used.
+    metrics_port = port_or_free(8080)
+    proc = start_run(cluster_dir, log_path, metrics_port)
     outputs = {}
     try:
         env = load_env(cluster_dir)
@@ -232,7 +243,9 @@ def run_blocks():
                     print(f"docs-check: {path}:{line}: skipped ({mode[5:].strip()})")
                     continue
                 run_env = dict(os.environ)
+                text = text.replace("127.0.0.1:8080", f"127.0.0.1:{metrics_port}")
                 run_env.update(
+                    CLUSTER_DIR=cluster_dir,
                     KUBECONFIG=env["KUBECONFIG"],
                     PATH=bins[mode == "user"] + os.pathsep + os.environ["PATH"],
                 )
