@@ -417,12 +417,17 @@ fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
             None => (top.clone(), example.get(top).is_some()),
         };
         assert!(in_example, "the reference's example does not set {path}");
-        assert!(section.contains(&format!("`{path}`")), "the reference's table does not name {path}");
+        assert!(
+            section.contains(&format!("`{path}`")),
+            "the reference's table does not name {path}"
+        );
     }
 
     // Each stated default that is one value: setting it changes nothing.
     fn single(s: &str) -> Option<&str> {
-        s.strip_prefix('`').and_then(|s| s.strip_suffix('`')).filter(|s| !s.contains('`'))
+        s.strip_prefix('`')
+            .and_then(|s| s.strip_suffix('`'))
+            .filter(|s| !s.contains('`'))
     }
     let default = Policy::parse("").unwrap();
     let mut checked = 0;
@@ -436,7 +441,11 @@ fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
             continue;
         };
         let yaml = format!("{top}:\n  {sub}: {value}\n");
-        assert_eq!(Policy::parse(&yaml).unwrap(), default, "{key}: the stated default {value} is not the default");
+        assert_eq!(
+            Policy::parse(&yaml).unwrap(),
+            default,
+            "{key}: the stated default {value} is not the default"
+        );
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} defaults checked");
