@@ -211,7 +211,7 @@ def start_run(cluster_dir, log_path, metrics_port):
 
 def stop_run(proc):
     if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGINT)  # run.sh's trap stops nac, Velero, S3 and the control plane
+        os.kill(proc.pid, signal.SIGTERM)  # run.sh's trap stops nac, Velero, S3 and the control plane (SIGINT may be ignored in the background)
         try:
             proc.wait(timeout=180)
         except subprocess.TimeoutExpired:
