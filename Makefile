@@ -4,7 +4,7 @@ include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: image image-rootfs node-up e2e-node build release install-plugin test unit lint e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
+.PHONY: image image-rootfs node-up e2e-node build release install-plugin test unit lint docs-check e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
@@ -45,6 +45,11 @@ test:
 
 unit:
 	$(CARGO) test
+
+# Links between Markdown files, and the command blocks of README.md and docs/{user,admin}-guide.md run against a
+# `make run` environment of its own (.cluster-docs, started and stopped here).
+docs-check:
+	hack/docs-check.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -8,6 +8,7 @@
 #   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs);
 #   $NODE_CLUSTER_DIR    (.cluster-node)   NODE=1 (root): a real node, nac installed by Helm from its image,
 #                                          Velero and its node agent in pods (tests/e2e_node.rs).
+# The documentation check (hack/docs-check.sh) starts and stops a `make run` environment of its own (.cluster-docs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,7 @@ up() {
 echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --features e2e -- -D warnings
+hack/docs-check.sh links
 
 echo "== build"
 cargo build --bins --tests --features e2e
@@ -54,6 +56,9 @@ up "$VELERO_CLUSTER_DIR" real
 echo "== tests (unit, handler, end-to-end)"
 results=$(mktemp)
 cargo test --features e2e 2>&1 | tee "$results"
+
+echo "== documentation: the README's and the guides' command blocks against a make run environment (.cluster-docs)"
+DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$PWD/.cluster-docs} hack/docs-check.sh blocks
 
 echo "== Helm chart (its own control plane in .cluster-chart)"
 CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh

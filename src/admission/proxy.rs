@@ -483,7 +483,10 @@ fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {
         return None;
     }
     patched["spec"]["skipImmediately"] = Value::Bool(true);
-    Some("spec.skipImmediately set to true by cluster policy: the run due now is skipped".into())
+    Some(
+        "spec.skipImmediately set to true by cluster policy: a run due now (an overdue schedule unpaused) is skipped"
+            .into(),
+    )
 }
 
 /// Records what the requester may read, for the kinds holding a BackupSpec: the record is stamped on the

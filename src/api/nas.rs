@@ -31,8 +31,9 @@ pub struct NonAdminScheduleSpec {
     /// Set to true to stop new runs; backups already made stay.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]
     pub paused: bool,
-    /// Skip the run that would be due at once when the schedule is created or unpaused: the next run is then the
-    /// next time the expression names. Consumed once: nac removes it after handing it to Velero.
+    /// Skip a run that is due at once, as when an overdue schedule is unpaused: the next run is then the next time
+    /// the expression names after the skip. A new schedule is never due at its creation, so there it only records
+    /// `status.lastSkipped`. Consumed once: nac removes it after handing it to Velero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_immediately: Option<bool>,
     /// The backup each run makes.

@@ -485,7 +485,10 @@ impl Policy {
             lines.push(format!("at most {n} schedules per namespace"));
         }
         if sched.skip_immediately {
-            lines.push("schedules skip the run due at once on creation and unpause unless they say otherwise".into());
+            lines.push(
+                "schedules skip a run due at once when unpaused overdue (skipImmediately) unless they say otherwise"
+                    .into(),
+            );
         }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());

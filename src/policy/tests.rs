@@ -533,4 +533,75 @@ fn zero_that_a_go_client_sends_only_on_request_stands() {
     let p = policy("nonAdminBSL: {enabled: true, enforceBSLSpec: {backupSyncPeriod: 2m}}");
     let s = spec(json!({"credential": {"name": "c", "key": "k"}, "backupSyncPeriod": "0s"}));
     assert!(!evaluate_bsl(&s, &p).allowed());
+/// The policy reference in docs/admin-guide.md: its example sets every key a policy has and parses, its table
+/// names every key, and each default it states as a single value is the default.
+#[test]
+fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
+    let guide = include_str!("../../docs/admin-guide.md");
+    let section = &guide[guide.find("## Policy reference").expect("a policy reference section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |end| end + 3)];
+    let example = section.split("```yaml\n").nth(1).unwrap().split("```").next().unwrap();
+    Policy::parse(example).expect("the reference's example parses");
+    let example: Value = serde_yaml::from_str(example).unwrap();
+
+    // Every key of the document, from the raw form with every section present.
+    let every = serde_json::to_value(RawPolicy {
+        enforce_backup_spec: Some(Map::new()),
+        enforce_restore_spec: Some(Map::new()),
+        backup: Some(Default::default()),
+        backup_sync: Some(Default::default()),
+        restore: Some(Default::default()),
+        non_admin_bsl: Some(Default::default()),
+        downloads: Some(Default::default()),
+        garbage_collection: Some(Default::default()),
+        rights: Some(Default::default()),
+        schedule: Some(Default::default()),
+    })
+    .unwrap();
+    let mut keys = Vec::new();
+    for (top, v) in every.as_object().unwrap() {
+        match v.as_object() {
+            Some(m) if !m.is_empty() => keys.extend(m.keys().map(|k| (top.clone(), Some(k.clone())))),
+            _ => keys.push((top.clone(), None)),
+        }
+    }
+    assert!(keys.len() >= 20, "{keys:?}");
+    for (top, sub) in &keys {
+        let (path, in_example) = match sub {
+            Some(k) => (format!("{top}.{k}"), example[top].get(k).is_some()),
+            None => (top.clone(), example.get(top).is_some()),
+        };
+        assert!(in_example, "the reference's example does not set {path}");
+        assert!(
+            section.contains(&format!("`{path}`")),
+            "the reference's table does not name {path}"
+        );
+    }
+
+    // Each stated default that is one value: setting it changes nothing.
+    fn single(s: &str) -> Option<&str> {
+        s.strip_prefix('`')
+            .and_then(|s| s.strip_suffix('`'))
+            .filter(|s| !s.contains('`'))
+    }
+    let default = Policy::parse("").unwrap();
+    let mut checked = 0;
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (key, stated) = (cells[0].trim_start_matches("| "), cells[1]);
+        let (Some(key), Some(value)) = (single(key), single(stated)) else {
+            continue;
+        };
+        let Some((top, sub)) = key.split_once('.') else {
+            continue;
+        };
+        let yaml = format!("{top}:\n  {sub}: {value}\n");
+        assert_eq!(
+            Policy::parse(&yaml).unwrap(),
+            default,
+            "{key}: the stated default {value} is not the default"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} defaults checked");
 }
