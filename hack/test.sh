@@ -42,7 +42,7 @@ up() {
 
 echo "== lint"
 cargo fmt --all -- --check
-cargo clippy --all-targets --features e2e -- -D warnings
+cargo clippy --all-targets --features e2e,node -- -D warnings
 hack/docs-check.sh links
 
 echo "== build"

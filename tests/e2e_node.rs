@@ -430,11 +430,10 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     // The admin provides the volume again, empty, under its old name (the restored claim names it).
     apply(
         &c,
-        &app_yaml(&ns, pv_root.join(&pv2).to_str().unwrap(), &pv1, mib)
+        app_yaml(&ns, pv_root.join(&pv2).to_str().unwrap(), &pv1, mib)
             .split("---")
             .nth(1)
-            .unwrap()
-            .to_string(),
+            .unwrap(),
     );
 
     let nars: Api<NonAdminRestore> = Api::namespaced(alice, &ns);

@@ -773,7 +773,16 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .filter(|l| l.to_ascii_lowercase().contains("denied"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    assert!(refused >= 1.0, "the guard refused no Velero Backup: {metrics}");
+    // Velero 1.18.3 and later sync finished backups only: it skips the planted one itself, and says so in its
+    // log. Earlier releases create it, and then nac's guard refuses it.
+    let velero_log = std::fs::read_to_string(Cluster::load().get("VELERO_LOG")).unwrap_or_default();
+    let skipped_by_velero = velero_log
+        .lines()
+        .any(|l| l.contains(&unrun) && l.contains("not a phase that can be synced"));
+    assert!(
+        refused >= 1.0 || skipped_by_velero,
+        "neither did the guard refuse a Velero Backup nor did Velero skip the unfinished one: {metrics}"
+    );
     assert!(
         !files_in(&bucket, &format!("{ns}/nightly"), &unrun)
             .iter()

@@ -533,6 +533,8 @@ fn zero_that_a_go_client_sends_only_on_request_stands() {
     let p = policy("nonAdminBSL: {enabled: true, enforceBSLSpec: {backupSyncPeriod: 2m}}");
     let s = spec(json!({"credential": {"name": "c", "key": "k"}, "backupSyncPeriod": "0s"}));
     assert!(!evaluate_bsl(&s, &p).allowed());
+}
+
 /// The policy reference in docs/admin-guide.md: its example sets every key a policy has and parses, its table
 /// names every key, and each default it states as a single value is the default.
 #[test]
