@@ -139,25 +139,6 @@ new_ca() {
 		-addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
 }
 
-# new_cert CADIR OUT SUBJECT EKU [SANS]: OUT.key, OUT.crt signed by CADIR/ca.*
-new_cert() {
-	local cadir=$1 out=$2 subj=$3 eku=$4 sans=${5:-} ext
-	[[ -s $out.crt && -s $out.key ]] && return 0
-	ext=$(mktemp)
-	{
-		echo "basicConstraints=critical,CA:FALSE"
-		echo "keyUsage=critical,digitalSignature,keyEncipherment"
-		echo "extendedKeyUsage=$eku"
-		[[ -n $sans ]] && echo "subjectAltName=$sans"
-	} >"$ext"
-	openssl req -new -newkey rsa:2048 -nodes -sha256 -keyout "$out.key" \
-		-out "$out.csr" -subj "$subj" 2>/dev/null
-	openssl x509 -req -in "$out.csr" -sha256 -days 3650 -CA "$cadir/ca.crt" \
-		-CAkey "$cadir/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
-		-extfile "$ext" -out "$out.crt" 2>/dev/null
-	rm -f "$out.csr" "$ext"
-}
-
 (
 	umask 077
 	new_ca "$PKI" nac-test-ca

@@ -26,7 +26,6 @@ while (($#)); do
 	esac
 done
 [[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR"
-env_get() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
 [[ $(env_get NODE) == 1 ]] || die "the cluster in $CLUSTER_DIR has no node (NODE=1 make cluster-up)"
 VELERO_NAMESPACE=${VELERO_NAMESPACE:-$(env_get VELERO_NAMESPACE)}
 tag=${tag:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$NAC_ROOT/Cargo.toml" | head -n 1)}

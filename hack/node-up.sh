@@ -34,17 +34,6 @@ CTR_SOCK=$NODE_DIR/containerd/containerd.sock
 NODE_READY_TIMEOUT=${NODE_READY_TIMEOUT:-120}
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack musl-tools busybox-static)
 
-env_get() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
-env_set() {
-	local tmp=$ENV_FILE.tmp kv keys=()
-	for kv in "$@"; do keys+=("${kv%%=*}"); done
-	grep -v -E "^export ($(
-		IFS='|'
-		echo "${keys[*]}"
-	))=" "$ENV_FILE" >"$tmp" || true
-	for kv in "$@"; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}" >>"$tmp"; done
-	mv -f "$tmp" "$ENV_FILE"
-}
 kubectl() { "$KUBECTL" --kubeconfig "$CLUSTER_DIR/kubeconfig" "$@"; }
 ctr() { command ctr --address "$CTR_SOCK" -n k8s.io "$@"; }
 
@@ -98,23 +87,6 @@ network_up() {
 	for k in kernel.panic kernel.panic_on_oops; do
 		grep -q "^$k=" "$SYSCTL_SAVE" 2>/dev/null || echo "$k=$(sysctl -n "$k")" >>"$SYSCTL_SAVE"
 	done
-}
-
-# new_cert CADIR OUT SUBJECT EKU [SANS] (as in cluster-up.sh)
-new_cert() {
-	local cadir=$1 out=$2 subj=$3 eku=$4 sans=${5:-} ext
-	[[ -s $out.crt && -s $out.key ]] && return 0
-	ext=$(mktemp)
-	{
-		echo "basicConstraints=critical,CA:FALSE"
-		echo "keyUsage=critical,digitalSignature,keyEncipherment"
-		echo "extendedKeyUsage=$eku"
-		[[ -n $sans ]] && echo "subjectAltName=$sans"
-	} >"$ext"
-	openssl req -new -newkey rsa:2048 -nodes -sha256 -keyout "$out.key" -out "$out.csr" -subj "$subj" 2>/dev/null
-	openssl x509 -req -in "$out.csr" -sha256 -days 3650 -CA "$cadir/ca.crt" -CAkey "$cadir/ca.key" \
-		-set_serial "0x$(openssl rand -hex 16)" -extfile "$ext" -out "$out.crt" 2>/dev/null
-	rm -f "$out.csr" "$ext"
 }
 
 kubeconfig_for() {

@@ -37,7 +37,6 @@ S3_ACCESS_KEY=nac-velero
 S3_SECRET_KEY=nac-velero-secret
 
 [[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR (make cluster-up)"
-env_get() { sed -n "s/^export $1=//p" "$ENV_FILE" | tail -n 1; }
 # With a node (NODE=1), Velero runs in pods and the S3 server listens on the node address, which the host's
 # processes and the pods both reach (Velero's data-path pods do not use the host network).
 NODE=$(env_get NODE)
@@ -45,18 +44,6 @@ S3_HOST=127.0.0.1
 [[ $NODE == 1 ]] && S3_HOST=$(env_get NODE_IP)
 KUBECONFIG_FILE=$(env_get KUBECONFIG)
 kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
-
-# env_set K=V...: replace (or add) these keys in the env file, atomically.
-env_set() {
-	local tmp=$ENV_FILE.tmp kv keys=()
-	for kv in "$@"; do keys+=("${kv%%=*}"); done
-	grep -v -E "^export ($(
-		IFS='|'
-		echo "${keys[*]}"
-	))=" "$ENV_FILE" >"$tmp" || true
-	for kv in "$@"; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}" >>"$tmp"; done
-	mv -f "$tmp" "$ENV_FILE"
-}
 
 # stop NAME PIDKEY TIMEOUT: the recorded process, then any other NAME process naming this cluster's directory.
 stop() {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::e2e::{bind, bind_editor, eventually, unique_ns, wait_json, Cluster};
+use common::e2e::{bind, bind_editor, eventually, parse_env, unique_ns, wait_json, Cluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -18,7 +18,7 @@ use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::velero::Backup;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,12 +46,7 @@ fn node_env() -> Cluster {
             dir.display()
         )
     });
-    let env: HashMap<String, String> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
-        .collect();
+    let env = parse_env(&text);
     assert_eq!(
         env.get("NODE").map(String::as_str),
         Some("1"),

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by hack/cluster-up.sh, hack/cluster-down.sh and hack/install-crds.sh.
+# Shared by the scripts of the local environment (cluster-up/down, node-up, velero-up, install-crds, ...).
 # Sourced, not executed. Sets:
 #   NAC_ROOT     repository root
 #   BIN_DIR      where kube-apiserver, etcd and kubectl live (default $NAC_ROOT/bin)
@@ -17,6 +17,40 @@ esac
 # Normalise (no symlink resolution needed; just drop ./ and trailing /).
 CLUSTER_DIR=$(realpath -m -- "$CLUSTER_DIR")
 KUBECTL=${KUBECTL:-$BIN_DIR/kubectl}
+
+# env_get KEY: KEY's value in the environment's env file ($ENV_FILE, default $CLUSTER_DIR/env).
+env_get() { sed -n "s/^export $1=//p" "${ENV_FILE:-$CLUSTER_DIR/env}" | tail -n 1; }
+
+# env_set K=V...: replace (or add) these keys in the env file, atomically.
+env_set() {
+	local file=${ENV_FILE:-$CLUSTER_DIR/env} kv keys=()
+	for kv in "$@"; do keys+=("${kv%%=*}"); done
+	grep -v -E "^export ($(
+		IFS='|'
+		echo "${keys[*]}"
+	))=" "$file" >"$file.tmp" || true
+	for kv in "$@"; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}" >>"$file.tmp"; done
+	mv -f "$file.tmp" "$file"
+}
+
+# new_cert CADIR OUT SUBJECT EKU [SANS]: OUT.key, OUT.crt signed by CADIR/ca.*
+new_cert() {
+	local cadir=$1 out=$2 subj=$3 eku=$4 sans=${5:-} ext
+	[[ -s $out.crt && -s $out.key ]] && return 0
+	ext=$(mktemp)
+	{
+		echo "basicConstraints=critical,CA:FALSE"
+		echo "keyUsage=critical,digitalSignature,keyEncipherment"
+		echo "extendedKeyUsage=$eku"
+		[[ -n $sans ]] && echo "subjectAltName=$sans"
+	} >"$ext"
+	openssl req -new -newkey rsa:2048 -nodes -sha256 -keyout "$out.key" \
+		-out "$out.csr" -subj "$subj" 2>/dev/null
+	openssl x509 -req -in "$out.csr" -sha256 -days 3650 -CA "$cadir/ca.crt" \
+		-CAkey "$cadir/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
+		-extfile "$ext" -out "$out.crt" 2>/dev/null
+	rm -f "$out.csr" "$ext"
+}
 
 log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 die() {

@@ -73,12 +73,7 @@ impl Cluster {
                 dir.display()
             )
         });
-        let env: HashMap<String, String> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
-            .collect();
+        let env = parse_env(&text);
         let running = match env.get("VELERO_MODE").map(String::as_str) {
             Some("real") => VeleroMode::Real,
             _ => VeleroMode::Fake,
@@ -117,6 +112,15 @@ impl Cluster {
         cfg.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
         Client::try_from(cfg).unwrap()
     }
+}
+
+/// The `export KEY=value` lines of an environment's `env` file.
+pub fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
+        .collect()
 }
 
 pub fn free_port() -> u16 {
