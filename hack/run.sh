@@ -22,7 +22,7 @@ nac_pid=
 RUN_NODE=${RUN_NODE:-$( ((EUID == 0)) && [[ -z ${KUBECONFIG:-} ]] && echo 1 || echo 0)}
 cleanup() {
 	trap - EXIT INT TERM HUP
-	[[ -n ${watchdog:-} ]] && kill "$watchdog" 2>/dev/null
+	if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
 	if [[ -n $nac_pid ]] && kill -0 "$nac_pid" 2>/dev/null; then
 		kill -TERM "$nac_pid" 2>/dev/null || true
 		wait "$nac_pid" 2>/dev/null || true
@@ -222,13 +222,14 @@ if [[ $RUN_NODE == 1 ]]; then
    spec: {backupSpec: {}}
    EOF
    $K get nab volumes -o jsonpath='{.status.fileSystemPodVolumeBackups}' -w   # completed: 2, once Completed
-   # lose the data: the pod and the claim go, and the admin wipes the volume and gives the restore an empty one
+   # lose the data: the pod and the claim go, and the admin wipes the volume and provides it again, empty, under
+   # its old name (the restored claim names it)
    $K delete pod ledger && $K delete pvc orders
    kubectl delete pv $DEMO_NS-data && rm -rf $NODE_DIR/local-pv/$DEMO_NS-data/*          # as the admin
    kubectl apply -f - <<EOF                                                           # as the admin
    apiVersion: v1
    kind: PersistentVolume
-   metadata: {name: $DEMO_NS-data-2}
+   metadata: {name: $DEMO_NS-data}
    spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Retain,
           storageClassName: local-storage, local: {path: $NODE_DIR/local-pv/$DEMO_NS-data-2},
           nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]}]}}}
