@@ -16,12 +16,14 @@ release:
 # target/image/nac-<version>.tar, named localhost/nac:<version> (the chart's default). Reproducible: the same
 # commit gives the same digest. Push it with `skopeo copy oci-archive:target/image/nac-<version>.tar
 # docker://REGISTRY/nac:<version>`; load it with `ctr images import` / `podman load` / `docker load`.
-image: release
+image:
+	$(CARGO) build --release --bin nac
 	hack/images.sh nac
 
 # The same image's root filesystem in target/image/rootfs: the build context of the Containerfile, for admins
 # who build with their own tooling (`podman build -f Containerfile target/image/rootfs`).
-image-rootfs: release
+image-rootfs:
+	$(CARGO) build --release --bin nac
 	hack/images.sh rootfs
 
 # The local environment with a real node (root only): containerd, kubelet, kube-proxy, kube-scheduler, pod
