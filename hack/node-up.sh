@@ -63,12 +63,14 @@ claim_node() {
 	echo "$CLUSTER_DIR" >"$NODE_OWNER"
 }
 
+# remember_sysctl KEY: the machine's value before the node's first change, restored by --stop.
+remember_sysctl() {
+	grep -q "^$1=" "$SYSCTL_SAVE" 2>/dev/null || echo "$1=$(sysctl -n "$1")" >>"$SYSCTL_SAVE"
+}
+
 sysctl_set() {
-	local key=$1 value=$2 old
-	old=$(sysctl -n "$key")
-	# The machine's value before the first change, restored by --stop.
-	grep -q "^$key=" "$SYSCTL_SAVE" 2>/dev/null || echo "$key=$old" >>"$SYSCTL_SAVE"
-	[[ $old == "$value" ]] || sysctl -qw "$key=$value"
+	remember_sysctl "$1"
+	[[ $(sysctl -n "$1") == "$2" ]] || sysctl -qw "$1=$2"
 }
 
 network_up() {
@@ -81,12 +83,8 @@ network_up() {
 	ip link set cni0 up
 	modprobe br_netfilter 2>/dev/null || true
 	sysctl_set net.ipv4.ip_forward 1
-	# kubelet sets these itself (protectKernelDefaults=false); remember the machine's values to restore them.
-	sysctl -n vm.overcommit_memory >/dev/null && { grep -q '^vm.overcommit_memory=' "$SYSCTL_SAVE" 2>/dev/null ||
-		echo "vm.overcommit_memory=$(sysctl -n vm.overcommit_memory)" >>"$SYSCTL_SAVE"; }
-	for k in kernel.panic kernel.panic_on_oops; do
-		grep -q "^$k=" "$SYSCTL_SAVE" 2>/dev/null || echo "$k=$(sysctl -n "$k")" >>"$SYSCTL_SAVE"
-	done
+	# The kubelet sets these itself (protectKernelDefaults=false).
+	for k in vm.overcommit_memory kernel.panic kernel.panic_on_oops; do remember_sysctl "$k"; done
 }
 
 kubeconfig_for() {

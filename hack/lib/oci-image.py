@@ -12,6 +12,7 @@ Prints the manifest digest and the compressed size of the layer.
 """
 
 import argparse
+import datetime
 import gzip
 import hashlib
 import io
@@ -67,8 +68,7 @@ def main() -> int:
     args = ap.parse_args()
 
     mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
-    created = __import__("datetime").datetime.fromtimestamp(mtime, __import__("datetime").timezone.utc)
-    created = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     raw = layer_tar(args.rootfs, mtime)
     gz = io.BytesIO()
