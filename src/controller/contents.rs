@@ -5,12 +5,12 @@
 //! The URL points at the backup's storage location, which may be a tenant's own endpoint: the body is untrusted
 //! data, read within the scanner's limits and a deadline.
 
-use super::context::Error;
-use super::term::Ctx;
+use super::context::{Error, Shared};
+use super::view::View;
 use super::write::create_or_get;
 use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
 use crate::rights::contents::{scan, Contents, Limits};
-use crate::velero::{Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget};
+use crate::velero::{Backup, BackupStorageLocation, DownloadRequest, DownloadRequestSpec, DownloadTarget};
 use futures::future::BoxFuture;
 use kube::api::DeleteParams;
 use kube::ResourceExt;
@@ -31,7 +31,8 @@ pub trait ContentsSource: Send + Sync {
     /// `Err` is contents that cannot be read (not a tarball, over the limits): that will not change on retry.
     fn contents<'a>(
         &'a self,
-        ctx: &'a Ctx,
+        ctx: &'a Shared,
+        view: &'a View,
         backup: &'a Backup,
         namespace: &'a str,
         key: &'a str,
@@ -46,7 +47,8 @@ pub struct VeleroContents {
 impl ContentsSource for VeleroContents {
     fn contents<'a>(
         &'a self,
-        ctx: &'a Ctx,
+        ctx: &'a Shared,
+        view: &'a View,
         backup: &'a Backup,
         namespace: &'a str,
         key: &'a str,
@@ -62,7 +64,7 @@ impl ContentsSource for VeleroContents {
                 .spec
                 .storage_location
                 .as_deref()
-                .and_then(|l| ctx.locations.get(&ctx.velero_ref(l)))
+                .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
                 .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
             let read = fetch_and_scan(url, ca, namespace.to_string(), self.limits.clone());
             tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
@@ -76,7 +78,7 @@ impl ContentsSource for VeleroContents {
 }
 
 /// Asks Velero for a signed URL of the backup's contents and waits for the answer.
-async fn signed_url(ctx: &Ctx, backup: &str, name: &str) -> Result<String, Error> {
+async fn signed_url(ctx: &Shared, backup: &str, name: &str) -> Result<String, Error> {
     let api = ctx.velero_api::<DownloadRequest>();
     let mut dr = DownloadRequest::new(
         name,
@@ -139,7 +141,8 @@ pub struct FixedContents(pub Contents);
 impl ContentsSource for FixedContents {
     fn contents<'a>(
         &'a self,
-        _ctx: &'a Ctx,
+        _ctx: &'a Shared,
+        _view: &'a View,
         _backup: &'a Backup,
         _namespace: &'a str,
         _key: &'a str,

@@ -1,6 +1,6 @@
 //! What every controller shares during one leadership term ([`Shared`]), the reconcile error, the per-object
 //! error backoff, the queue-depth gauge, and the small building blocks kinds keep their state in ([`Watched`]
-//! stores, [`Waiters`]). Nothing here knows a tenant kind.
+//! stores, [`Waiters`]), and [`Cx`], a kind's context. Nothing here knows a tenant kind.
 
 use super::events::Recorder;
 use super::status::Note;
@@ -393,6 +393,34 @@ where
             },
             writer,
         )
+    }
+}
+
+impl<K: Lookup + Clone + 'static> Clone for Watched<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Watched {
+            store: self.store.clone(),
+            synced: self.synced.clone(),
+        }
+    }
+}
+
+/// A kind's context for one term: the [`Shared`] core, the read-only [`View`](super::view::View) of every store
+/// (what it reads of other kinds), and its own state `S` (its stores, indexes, triggers and waiters). The
+/// background jobs run on `Cx<()>`.
+pub struct Cx<S> {
+    pub shared: Arc<Shared>,
+    pub view: Arc<super::view::View>,
+    pub own: S,
+}
+
+impl<S> std::ops::Deref for Cx<S> {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
     }
 }
 

@@ -3,10 +3,15 @@
 //! figures of the scale run. The API server side answers like a real one would (created objects echoed back with
 //! a uid and resourceVersion).
 
+use super::context::Cx;
 use super::events::Recorder;
-use super::term::Ctx;
+use super::kind::Kind;
+use super::tenant::KindState;
+use super::view::Registry;
 use super::Options;
-use crate::api::{NonAdminBackup, NonAdminRestore};
+use crate::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore, NonAdminSchedule,
+};
 use crate::metrics::Metrics;
 use crate::naming::{nacuuid_with, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL};
 use crate::policy::live::{Offer, PolicyStore};
@@ -50,7 +55,8 @@ impl Call {
 }
 
 struct Fixture {
-    ctx: Arc<Ctx>,
+    nab: Arc<Cx<super::backup::State>>,
+    nar: Arc<Cx<KindState<NonAdminRestore>>>,
     nabs: reflector::store::Writer<NonAdminBackup>,
     backups: reflector::store::Writer<Backup>,
     restores: reflector::store::Writer<Restore>,
@@ -83,24 +89,44 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             .collect(),
         ..Default::default()
     }));
-    let (ctx, wiring) = Ctx::new(shared);
+    // Every kind registers its stores, as in a term; the other kinds' watches never run here.
+    let shared = Arc::new(shared);
+    let mut reg = Registry::default();
+    let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
+    let (nab, nab_wiring) = NonAdminBackup::build(&shared, &mut reg);
+    let (nar, nar_wiring) = NonAdminRestore::build(&shared, &mut reg);
+    let _ = NonAdminBackupStorageLocation::build(&shared, &mut reg);
+    let _ = NonAdminDownloadRequest::build(&shared, &mut reg);
+    let _ = NonAdminSchedule::build(&shared, &mut reg);
     for synced in [
-        &ctx.nab.synced,
-        &ctx.nar.synced,
-        &ctx.delete_requests.synced,
-        &ctx.volumes.data_uploads_synced,
-        &ctx.volumes.pod_volume_backups_synced,
-        &ctx.locations.synced,
+        &nab.queued.synced,
+        &nar.synced,
+        &nab.delete_requests.synced,
+        &nab.volumes.data_uploads_synced,
+        &nab.volumes.pod_volume_backups_synced,
+        &locations.synced,
     ] {
         synced.mark();
     }
-    let ctx = Arc::new(ctx);
+    let view = Arc::new(reg.into_view());
+    let cx = |own| {
+        Arc::new(Cx {
+            shared: shared.clone(),
+            view: view.clone(),
+            own,
+        })
+    };
     (
         Fixture {
-            ctx,
-            nabs: wiring.nab.objects,
-            backups: wiring.nab.velero,
-            restores: wiring.nar.velero,
+            nab: cx(nab),
+            nar: Arc::new(Cx {
+                shared: shared.clone(),
+                view: view.clone(),
+                own: nar,
+            }),
+            nabs: nab_wiring.queued.objects,
+            backups: nab_wiring.queued.velero,
+            restores: nar_wiring.velero,
             reads: Default::default(),
         },
         handle,
@@ -330,14 +356,14 @@ where
 
 async fn run(f: &Fixture, handle: ApiHandle, obj: NonAdminBackup) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::kind::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.nab.clone())
     })
     .await
 }
 
 async fn run_nar(f: &Fixture, handle: ApiHandle, obj: NonAdminRestore) -> (Vec<Call>, usize) {
     drive(handle, obj, f.reads.clone(), |o| {
-        super::kind::reconcile(o, f.ctx.clone())
+        super::kind::reconcile(o, f.nar.clone())
     })
     .await
 }
@@ -434,7 +460,7 @@ fn nar_by(backup: &str, user: &str) -> NonAdminRestore {
 /// The NonAdminBackup "nightly", Created, and its Velero Backup in `phase`, in the watch stores.
 fn completed_source(f: &mut Fixture, phase: &str) {
     stored_backup(f, Some(phase));
-    let vb = f.ctx.nab.velero.state().pop().expect("the stored Velero Backup");
+    let vb = f.nab.own.queued.velero.state().pop().expect("the stored Velero Backup");
     f.reads
         .insert(VELERO_BACKUP.to_string(), serde_json::to_value(&*vb).unwrap());
     f.nabs.apply_watcher_event(&Event::Apply(created_nab(json!({}))));
@@ -544,7 +570,7 @@ async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
                 );
                 assert_eq!(status.body["status"]["phase"], "New");
                 assert_eq!(events, 2, "{source}: accepted + waiting");
-                assert_eq!(f.ctx.nar.waiting.len(), 1);
+                assert_eq!(f.nar.own.waiting.len(), 1);
             } else {
                 // No wait: refused at once, as OADP does.
                 assert_eq!(
@@ -553,7 +579,7 @@ async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
                     "{source}"
                 );
                 assert_eq!(events, 1, "{source}");
-                assert!(f.ctx.nar.waiting.is_empty());
+                assert!(f.nar.own.waiting.is_empty());
             }
         }
     }
@@ -571,12 +597,12 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
     ));
     // It was waiting for its backup before it was deleted: that wait ends with it.
     let me = kube::runtime::reflector::ObjectRef::from_obj(&undo);
-    f.ctx
-        .nar
+    f.nar
+        .own
         .waiting
         .register(me, vec!["NonAdminBackup:team-a/nightly".into()]);
     let (calls, events) = run_nar(&f, handle, undo).await;
-    assert!(f.ctx.nar.waiting.is_empty());
+    assert!(f.nar.own.waiting.is_empty());
     assert_eq!(
         calls,
         vec![

@@ -3,10 +3,11 @@
 //! write with its Events, and the identity lookup. A kind brings only what differs through [`Kind`]; the kinds
 //! queued in Velero (backups, restores) add the second tier, [`Tenant`](super::tenant::Tenant), on top.
 
-use super::context::{key_of, Error, QueueDepth, Waiters, Watched};
-use super::gc;
+use super::context::{key_of, Cx, Error, QueueDepth, Shared, Waiters, Watched};
+use super::gc::MadeBy;
 use super::status::Note;
-use super::term::{Ctx, Jobs};
+use super::term::Jobs;
+use super::view::Registry;
 use super::watches::{self, Synced};
 use super::write::{update_status, with_finalizer, HasStatus, StatusUpdate};
 use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
@@ -35,6 +36,22 @@ pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
     const ORIGIN: Origin;
     /// Controller name in metrics and logs.
     const CONTROLLER: &'static str;
+    /// What the kind keeps for a term: its stores, indexes, triggers and waiters.
+    type State: Send + Sync + 'static;
+    /// The write ends of its state, for its watches and triggers.
+    type Wiring: Send + 'static;
+
+    /// Its state for a new term, registering in `reg` what others read of it (its stores, its waiters, its
+    /// hooks on others' watches, what it makes for the collector).
+    fn build(shared: &Shared, reg: &mut Registry) -> (Self::State, Self::Wiring);
+
+    /// Its controller for the term (its watches, fed into its state), run until `stop` (by [`run`]).
+    fn controller(
+        ctx: Arc<Cx<Self::State>>,
+        wiring: Self::Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl Future<Output = ()> + Send;
 
     /// The nacuuid the status records (none for a kind whose identity is not a nacuuid).
     fn recorded_nacuuid(status: &Self::Status) -> Option<&str>;
@@ -49,27 +66,35 @@ pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
     fn notes(old: Option<&Self::Status>, new: &Self::Status) -> Vec<Note>;
 
     /// The kind's queue-depth gauge, when it keeps one.
-    fn depth(_ctx: &Ctx) -> Option<&QueueDepth> {
+    fn depth(_ctx: &Cx<Self::State>) -> Option<&QueueDepth> {
         None
     }
 
     /// The objects of this kind waiting for others, when it has waits.
-    fn waiting(_ctx: &Ctx) -> Option<&Waiters<Self>> {
+    fn waiting(_ctx: &Cx<Self::State>) -> Option<&Waiters<Self>> {
         None
     }
 
     /// Waits (bounded) until the stores the kind's decisions read have their first list.
-    fn ready(ctx: &Ctx) -> impl Future<Output = Result<(), Error>> + Send;
+    fn ready(ctx: &Cx<Self::State>) -> impl Future<Output = Result<(), Error>> + Send;
 
     /// The create/update path of a live object, as fresh as nac's own last write of it.
-    fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+    fn apply(
+        api: &Api<Self>,
+        obj: Arc<Self>,
+        ctx: &Cx<Self::State>,
+    ) -> impl Future<Output = Result<Action, Error>> + Send;
 
     /// The finalizer's cleanup: the kind's delete path (never called for a kind without a finalizer).
-    fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> impl Future<Output = Result<Action, Error>> + Send;
+    fn cleanup(
+        api: &Api<Self>,
+        obj: Arc<Self>,
+        ctx: &Cx<Self::State>,
+    ) -> impl Future<Output = Result<Action, Error>> + Send;
 }
 
 /// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
-pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Cx<K::State>>) -> Result<Action, Error> {
     let key = key_of(&*obj);
     let span = tracing::info_span!("reconcile", controller = K::CONTROLLER, object = %key);
     let depth = K::depth(&ctx);
@@ -111,14 +136,14 @@ pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Er
 }
 
 /// A live object: once the stores are listed, and never planned from a cache behind nac's own last write.
-async fn live<K: Kind>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
+async fn live<K: Kind>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> Result<Action, Error> {
     K::ready(ctx).await?;
     let obj = ctx.fresh(api, obj).await?;
     K::apply(api, obj, ctx).await
 }
 
 /// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.
-pub fn error_policy<K: Kind>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy<K: Kind>(obj: Arc<K>, err: &Error, ctx: Arc<Cx<K::State>>) -> Action {
     let key = key_of(&*obj);
     let controller = K::CONTROLLER;
     if err.is_waiting() {
@@ -134,7 +159,7 @@ pub fn error_policy<K: Kind>(obj: Arc<K>, err: &Error, ctx: Arc<Ctx>) -> Action 
 pub async fn set_status<K: Kind>(
     api: &Api<K>,
     obj: &K,
-    ctx: &Ctx,
+    ctx: &Shared,
     plan: impl Fn(Option<&K::Status>) -> K::Status,
 ) -> Result<StatusUpdate<K>, Error> {
     let up = update_status(api, obj, &ctx.recent, &ctx.metrics, plan).await?;
@@ -166,7 +191,7 @@ pub fn nacuuid<K: Kind>(obj: &K) -> Option<String> {
 pub async fn ensure_nacuuid<K: Kind>(
     api: &Api<K>,
     obj: Arc<K>,
-    ctx: &Ctx,
+    ctx: &Shared,
     record: impl Fn(Option<&K::Status>, &str) -> K::Status,
 ) -> Result<(Arc<K>, String), Error> {
     if let Some(u) = nacuuid(&*obj) {
@@ -200,7 +225,7 @@ pub fn made_meta<K: Kind>(
 }
 
 /// Runs a kind's controller until `stop`, on the base above.
-pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: CancellationToken) {
+pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Cx<K::State>>, stop: CancellationToken) {
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile::<K>, error_policy::<K>, ctx.clone())
@@ -215,7 +240,7 @@ pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Ctx>, stop: Cance
 /// A controller over a kind's objects (all namespaces, reflected into `writer`; each delete event goes to the
 /// collector).
 pub fn controller<K: Kind>(
-    ctx: &Ctx,
+    ctx: &Shared,
     writer: Writer<K>,
     synced: Synced,
     jobs: &Jobs,
@@ -245,7 +270,7 @@ impl<V: DeserializeOwned + Debug + Send + Sync + 'static> Owned for V {}
 /// The Velero objects nac made for a kind (label-selected in the Velero namespace, reflected into `writer`), for
 /// a controller's `watches_stream`.
 pub fn made<K: Kind, V: VeleroSide>(
-    ctx: &Ctx,
+    ctx: &Shared,
     writer: Writer<V>,
     synced: Synced,
     what: &'static str,
@@ -262,34 +287,32 @@ pub fn made<K: Kind, V: VeleroSide>(
 
 /// The controller of a kind with one Velero object per tenant object ([`Stores`]): its objects, and the Velero
 /// objects nac made for them (`what`: the two watches' names), those whose tenant object is gone going to the
-/// collector as `made`. Its triggers are handed back for the kind to pace.
+/// collector. Its triggers are handed back for the kind to pace.
 pub fn one_to_one<K: Kind, V: VeleroSide>(
-    ctx: &Ctx,
+    ctx: &Shared,
     stores: &Stores<K, V>,
     wiring: StoresWiring<K, V>,
     jobs: &Jobs,
-    made: gc::Made,
     what: [&'static str; 2],
 ) -> (Controller<K>, UnboundedReceiver<ObjectRef<K>>) {
     let velero = self::made::<K, V>(ctx, wiring.velero, stores.velero.synced.clone(), what[1]);
-    let orphans = owner_or_orphan(stores.objects.store.clone(), jobs, made);
+    let orphans = owner_or_orphan::<K, V>(stores.objects.store.clone(), jobs);
     let controller = self::controller(ctx, wiring.objects, stores.objects.synced.clone(), jobs, what[0])
         .watches_stream(velero, orphans);
     (controller, wiring.triggers)
 }
 
 /// Maps a Velero object nac made back to its tenant object; one whose tenant object is not in `objects` goes to
-/// the collector as `made`.
-pub fn owner_or_orphan<K: Kind, V: Resource>(
+/// the collector.
+pub fn owner_or_orphan<K: Kind, V: Resource<DynamicType = ()>>(
     objects: Store<K>,
     jobs: &Jobs,
-    made: gc::Made,
 ) -> impl Fn(V) -> Option<ObjectRef<K>> + Send + Sync + 'static {
     let jobs = jobs.clone();
     move |v: V| {
         let r = K::ORIGIN.owner(v.meta())?;
         if objects.get(&r).is_none() {
-            jobs.orphan(made, v.meta().name.clone().unwrap_or_default());
+            jobs.orphan::<V>(v.meta().name.clone().unwrap_or_default());
         }
         Some(r)
     }
@@ -300,7 +323,7 @@ pub fn owner_or_orphan<K: Kind, V: Resource>(
 pub struct Stores<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
     pub objects: Watched<K>,
     pub velero: Watched<V>,
-    pub waiting: Waiters<K>,
+    pub waiting: Arc<Waiters<K>>,
     pub trigger: UnboundedSender<ObjectRef<K>>,
 }
 
@@ -311,11 +334,20 @@ pub struct StoresWiring<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static
     pub triggers: UnboundedReceiver<ObjectRef<K>>,
 }
 
-impl<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> Stores<K, V> {
-    pub fn new() -> (Self, StoresWiring<K, V>) {
-        let (objects, objects_writer) = Watched::new();
-        let (velero, velero_writer) = Watched::new();
+impl<K, V> Stores<K, V>
+where
+    K: Kind + Clone + kube::runtime::reflector::Lookup<DynamicType = ()>,
+    V: VeleroSide + kube::runtime::reflector::Lookup<DynamicType = ()> + crate::naming::Tags,
+{
+    /// Its stores (shared through the view), its waiters (woken through the view) and what the collector
+    /// collects of it: the Velero objects, once their tenant object is gone.
+    pub fn new(reg: &mut Registry) -> (Self, StoresWiring<K, V>) {
+        let (objects, objects_writer) = reg.watched();
+        let (velero, velero_writer) = reg.watched();
         let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let waiting = Arc::new(Waiters::default());
+        wake_on(reg, &waiting, &trigger);
+        reg.made(MadeBy::<K, V>::always());
         let wiring = StoresWiring {
             objects: objects_writer,
             velero: velero_writer,
@@ -324,16 +356,23 @@ impl<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> Stores<K, V> {
         let stores = Stores {
             objects,
             velero,
-            waiting: Waiters::default(),
+            waiting,
             trigger,
         };
         (stores, wiring)
     }
+}
 
-    /// Triggers the objects waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        for r in self.waiting.waiting_for(dependency) {
-            let _ = self.trigger.unbounded_send(r);
+/// Registers `waiting`'s objects to be triggered through `trigger` when what they wait for changes.
+pub fn wake_on<K: Kind + kube::runtime::reflector::Lookup<DynamicType = ()>>(
+    reg: &mut Registry,
+    waiting: &Arc<Waiters<K>>,
+    trigger: &UnboundedSender<ObjectRef<K>>,
+) {
+    let (waiting, trigger) = (waiting.clone(), trigger.clone());
+    reg.waker(move |dependency| {
+        for r in waiting.waiting_for(dependency) {
+            let _ = trigger.unbounded_send(r);
         }
-    }
+    });
 }

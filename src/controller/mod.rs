@@ -45,6 +45,7 @@ mod objects;
 pub mod status;
 pub mod tenant;
 pub mod term;
+pub mod view;
 pub mod write;
 
 pub use background::{gc, sync};
@@ -52,21 +53,10 @@ pub use context::Error;
 pub use index::{counts, interner, queue, watches};
 pub use kinds::{backup, download, location, restore, schedule};
 pub use objects::add_backup_exclusions;
+pub use term::term;
 
 use crate::config::Settings;
-use crate::metrics::Metrics;
-use crate::naming::NABSL;
-use crate::policy::live::PolicyStore;
-use crate::velero::BackupStorageLocation;
-use context::Shared;
-use events::Recorder;
-use futures::StreamExt;
-use kube::runtime::reflector::store::Writer;
-use kube::{Client, ResourceExt};
-use std::sync::Arc;
 use std::time::Duration;
-use term::{Ctx, Jobs};
-use tokio_util::sync::CancellationToken;
 
 /// Everything the controllers need to know, with the timings tests may want to shorten.
 #[derive(Clone, Debug)]
@@ -144,95 +134,6 @@ pub fn default_identity() -> String {
         .unwrap_or_else(|| "nac".to_string());
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}_{}", &suffix[..8])
-}
-
-/// One leadership term: fresh watches, stores and indexes; the kinds' controllers, the Velero storage locations
-/// they share, and the background jobs; until `stop`. The runtime runs one per term of leadership.
-pub async fn term(
-    client: Client,
-    opts: Options,
-    policy: Arc<PolicyStore>,
-    metrics: Arc<Metrics>,
-    access: Arc<dyn crate::rights::Access>,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    let recorder = Arc::new(Recorder::new(client.clone(), "nac", &opts.identity));
-    let (ctx, wiring) = Ctx::new(Shared::new(client, opts, policy, metrics, recorder, access));
-    let ctx = Arc::new(ctx);
-    let (jobs, gc_triggers, sync_triggers) = Jobs::new();
-    // The kinds: each wires its own watches.
-    let kinds = async {
-        tokio::join!(
-            backup::controller(ctx.clone(), wiring.nab, wiring.delete_requests, &jobs, stop.clone()),
-            restore::controller(ctx.clone(), wiring.nar, &jobs, stop.clone()),
-            location::controller(ctx.clone(), wiring.nabsl, &jobs, stop.clone()),
-            download::controller(ctx.clone(), wiring.nadr, &jobs, stop.clone()),
-            schedule::controller(ctx.clone(), wiring.nas, &jobs, stop.clone()),
-        )
-    };
-    let locations = watch_locations(&ctx, wiring.locations)
-        .take_until(stop.clone().cancelled_owned())
-        .for_each(|_| async {});
-    let (sync_ctx, gc_ctx) = (ctx.clone(), ctx.clone());
-    let background = async {
-        tokio::join!(
-            async {
-                tokio::select! {
-                    () = sync::run(sync_ctx, sync_triggers) => {}
-                    () = stop.cancelled() => {}
-                }
-            },
-            async {
-                tokio::select! {
-                    () = gc::run(gc_ctx, gc_triggers) => {}
-                    () = stop.cancelled() => {}
-                }
-            },
-        )
-    };
-    tokio::join!(kinds, locations, background);
-    tracing::info!("controllers stopped");
-    Ok(())
-}
-
-/// Velero's storage locations, read by several kinds: restores and download requests wait for theirs, a tenant's
-/// location mirrors its own, and the backups on a location that appears or goes say so.
-fn watch_locations(ctx: &Arc<Ctx>, writer: Writer<BackupStorageLocation>) -> impl futures::Stream<Item = ()> + Send {
-    let wake_ctx = ctx.clone();
-    let mut known = std::collections::HashSet::<String>::new();
-    watches::location_stream(
-        ctx.velero_api(),
-        writer,
-        ctx.locations.synced.clone(),
-        move |location, exists| {
-            let name = &location.name_any();
-            wake_ctx.wake(&tenant::dependency(
-                "BackupStorageLocation",
-                &wake_ctx.opts.velero_namespace,
-                name,
-            ));
-            if let Some(r) = NABSL.owner(&location.metadata) {
-                let _ = wake_ctx.nabsl.trigger.unbounded_send(r);
-            }
-            // A location appearing or going: the backups on it say so.
-            if exists != known.contains(name) {
-                if exists {
-                    known.insert(name.to_string());
-                } else {
-                    known.remove(name);
-                }
-                let on_it: Vec<String> = wake_ctx
-                    .nab
-                    .velero
-                    .state()
-                    .iter()
-                    .filter(|b| b.spec.storage_location.as_deref() == Some(name))
-                    .map(|b| b.name_any())
-                    .collect();
-                wake_ctx.nab.trigger.send(on_it);
-            }
-        },
-    )
 }
 
 #[cfg(test)]

@@ -6,25 +6,24 @@
 //! [`queued_kind!`](crate::queued_kind).
 
 use super::conditions::{find, now_seconds};
-use super::context::{key_of, key_of_ref, Error, QueueDepth, Waiters};
+use super::context::{key_of, key_of_ref, Cx, Error, QueueDepth, Shared, Waiters};
 use super::kind::{ensure_nacuuid, nacuuid, set_status, Kind};
 use super::queue::Observed;
 use super::queue::QueueIndex;
 use super::status::{self, TenantStatus, Words};
-use super::term::Ctx;
+use super::view::Registry;
 use super::watches;
 use super::watches::Synced;
 use super::write::{create_or_get, delete_if_present, HasStatus};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
-use crate::metrics::Metrics;
 use crate::policy::Policy;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, store::Writer, ObjectRef, Store};
+use kube::runtime::reflector::{store::Writer, ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -179,7 +178,7 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
     type View: Send + Sync;
 
     /// The kind's stores, queue index and triggers in the context.
-    fn state(ctx: &Ctx) -> &KindState<Self>;
+    fn state(ctx: &Cx<Self::State>) -> &KindState<Self>;
 
     /// Whether a Velero object is one nac keeps in the kind's store (and reconciles for): by default those
     /// carrying the kind's identity label.
@@ -198,13 +197,21 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
     }
 
     /// Decisions before anything else on a live object (e.g. a deletion the spec asks for). `None`: go on.
-    fn early(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
+    fn early(
+        _api: &Api<Self>,
+        _obj: &Self,
+        _ctx: &Cx<Self::State>,
+    ) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
         async { Ok(None) }
     }
 
     /// An object whose Velero object exists already by design (e.g. re-created by backup sync): adopted instead
     /// of admitted. `None`: admit it as new.
-    fn adopt(_api: &Api<Self>, _obj: &Self, _ctx: &Ctx) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
+    fn adopt(
+        _api: &Api<Self>,
+        _obj: &Self,
+        _ctx: &Cx<Self::State>,
+    ) -> impl Future<Output = Result<Option<Action>, Error>> + Send {
         async { Ok(None) }
     }
 
@@ -212,7 +219,7 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
     fn admit(
         obj: &Self,
         policy: &Policy,
-        ctx: &Ctx,
+        ctx: &Cx<Self::State>,
     ) -> impl Future<Output = Result<Admission<<Self::Velero as VeleroObject>::Spec>, Error>> + Send;
 
     /// The Velero object for an admitted object, named by its nacuuid.
@@ -224,7 +231,7 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
     ) -> Self::Velero;
 
     /// The observations of the Velero object the status mirrors.
-    fn view(ctx: &Ctx, velero: &Self::Velero, nacuuid: &str) -> impl Future<Output = Self::View> + Send;
+    fn view(ctx: &Cx<Self::State>, velero: &Self::Velero, nacuuid: &str) -> impl Future<Output = Self::View> + Send;
 
     /// The queue position in a view.
     fn position(view: &Self::View) -> i64;
@@ -249,16 +256,16 @@ macro_rules! queued_kind {
             $crate::controller::status::notes::<Self>(old, new)
         }
 
-        fn depth(ctx: &$crate::controller::term::Ctx) -> Option<&$crate::controller::context::QueueDepth> {
+        fn depth(ctx: &$crate::controller::context::Cx<Self::State>) -> Option<&$crate::controller::context::QueueDepth> {
             Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).depth)
         }
 
-        fn waiting(ctx: &$crate::controller::term::Ctx) -> Option<&$crate::controller::context::Waiters<Self>> {
+        fn waiting(ctx: &$crate::controller::context::Cx<Self::State>) -> Option<&$crate::controller::context::Waiters<Self>> {
             Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).waiting)
         }
 
         fn ready(
-            ctx: &$crate::controller::term::Ctx,
+            ctx: &$crate::controller::context::Cx<Self::State>,
         ) -> impl std::future::Future<Output = Result<(), $crate::controller::Error>> + Send {
             $crate::controller::tenant::ready::<Self>(ctx)
         }
@@ -266,7 +273,7 @@ macro_rules! queued_kind {
         fn apply(
             api: &kube::Api<Self>,
             obj: std::sync::Arc<Self>,
-            ctx: &$crate::controller::term::Ctx,
+            ctx: &$crate::controller::context::Cx<Self::State>,
         ) -> impl std::future::Future<Output = Result<kube::runtime::controller::Action, $crate::controller::Error>> + Send
         {
             $crate::controller::tenant::apply(api, obj, ctx)
@@ -288,7 +295,7 @@ pub struct KindState<K: Tenant> {
     pub trigger: Trigger<K>,
     pub depth: QueueDepth,
     /// Objects of this kind waiting for others (see [`Waiters`]).
-    pub waiting: Waiters<K>,
+    pub waiting: Arc<Waiters<K>>,
 }
 
 /// The write ends of a [`KindState`], for the watch streams that feed it.
@@ -299,25 +306,28 @@ pub struct KindWiring<K: Tenant> {
 }
 
 impl<K: Tenant> KindState<K> {
-    pub fn new(metrics: &Metrics, velero_namespace: &str) -> (Self, KindWiring<K>) {
-        let (objects, objects_writer) = reflector::store::<K>();
-        let (velero, velero_writer) = reflector::store::<K::Velero>();
+    /// Its stores (shared through the view) and its waiters (woken through the view).
+    pub fn new(shared: &Shared, reg: &mut Registry) -> (Self, KindWiring<K>) {
+        let (objects, objects_writer) = reg.watched::<K>();
+        let (velero, velero_writer) = reg.watched::<K::Velero>();
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let trigger = Trigger {
-            velero: velero.clone(),
-            namespace: velero_namespace.to_string(),
+            velero: velero.store.clone(),
+            namespace: shared.opts.velero_namespace.clone(),
             triggers: tx.clone(),
         };
+        let waiting = Arc::new(Waiters::default());
+        super::kind::wake_on(reg, &waiting, &tx);
         let state = KindState {
-            objects,
-            objects_synced: Synced::default(),
-            velero,
-            synced: Synced::default(),
+            objects: objects.store,
+            objects_synced: objects.synced,
+            velero: velero.store,
+            synced: velero.synced,
             queue: Arc::new(Mutex::new(QueueIndex::new())),
             triggers: tx,
             trigger,
-            depth: QueueDepth::new(metrics, K::CONTROLLER),
-            waiting: Waiters::default(),
+            depth: QueueDepth::new(&shared.metrics, K::CONTROLLER),
+            waiting,
         };
         let wiring = KindWiring {
             objects: objects_writer,
@@ -341,13 +351,6 @@ impl<K: Tenant> KindState<K> {
     pub fn note(&self, v: &K::Velero) {
         let changed = self.queue.lock().expect("queue lock").upsert(v.observe());
         self.trigger.send(changed);
-    }
-
-    /// Triggers the objects of this kind waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        for r in self.waiting.waiting_for(dependency) {
-            let _ = self.triggers.unbounded_send(r);
-        }
     }
 
     /// Counts a trigger in the queue-depth gauge when the object still exists.
@@ -441,7 +444,13 @@ pub fn dependency(kind: &str, namespace: &str, name: &str) -> String {
 }
 
 /// Refuses the object with `reason` and `message`: BackingOff until the user changes it.
-pub async fn reject<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx, reason: &str, message: &str) -> Result<Action, Error> {
+pub async fn reject<K: Tenant>(
+    api: &Api<K>,
+    obj: &K,
+    ctx: &Shared,
+    reason: &str,
+    message: &str,
+) -> Result<Action, Error> {
     let now = now_seconds();
     set_status(api, obj, ctx, |s| status::refused::<K>(s, reason, message, now)).await?;
     Ok(Action::await_change())
@@ -483,13 +492,13 @@ pub fn check_owner<K: Tenant>(velero: &K::Velero, obj: &K) -> Result<(), Error> 
 }
 
 /// The queued kinds' decisions read their Velero objects' store.
-pub async fn ready<K: Tenant>(ctx: &Ctx) -> Result<(), Error> {
+pub async fn ready<K: Tenant>(ctx: &Cx<K::State>) -> Result<(), Error> {
     let what = format!("Velero {}s", <K::Velero as VeleroObject>::KIND);
     ctx.ready(&K::state(ctx).synced, &what).await
 }
 
 /// Create/update path of a live object (read fresh by the base: decisions below read the status).
-pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Ctx) -> Result<Action, Error> {
+pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> Result<Action, Error> {
     if let Some(action) = K::early(api, &obj, ctx).await? {
         return Ok(action);
     }
@@ -548,7 +557,7 @@ async fn create_and_mirror<K: Tenant>(
     api: &Api<K>,
     obj: Arc<K>,
     spec: <K::Velero as VeleroObject>::Spec,
-    ctx: &Ctx,
+    ctx: &Cx<K::State>,
 ) -> Result<Action, Error> {
     let now = now_seconds();
     let vns = ctx.opts.velero_namespace.clone();
@@ -558,7 +567,7 @@ async fn create_and_mirror<K: Tenant>(
     let velero = match state.velero.get(&ctx.velero_ref(&name)) {
         Some(v) => (*v).clone(),
         None => {
-            let wanted = K::build(&obj, &nacuuid, &ctx.opts.velero_namespace, spec);
+            let wanted = <K as Tenant>::build(&obj, &nacuuid, &ctx.opts.velero_namespace, spec);
             let kind = <K::Velero as VeleroObject>::KIND;
             let v = create_or_get(&ctx.velero_api::<K::Velero>(), &wanted, &ctx.metrics, kind).await?;
             tracing::info!(object = %key_of(&*obj), velero = %name, "Velero {kind} created");
@@ -571,7 +580,7 @@ async fn create_and_mirror<K: Tenant>(
 }
 
 /// Status mirror of an existing Velero object (or the report that it vanished: never re-created).
-async fn mirror_existing<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Ctx) -> Result<Action, Error> {
+async fn mirror_existing<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Cx<K::State>) -> Result<Action, Error> {
     let nacuuid =
         nacuuid(obj).ok_or_else(|| Error::Inconsistent(format!("{} is Created but has no nacuuid", key_of(obj))))?;
     let name = velero_name(obj, &nacuuid);
@@ -599,7 +608,7 @@ pub async fn mirror<K: Tenant>(
     obj: &K,
     velero: &K::Velero,
     nacuuid: &str,
-    ctx: &Ctx,
+    ctx: &Cx<K::State>,
 ) -> Result<Action, Error> {
     let view = K::view(ctx, velero, nacuuid).await;
     let now = now_seconds();
@@ -629,7 +638,7 @@ pub struct Target<K: Tenant> {
 }
 
 /// The Velero object of a deleting object; `None` when it never got a nacuuid (nothing was created).
-pub async fn target<K: Tenant>(obj: &K, ctx: &Ctx) -> Result<Option<Target<K>>, Error> {
+pub async fn target<K: Tenant>(obj: &K, ctx: &Cx<K::State>) -> Result<Option<Target<K>>, Error> {
     let Some(nacuuid) = nacuuid(obj) else {
         return Ok(None);
     };
@@ -642,7 +651,7 @@ pub async fn target<K: Tenant>(obj: &K, ctx: &Ctx) -> Result<Option<Target<K>>, 
 }
 
 /// Deletes the Velero object (once: not again while it is being deleted). Whether it is gone now.
-pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero) -> Result<bool, Error> {
+pub async fn delete_velero<K: Tenant>(ctx: &Shared, name: &str, velero: &K::Velero) -> Result<bool, Error> {
     if velero.meta().deletion_timestamp.is_some() {
         return Ok(false);
     }
@@ -664,7 +673,7 @@ pub async fn delete_velero<K: Tenant>(ctx: &Ctx, name: &str, velero: &K::Velero)
 /// annotations; `seen` hears of every one, `orphan` of those whose tenant object is not in the store, `deleted` of its own objects'
 /// delete events), and the coalesced triggers of queue moves and per-volume progress. Every trigger counts in the kind's queue-depth gauge.
 pub fn controller<K: Tenant>(
-    ctx: &Arc<Ctx>,
+    ctx: &Arc<Cx<K::State>>,
     wiring: KindWiring<K>,
     seen: impl Fn(&K::Velero) + Send + Sync + 'static,
     orphan: impl Fn(&K::Velero, &ObjectRef<K>) + Send + Sync + 'static,
@@ -690,7 +699,7 @@ where
             let me = ObjectRef::from_obj(o);
             K::state(&c1).enqueued(&me);
             // Whatever waits for this object hears of its change.
-            c1.wake(&dependency(
+            c1.view.wake(&dependency(
                 K::ORIGIN.kind,
                 me.namespace.as_deref().unwrap_or_default(),
                 &me.name,
@@ -712,7 +721,7 @@ where
             orphan(&v, &r);
             K::state(&c2).enqueued(&r);
             // A Velero object's progress is its tenant object's: waiters hear of it without waiting for the mirror.
-            c2.wake(&dependency(
+            c2.view.wake(&dependency(
                 K::ORIGIN.kind,
                 r.namespace.as_deref().unwrap_or_default(),
                 &r.name,

@@ -1,90 +1,114 @@
-//! One leadership term's state: the [`Shared`] core, and beside it one state per kind (its watch-fed stores,
-//! indexes, triggers and waiters), each built by the kind itself. The stores are read across kinds (a restore
-//! reads backups; sync and collection read everything) through this one view.
+//! One leadership term: the [`Shared`] core, the list of kinds (each builds its own context and wires its own
+//! watches), the watch of Velero's storage locations that several kinds read, and the background jobs.
 
-use super::context::{Shared, Watched};
-use super::counts::Volumes;
+use super::context::{Cx, Shared};
 use super::kind::Kind;
-use super::tenant::{KindState, KindWiring};
-use super::{download, gc, location, schedule};
-use crate::api::{NonAdminBackup, NonAdminRestore};
-use crate::velero::{BackupStorageLocation, DeleteBackupRequest};
+use super::view::{Registry, View};
+use super::watches;
+use super::{gc, sync, Options};
+use crate::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore, NonAdminSchedule,
+};
+use crate::metrics::Metrics;
+use crate::policy::live::PolicyStore;
+use crate::velero::BackupStorageLocation;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
-use kube::runtime::reflector::store::Writer;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use kube::{Client, Resource, ResourceExt};
 
-/// The reconcilers' context for one leadership term.
-pub struct Ctx {
-    pub shared: Shared,
-    pub nab: KindState<NonAdminBackup>,
-    pub nar: KindState<NonAdminRestore>,
-    pub nabsl: location::State,
-    pub nadr: download::State,
-    pub nas: schedule::State,
-    /// nac's DeleteBackupRequests (NonAdminBackups follow them).
-    pub delete_requests: Watched<DeleteBackupRequest>,
-    /// Velero's storage locations (restores wait for theirs to be Available; tenants' locations mirror theirs).
-    pub locations: Watched<BackupStorageLocation>,
-    /// Per-volume progress of backups.
-    pub volumes: Volumes,
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A kind built for a term, waiting for the term's view to run its controller.
+pub type Start = Box<dyn FnOnce(Arc<View>, Jobs, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// Builds kind `K`'s own state (registering in `reg` what others read of it) and hands back how to run it.
+pub fn kind<K: Kind>(shared: &Arc<Shared>, reg: &mut Registry) -> Start {
+    let (own, wiring) = K::build(shared, reg);
+    let shared = shared.clone();
+    Box::new(move |view, jobs, stop| {
+        let ctx = Arc::new(Cx { shared, view, own });
+        Box::pin(async move { K::controller(ctx, wiring, &jobs, stop).await })
+    })
 }
 
-/// The write ends of a term's stores, for the watch streams.
-pub struct Wiring {
-    pub nab: KindWiring<NonAdminBackup>,
-    pub nar: KindWiring<NonAdminRestore>,
-    pub nabsl: location::Wiring,
-    pub nadr: download::Wiring,
-    pub nas: schedule::Wiring,
-    pub delete_requests: Writer<DeleteBackupRequest>,
-    pub locations: Writer<BackupStorageLocation>,
+/// The tenant kinds, in the order their controllers start. Adding a kind adds one line here.
+fn kinds(shared: &Arc<Shared>, reg: &mut Registry) -> Vec<Start> {
+    vec![
+        kind::<NonAdminBackup>(shared, reg),
+        kind::<NonAdminRestore>(shared, reg),
+        kind::<NonAdminBackupStorageLocation>(shared, reg),
+        kind::<NonAdminDownloadRequest>(shared, reg),
+        kind::<NonAdminSchedule>(shared, reg),
+    ]
 }
 
-impl Ctx {
-    /// A fresh context (empty stores and indexes) around `shared`, and the write ends that feed it.
-    pub fn new(shared: Shared) -> (Self, Wiring) {
-        let (nab, nab_wiring) = KindState::new(&shared.metrics, &shared.opts.velero_namespace);
-        let (nar, nar_wiring) = KindState::new(&shared.metrics, &shared.opts.velero_namespace);
-        let (nabsl, nabsl_wiring) = location::State::new();
-        let (nadr, nadr_wiring) = download::State::new();
-        let (nas, nas_wiring) = schedule::State::new();
-        let (delete_requests, delete_requests_writer) = Watched::new();
-        let (locations, locations_writer) = Watched::new();
-        let ctx = Ctx {
-            shared,
-            nab,
-            nar,
-            nabsl,
-            nadr,
-            nas,
-            delete_requests,
-            locations,
-            volumes: Volumes::default(),
-        };
-        let wiring = Wiring {
-            nab: nab_wiring,
-            nar: nar_wiring,
-            nabsl: nabsl_wiring,
-            nadr: nadr_wiring,
-            nas: nas_wiring,
-            delete_requests: delete_requests_writer,
-            locations: locations_writer,
-        };
-        (ctx, wiring)
-    }
-
-    /// Wakes every object of every kind waiting for `dependency`.
-    pub fn wake(&self, dependency: &str) {
-        self.nab.wake(dependency);
-        self.nar.wake(dependency);
-        self.nadr.wake(dependency);
-    }
-}
-
-impl std::ops::Deref for Ctx {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
+/// One leadership term: fresh watches, stores and indexes; the kinds' controllers, the Velero storage locations
+/// they share, and the background jobs; until `stop`. The runtime runs one per term of leadership.
+pub async fn term(
+    client: Client,
+    opts: Options,
+    policy: Arc<PolicyStore>,
+    metrics: Arc<Metrics>,
+    access: Arc<dyn crate::rights::Access>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let recorder = Arc::new(super::events::Recorder::new(client.clone(), "nac", &opts.identity));
+    let shared = Arc::new(Shared::new(client, opts, policy, metrics, recorder, access));
+    let mut reg = Registry::default();
+    let (locations, locations_writer) = reg.watched::<BackupStorageLocation>();
+    let kinds = kinds(&shared, &mut reg);
+    let view = Arc::new(reg.into_view());
+    let (jobs, gc_triggers, sync_triggers) = Jobs::new();
+    let running = futures::future::join_all(
+        kinds
+            .into_iter()
+            .map(|start| start(view.clone(), jobs.clone(), stop.clone())),
+    );
+    let background = Arc::new(Cx {
+        shared: shared.clone(),
+        view: view.clone(),
+        own: (),
+    });
+    // Velero's storage locations, read by several kinds: a change wakes what waits for it, and the kinds' hooks
+    // hear of it (a tenant's location mirrors its own, the backups on a location that appears or goes say so).
+    let velero_namespace = shared.opts.velero_namespace.clone();
+    let locations = watches::location_stream(
+        shared.velero_api(),
+        locations_writer,
+        locations.synced.clone(),
+        move |location, exists| {
+            view.wake(&super::tenant::dependency(
+                "BackupStorageLocation",
+                &velero_namespace,
+                &location.name_any(),
+            ));
+            view.notify(location, exists);
+        },
+    )
+    .take_until(stop.clone().cancelled_owned())
+    .for_each(|_| async {});
+    let (sync_ctx, gc_ctx) = (background.clone(), background);
+    let jobs_done = async {
+        tokio::join!(
+            async {
+                tokio::select! {
+                    () = sync::run(sync_ctx, sync_triggers) => {}
+                    () = stop.cancelled() => {}
+                }
+            },
+            async {
+                tokio::select! {
+                    () = gc::run(gc_ctx, gc_triggers) => {}
+                    () = stop.cancelled() => {}
+                }
+            },
+        )
+    };
+    tokio::join!(running, locations, jobs_done);
+    tracing::info!("controllers stopped");
+    Ok(())
 }
 
 /// Where the kinds' watches send what the background jobs act on: the collector's triggers and the names of Velero
@@ -107,11 +131,12 @@ impl Jobs {
         let _ = self.gc.unbounded_send(gc::gone(K::ORIGIN, obj));
     }
 
-    /// A Velero object whose tenant object is not in the store: the collector decides.
-    pub fn orphan(&self, made: gc::Made, name: String) {
+    /// A Velero object of type `V` whose tenant object is not in the store: the collector decides.
+    pub fn orphan<V: Resource<DynamicType = ()>>(&self, name: String) {
+        let kind = V::kind(&()).into_owned();
         let _ = self
             .gc
-            .unbounded_send(gc::Trigger::Object(gc::Candidate { made, name }));
+            .unbounded_send(gc::Trigger::Object(gc::Candidate { kind, name }));
     }
 
     /// Backup sync looks at Velero Backup `name`.

@@ -19,73 +19,149 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
-use crate::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
-use crate::controller::kind::Kind;
-use crate::controller::term::Ctx;
-use crate::naming::{
-    Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NABSL, NADR, NAR, NAS, OADP_LABEL, OADP_LABEL_VALUE,
-};
-use crate::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, DownloadRequest, Restore};
+use crate::controller::context::{Cx, Shared};
+use crate::controller::kind::{Kind, VeleroSide};
+use crate::controller::view::View;
+use crate::naming::{Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
+use crate::velero::{Backup, DeleteBackupRequest};
 use futures::channel::mpsc::UnboundedReceiver;
+use futures::future::BoxFuture;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Preconditions};
-use kube::runtime::reflector::{Lookup, ObjectRef, Store};
-use kube::{Api, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+use kube::{Api, Client, Resource, ResourceExt};
 use std::collections::BTreeSet;
-use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The Velero objects nac makes, each with the tenant kind it is made for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Made {
-    Backup,
-    DeleteBackupRequest,
-    Restore,
-    BackupStorageLocation,
-    SecretCopy,
-    LocationRequest,
-    DownloadRequest,
-    Schedule,
+/// One kind of Velero object a tenant kind makes, as the collector sees it: where its objects are stored, which
+/// tenant kind they are made for, the kind's own reason to keep one, and how one is deleted. Each tenant kind
+/// registers its own (see [`MadeBy`]); the collector knows none of them.
+pub trait Collect: Send + Sync {
+    /// The Velero object's kind (its key in triggers, logs and metrics).
+    fn kind(&self) -> &str;
+    /// The tenant kind it is made for.
+    fn origin(&self) -> Origin;
+    /// The names of the stored objects carrying the origin's label that pass `keep`. Only the names are copied:
+    /// a sweep looks at every object nac made (10,000 metadata copies were ~20 MiB at once).
+    fn names_where(&self, view: &View, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String>;
+    /// The stored object's metadata and the kind's own reason to keep it.
+    fn stored(&self, view: &View, velero_namespace: &str, name: &str) -> Option<(ObjectMeta, Option<&'static str>)>;
+    /// The origin's presence as the stores show it.
+    fn owner_in_store(&self, view: &View, namespace: &str, name: &str) -> Presence;
+    /// The origin's presence as the API server has it (the confirmation before a delete).
+    fn owner_in_api<'a>(
+        &'a self,
+        client: Client,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Presence, kube::Error>>;
+    fn delete<'a>(
+        &'a self,
+        shared: &'a Shared,
+        name: &'a str,
+        dp: &'a DeleteParams,
+    ) -> BoxFuture<'a, Result<(), kube::Error>>;
 }
 
-impl Made {
-    pub const ALL: [Made; 8] = [
-        Made::Backup,
-        Made::DeleteBackupRequest,
-        Made::Restore,
-        Made::BackupStorageLocation,
-        Made::SecretCopy,
-        Made::LocationRequest,
-        Made::DownloadRequest,
-        Made::Schedule,
-    ];
+/// Velero objects of type `V` made for tenant kind `K`.
+pub struct MadeBy<K, V> {
+    kind: String,
+    kept: fn(&V, &View, &str) -> Option<&'static str>,
+    meta: fn(&V) -> ObjectMeta,
+    of: PhantomData<fn() -> K>,
+}
 
-    /// The tenant kind it is made for.
-    pub fn origin(self) -> &'static Origin {
-        match self {
-            Made::Backup | Made::DeleteBackupRequest => &NAB,
-            Made::Restore => &NAR,
-            Made::BackupStorageLocation | Made::SecretCopy | Made::LocationRequest => &NABSL,
-            Made::DownloadRequest => &NADR,
-            Made::Schedule => &NAS,
-        }
+impl<K, V> MadeBy<K, V>
+where
+    K: Kind + Lookup<DynamicType = ()> + Clone,
+    V: VeleroSide + Lookup<DynamicType = ()> + Tags,
+{
+    /// Collected once their origin is gone, unless `kept` (given the view and the Velero namespace) says why not.
+    pub fn keep_when(kept: fn(&V, &View, &str) -> Option<&'static str>) -> Arc<dyn Collect> {
+        Self::with_meta(kept, |v| v.meta().clone())
     }
 
-    pub fn kind(self) -> &'static str {
-        match self {
-            Made::Backup => "Backup",
-            Made::DeleteBackupRequest => "DeleteBackupRequest",
-            Made::Restore => "Restore",
-            Made::BackupStorageLocation => "BackupStorageLocation",
-            Made::SecretCopy => "Secret",
-            Made::LocationRequest => "NonAdminBackupStorageLocationRequest",
-            Made::DownloadRequest => "DownloadRequest",
-            Made::Schedule => "Schedule",
-        }
+    /// The same, with the metadata read by `meta` (for store copies that keep labels elsewhere).
+    pub fn with_meta(
+        kept: fn(&V, &View, &str) -> Option<&'static str>,
+        meta: fn(&V) -> ObjectMeta,
+    ) -> Arc<dyn Collect> {
+        Arc::new(MadeBy::<K, V> {
+            kind: <V as Resource>::kind(&()).into_owned(),
+            kept,
+            meta,
+            of: PhantomData,
+        })
+    }
+
+    /// Collected once their origin is gone.
+    pub fn always() -> Arc<dyn Collect> {
+        Self::keep_when(|_, _, _| None)
+    }
+}
+
+fn presence(found: Option<Option<String>>) -> Presence {
+    found.map_or(Presence::Missing, Presence::Present)
+}
+
+impl<K, V> Collect for MadeBy<K, V>
+where
+    K: Kind + Lookup<DynamicType = ()> + Clone,
+    V: VeleroSide + Lookup<DynamicType = ()> + Tags,
+{
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn origin(&self) -> Origin {
+        K::ORIGIN
+    }
+
+    fn names_where(&self, view: &View, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String> {
+        let tagged = K::ORIGIN;
+        view.get::<V>()
+            .state()
+            .iter()
+            .filter(|o| tagged.is_tagged(&***o) && keep(&***o))
+            .map(|o| o.name_any())
+            .collect()
+    }
+
+    fn stored(&self, view: &View, velero_namespace: &str, name: &str) -> Option<(ObjectMeta, Option<&'static str>)> {
+        let o = view.get::<V>().get(&ObjectRef::new(name).within(velero_namespace))?;
+        Some(((self.meta)(&o), (self.kept)(&o, view, velero_namespace)))
+    }
+
+    fn owner_in_store(&self, view: &View, namespace: &str, name: &str) -> Presence {
+        presence(
+            view.get::<K>()
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|o| K::identity(&o)),
+        )
+    }
+
+    fn owner_in_api<'a>(
+        &'a self,
+        client: Client,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Presence, kube::Error>> {
+        Box::pin(async move {
+            let found = Api::<K>::namespaced(client, namespace).get_opt(name).await?;
+            Ok(presence(found.map(|o| K::identity(&o))))
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        shared: &'a Shared,
+        name: &'a str,
+        dp: &'a DeleteParams,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        Box::pin(async move { shared.velero_api::<V>().delete(name, dp).await.map(|_| ()) })
     }
 }
 
@@ -144,7 +220,7 @@ const STORED_BACKUP_PHASES: &[&str] = &[
 /// Why a Velero Backup whose origin is gone stays. `location_gone`: its storage location no longer exists, so
 /// Velero can neither expire it nor sync it back, and the object only blocks a later sync of the same data from
 /// a new location (Velero skips backups whose name exists): it goes, the data stays in the bucket.
-fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
+pub fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
     let s = b.status.as_ref();
     let phase = s.and_then(|s| s.phase.as_deref());
     if !crate::velero::deletable_now(phase) {
@@ -158,15 +234,15 @@ fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
     .then_some("its data is in object storage (Velero's sync would bring it back; its TTL expires it)")
 }
 
-fn delete_request_kept(r: &DeleteBackupRequest) -> Option<&'static str> {
+pub fn delete_request_kept(r: &DeleteBackupRequest) -> Option<&'static str> {
     (r.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Processed"))
         .then_some("Velero is still deleting the backup's data")
 }
 
-/// What a sweep or a trigger looks at: one Velero object.
+/// What a sweep or a trigger looks at: one Velero object, by kind ([`Collect::kind`]) and name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
-    pub made: Made,
+    pub kind: String,
     pub name: String,
 }
 
@@ -184,126 +260,38 @@ pub enum Trigger {
 }
 
 /// The objects made for `origin` `namespace/name` that the stores hold.
-fn made_for(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Vec<Candidate> {
+fn made_for(view: &View, origin: &Origin, namespace: &str, name: &str) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for made in Made::ALL.into_iter().filter(|m| m.origin() == origin) {
-        for name in names_where(ctx, made, &|meta| origin.owns(meta, namespace, name)) {
-            out.push(Candidate { made, name });
+    for made in view.made().iter().filter(|m| m.origin() == *origin) {
+        for n in made.names_where(view, &|meta| origin.owns(meta, namespace, name)) {
+            out.push(Candidate {
+                kind: made.kind().to_string(),
+                name: n,
+            });
         }
     }
     out
 }
 
-/// The names of the objects of one kind the stores hold that carry its origin label and pass `keep`. Only the
-/// names are copied: a sweep looks at every object nac made (10,000 metadata copies were ~20 MiB at once).
-fn names_where(ctx: &Ctx, made: Made, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String> {
-    fn names<K>(store: &Store<K>, tagged: &Origin, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String>
-    where
-        K: Lookup + Resource + Tags + Clone + 'static,
-        <K as Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
-    {
-        store
-            .state()
-            .iter()
-            .filter(|o| tagged.is_tagged(&***o) && keep(&***o))
-            .map(|o| o.name_any())
-            .collect()
-    }
-    let o = made.origin();
-    match made {
-        Made::Backup => names(&ctx.nab.velero, o, keep),
-        Made::DeleteBackupRequest => names(&ctx.delete_requests, o, keep),
-        Made::Restore => names(&ctx.nar.velero, o, keep),
-        Made::BackupStorageLocation => names(&ctx.locations, o, keep),
-        Made::SecretCopy => names(&ctx.nabsl.copies, o, keep),
-        Made::LocationRequest => names(&ctx.nabsl.requests, o, keep),
-        Made::DownloadRequest => names(&ctx.nadr.velero, o, keep),
-        Made::Schedule => names(&ctx.nas.velero, o, keep),
-    }
-}
-
-/// The stored object's metadata and its kind's own reason to keep it.
-fn stored(ctx: &Ctx, c: &Candidate) -> Option<(ObjectMeta, Option<&'static str>)> {
-    fn meta<K>(
-        ctx: &Ctx,
-        store: &Store<K>,
-        name: &str,
-        kept: fn(&K) -> Option<&'static str>,
-    ) -> Option<(ObjectMeta, Option<&'static str>)>
-    where
-        K: Lookup<DynamicType = ()> + Resource + Clone + 'static,
-    {
-        store.get(&ctx.velero_ref(name)).map(|o| (o.meta().clone(), kept(&o)))
-    }
-    let n = c.name.as_str();
-    match c.made {
-        Made::Backup => ctx.nab.velero.get(&ctx.velero_ref(n)).map(|b| {
-            let location = b.spec.storage_location.as_deref().unwrap_or("default");
-            let gone = ctx.locations.get(&ctx.velero_ref(location)).is_none();
-            // Its labels and annotations too, wherever the store's copy keeps them.
-            (b.whole_meta(), backup_kept(&b, gone))
-        }),
-        Made::DeleteBackupRequest => meta(ctx, &ctx.delete_requests, n, delete_request_kept),
-        Made::Restore => meta(ctx, &ctx.nar.velero, n, |_| None),
-        Made::BackupStorageLocation => meta(ctx, &ctx.locations, n, |_| None),
-        Made::SecretCopy => meta(ctx, &ctx.nabsl.copies, n, |_| None),
-        Made::LocationRequest => meta(ctx, &ctx.nabsl.requests, n, |_| None),
-        Made::DownloadRequest => meta(ctx, &ctx.nadr.velero, n, |_| None),
-        Made::Schedule => meta(ctx, &ctx.nas.velero, n, |_| None),
-    }
-}
-
-/// The origin's presence as the stores show it.
-fn owner_in_store(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Presence {
-    fn find<K: Kind>(store: &Store<K>, namespace: &str, name: &str) -> Option<Option<String>> {
-        store
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|o| K::identity(&o))
-    }
-    let id = match origin.kind {
-        k if k == NAB.kind => find(&ctx.nab.objects, namespace, name),
-        k if k == NAR.kind => find(&ctx.nar.objects, namespace, name),
-        k if k == NABSL.kind => find(&ctx.nabsl.objects, namespace, name),
-        k if k == NAS.kind => find(&ctx.nas.objects, namespace, name),
-        _ => find(&ctx.nadr.objects, namespace, name),
-    };
-    id.map_or(Presence::Missing, Presence::Present)
-}
-
-/// The origin's presence as the API server has it (the confirmation before a delete).
-async fn owner_in_api(ctx: &Ctx, origin: &Origin, namespace: &str, name: &str) -> Result<Presence, kube::Error> {
-    async fn get<K: Kind>(ctx: &Ctx, namespace: &str, name: &str) -> Result<Option<Option<String>>, kube::Error> {
-        let found = Api::<K>::namespaced(ctx.client.clone(), namespace)
-            .get_opt(name)
-            .await?;
-        Ok(found.map(|o| K::identity(&o)))
-    }
-    let id = match origin.kind {
-        k if k == NAB.kind => get::<NonAdminBackup>(ctx, namespace, name).await?,
-        k if k == NAR.kind => get::<NonAdminRestore>(ctx, namespace, name).await?,
-        k if k == NABSL.kind => get::<NonAdminBackupStorageLocation>(ctx, namespace, name).await?,
-        k if k == NAS.kind => get::<crate::api::NonAdminSchedule>(ctx, namespace, name).await?,
-        _ => get::<NonAdminDownloadRequest>(ctx, namespace, name).await?,
-    };
-    Ok(id.map_or(Presence::Missing, Presence::Present))
-}
-
 /// Looks at one object; collects it when it is an orphan. Returns whether it was deleted.
-async fn collect(ctx: &Ctx, c: &Candidate) -> Result<bool, kube::Error> {
-    let Some((meta, persisted)) = stored(ctx, c) else {
+async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
+    let Some(made) = ctx.view.made().iter().find(|m| m.kind() == c.kind) else {
         return Ok(false);
     };
-    let origin = c.made.origin();
+    let Some((meta, persisted)) = made.stored(&ctx.view, &ctx.opts.velero_namespace, &c.name) else {
+        return Ok(false);
+    };
+    let origin = &made.origin();
     let Some((ns, name)) = origin.origin_of(&meta).map(|(a, b)| (a.to_string(), b.to_string())) else {
         return Ok(false);
     };
-    if verdict(&meta, origin, persisted, &owner_in_store(ctx, origin, &ns, &name)) != Verdict::Collect {
+    if verdict(&meta, origin, persisted, &made.owner_in_store(&ctx.view, &ns, &name)) != Verdict::Collect {
         return Ok(false);
     }
     // The store may lag behind a fresh create: the API server decides.
-    let owner = owner_in_api(ctx, origin, &ns, &name).await?;
+    let owner = made.owner_in_api(ctx.client.clone(), &ns, &name).await?;
     if let Verdict::Keep(why) = verdict(&meta, origin, persisted, &owner) {
-        tracing::debug!(kind = c.made.kind(), object = %c.name, why, "garbage collection: kept");
+        tracing::debug!(kind = c.kind, object = %c.name, why, "garbage collection: kept");
         return Ok(false);
     }
     let dp = DeleteParams {
@@ -313,22 +301,13 @@ async fn collect(ctx: &Ctx, c: &Candidate) -> Result<bool, kube::Error> {
         }),
         ..DeleteParams::background()
     };
-    ctx.metrics.write(c.made.kind());
-    let res = match c.made {
-        Made::Backup => delete::<Backup>(ctx, &c.name, &dp).await,
-        Made::DeleteBackupRequest => delete::<DeleteBackupRequest>(ctx, &c.name, &dp).await,
-        Made::Restore => delete::<Restore>(ctx, &c.name, &dp).await,
-        Made::BackupStorageLocation => delete::<BackupStorageLocation>(ctx, &c.name, &dp).await,
-        Made::SecretCopy => delete::<Secret>(ctx, &c.name, &dp).await,
-        Made::LocationRequest => delete::<crate::api::NonAdminBackupStorageLocationRequest>(ctx, &c.name, &dp).await,
-        Made::DownloadRequest => delete::<DownloadRequest>(ctx, &c.name, &dp).await,
-        Made::Schedule => delete::<crate::velero::Schedule>(ctx, &c.name, &dp).await,
-    };
+    ctx.metrics.write(made.kind());
+    let res = made.delete(&ctx.shared, &c.name, &dp).await;
     match res {
         Ok(()) => {
-            ctx.metrics.collected(c.made.kind());
+            ctx.metrics.collected(made.kind());
             tracing::info!(
-                kind = c.made.kind(),
+                kind = c.kind,
                 object = %c.name,
                 origin = %format!("{ns}/{name}"),
                 "garbage collection: deleted an orphan (its {} is gone)",
@@ -342,55 +321,32 @@ async fn collect(ctx: &Ctx, c: &Candidate) -> Result<bool, kube::Error> {
     }
 }
 
-async fn delete<K>(ctx: &Ctx, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
-    ctx.velero_api::<K>().delete(name, dp).await.map(|_| ())
-}
-
-/// Whether every store the collector reads has its first list (before that, "not in the store" means nothing).
-fn stores_synced(ctx: &Ctx) -> bool {
-    [
-        &ctx.nab.objects_synced,
-        &ctx.nar.objects_synced,
-        &ctx.nabsl.objects.synced,
-        &ctx.nadr.objects.synced,
-        &ctx.nab.synced,
-        &ctx.nar.synced,
-        &ctx.delete_requests.synced,
-        &ctx.locations.synced,
-        &ctx.nabsl.copies.synced,
-        &ctx.nabsl.requests.synced,
-        &ctx.nadr.velero.synced,
-        &ctx.nas.objects.synced,
-        &ctx.nas.velero.synced,
-    ]
-    .iter()
-    .all(|s| s.is_synced())
-}
-
 /// Looks at each candidate once; failures are logged and left to the next trigger or sweep.
-async fn collect_all(ctx: &Ctx, candidates: BTreeSet<Candidate>) -> usize {
+async fn collect_all(ctx: &Cx<()>, candidates: BTreeSet<Candidate>) -> usize {
     let mut deleted = 0;
     for c in candidates {
         match collect(ctx, &c).await {
             Ok(true) => deleted += 1,
             Ok(false) => {}
-            Err(e) => tracing::warn!(kind = c.made.kind(), object = %c.name, error = %e, "garbage collection failed"),
+            Err(e) => tracing::warn!(kind = c.kind, object = %c.name, error = %e, "garbage collection failed"),
         }
     }
     deleted
 }
 
 /// One sweep: every object nac may have made.
-pub async fn sweep(ctx: &Ctx) -> usize {
-    let all: BTreeSet<Candidate> = Made::ALL
-        .into_iter()
+pub async fn sweep(ctx: &Cx<()>) -> usize {
+    let all: BTreeSet<Candidate> = ctx
+        .view
+        .made()
+        .iter()
         .flat_map(|made| {
-            names_where(ctx, made, &|_| true)
+            made.names_where(&ctx.view, &|_| true)
                 .into_iter()
-                .map(move |name| Candidate { made, name })
+                .map(|name| Candidate {
+                    kind: made.kind().to_string(),
+                    name,
+                })
         })
         .collect();
     let n = all.len();
@@ -405,16 +361,16 @@ const SECOND_LOOK: Duration = Duration::from_secs(10);
 
 /// Runs until `triggers` ends (the term stops): a sweep once the stores are listed, then triggers as they come,
 /// and a sweep every period of the policy.
-pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
+pub async fn run(ctx: Arc<Cx<()>>, mut triggers: UnboundedReceiver<Trigger>) {
     // Wait for the first lists (bounded per store; a store that never syncs, e.g. a missing Velero CRD, leaves
     // the collector to event triggers only, each confirmed by the API).
     for _ in 0..600 {
-        if stores_synced(&ctx) {
+        if ctx.view.all_synced() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let period = |ctx: &Ctx| ctx.period(|p| p.garbage_collection.period);
+    let period = |ctx: &Cx<()>| ctx.period(|p| p.garbage_collection.period);
     let mut next_sweep = tokio::time::Instant::now();
     // Origins to look at again (one delay for all: the queue stays in time order). The objects made for them
     // are found again then, so one an in-flight reconcile created after the delete event is among them.
@@ -443,7 +399,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
                 // the API server).
                 Some(_) if first => {}
                 Some(Trigger::Gone { origin, namespace, name }) => {
-                    let found: BTreeSet<Candidate> = made_for(&ctx, &origin, &namespace, &name).into_iter().collect();
+                    let found: BTreeSet<Candidate> = made_for(&ctx.view, &origin, &namespace, &name).into_iter().collect();
                     second_looks.push_back((tokio::time::Instant::now() + SECOND_LOOK, origin, namespace, name));
                     collect_all(&ctx, found).await;
                 }
@@ -453,7 +409,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<Trigger>) {
             },
             () = look => {
                 if let Some((_, origin, namespace, name)) = second_looks.pop_front() {
-                    let found = made_for(&ctx, &origin, &namespace, &name).into_iter().collect();
+                    let found = made_for(&ctx.view, &origin, &namespace, &name).into_iter().collect();
                     collect_all(&ctx, found).await;
                 }
             }
@@ -478,6 +434,7 @@ pub fn gone<K: Resource>(origin: Origin, obj: &K) -> Trigger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::naming::{NAB, NABSL, NADR, NAR};
     use std::collections::BTreeMap;
 
     fn meta(origin: &Origin, nacuuid: &str) -> ObjectMeta {

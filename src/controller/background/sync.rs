@@ -18,16 +18,17 @@
 
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::controller::context::key_of;
+use crate::controller::context::Cx;
 use crate::controller::status::Note;
 use crate::controller::tenant::StoreCopy;
-use crate::controller::term::Ctx;
+use crate::controller::view::View;
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
     NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
 };
 use crate::policy::BackupSync;
-use crate::velero::Backup;
 use crate::velero::{run_timestamp, SCHEDULE_NAME_LABEL};
+use crate::velero::{Backup, BackupStorageLocation, Schedule};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -69,8 +70,10 @@ pub fn run_location_ok(template: Option<&str>, run: Option<&str>, tenant_locatio
 
 /// The tenant a Velero BackupStorageLocation belongs to, `(namespace, NonAdminBackupStorageLocation)`, when nac
 /// made it for one.
-pub fn tenant_location_of(ctx: &Ctx, location: &str) -> Option<(String, String)> {
-    let bsl = ctx.locations.get(&ctx.velero_ref(location))?;
+pub fn tenant_location_of(view: &View, velero_namespace: &str, location: &str) -> Option<(String, String)> {
+    let bsl = view
+        .get::<BackupStorageLocation>()
+        .get(&ObjectRef::new(location).within(velero_namespace))?;
     crate::naming::NABSL
         .origin_of(&bsl.metadata)
         .filter(|_| crate::naming::NABSL.is_tagged(&bsl.metadata))
@@ -265,11 +268,11 @@ fn created_namespaces(client: kube::Client) -> impl futures::Stream<Item = Strin
 
 /// Runs until `triggers` ends (the term stops): each trigger names a Velero Backup that changed; a new namespace
 /// triggers the backups made there; every resync period, all of them are looked at.
-pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
+pub async fn run(ctx: Arc<Cx<()>>, mut triggers: UnboundedReceiver<String>) {
     let namespaces = created_namespaces(ctx.client.clone());
     futures::pin_mut!(namespaces);
     // The period is the policy's, read at each wait so a policy edit applies at the next one.
-    let period = |ctx: &Ctx| ctx.period(|p| p.backup_sync.period);
+    let period = |ctx: &Cx<()>| ctx.period(|p| p.backup_sync.period);
     let mut next_resync = tokio::time::Instant::now();
     // Backups to look at again soon: their NonAdminBackup was still being deleted.
     let mut retries = Retries::new();
@@ -299,7 +302,8 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
             }
             Some(ns) = namespaces.next() => {
                 let names: Vec<String> = ctx
-                    .nab.velero
+                    .view
+                    .get::<Backup>()
                     .state()
                     .iter()
                     .filter(|b| NAB.origin_of(&***b).is_some_and(|(origin_ns, _)| origin_ns == ns))
@@ -310,8 +314,9 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
                 }
             }
             () = wait => {
-                if ctx.ready(&ctx.nab.synced, "Velero Backups").await.is_ok() {
-                    let names: Vec<String> = ctx.nab.velero.state().iter().map(|b| b.name_any()).collect();
+                let backups = ctx.view.get::<Backup>();
+                if ctx.ready(&backups.synced, "Velero Backups").await.is_ok() {
+                    let names: Vec<String> = backups.state().iter().map(|b| b.name_any()).collect();
                     tracing::debug!(backups = names.len(), "backup sync: periodic resync");
                     for name in names {
                         sync_or_retry(&ctx, name, &mut retries).await;
@@ -326,7 +331,7 @@ pub async fn run(ctx: Arc<Ctx>, mut triggers: UnboundedReceiver<String>) {
 type Retries = BTreeSet<(tokio::time::Instant, String)>;
 
 /// [`sync_one`], remembering the backup for another look in [`RETRY_AFTER`] when it asks for one.
-async fn sync_or_retry(ctx: &Ctx, name: String, retries: &mut Retries) {
+async fn sync_or_retry(ctx: &Cx<()>, name: String, retries: &mut Retries) {
     if sync_one(ctx, &name).await == Outcome::Retry {
         retries.insert((tokio::time::Instant::now() + RETRY_AFTER, name));
     }
@@ -343,16 +348,16 @@ enum Outcome {
 }
 
 /// Gives the Velero Backup `name` its NonAdminBackup back when it has none and may have one.
-async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
+async fn sync_one(ctx: &Cx<()>, name: &str) -> Outcome {
     let Some(policy) = ctx.policy.current() else {
         return Outcome::Done;
     };
-    let Some(b) = ctx.nab.velero.get(&ctx.velero_ref(name)) else {
+    let Some(b) = ctx.view.get::<Backup>().get(&ctx.velero_ref(name)) else {
         return Outcome::Done;
     };
-    let tenant_locations = |location: &str| tenant_location_of(ctx, location);
+    let tenant_locations = |location: &str| tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location);
     let live = |schedule: &str| {
-        let s = ctx.nas.velero.get(&ctx.velero_ref(schedule))?;
+        let s = ctx.view.get::<Schedule>().get(&ctx.velero_ref(schedule))?;
         let (ns, _) = NAS.origin_of(&s.metadata)?;
         Some((ns.to_string(), s.spec.template.storage_location.clone()))
     };
@@ -365,8 +370,8 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
     // Any NonAdminBackup of that name means the backup has one (or the name is taken): nothing to do, unless it
     // is on its way out, or it is this run's own and the run is not stamped yet.
     if let Some(existing) = ctx
-        .nab
-        .objects
+        .view
+        .get::<NonAdminBackup>()
         .get(&ObjectRef::new(&origin.name).within(&origin.namespace))
     {
         if existing.metadata.deletion_timestamp.is_some() {
@@ -424,7 +429,7 @@ async fn sync_one(ctx: &Ctx, name: &str) -> Outcome {
 /// A run as Velero made it is stamped with its NonAdminBackup's identity once that NonAdminBackup exists
 /// (stamped before, it would look like an orphan to garbage collection for a moment): then the NonAdminBackup
 /// adopts it, and the rest of nac (collection, downloads, restores) knows whose it is.
-async fn stamp_if_new(ctx: &Ctx, b: &Backup, origin: &Origin) -> Outcome {
+async fn stamp_if_new(ctx: &Cx<()>, b: &Backup, origin: &Origin) -> Outcome {
     if NAB.is_tagged(b) {
         return Outcome::Done;
     }
@@ -440,7 +445,7 @@ async fn stamp_if_new(ctx: &Ctx, b: &Backup, origin: &Origin) -> Outcome {
 
 /// Adds the NonAdminBackup identity of `origin` to the scheduled run `name` (a merge patch of its labels and
 /// annotations only: Velero's own writes to the run are not touched).
-async fn stamp_run(ctx: &Ctx, name: &str, origin: &Origin) -> Result<(), kube::Error> {
+async fn stamp_run(ctx: &Cx<()>, name: &str, origin: &Origin) -> Result<(), kube::Error> {
     let meta = NAB.stamp(
         name,
         &ctx.opts.velero_namespace,

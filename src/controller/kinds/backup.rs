@@ -8,30 +8,32 @@
 //! adds the finalizer at create).
 
 use crate::api::condition::*;
+use crate::api::NonAdminBackupStorageLocation;
 use crate::api::{
     DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule,
     VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
-use crate::controller::context::{key_of, Error};
-use crate::controller::counts::PhaseTally;
+use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
+use crate::controller::counts::{PhaseTally, Volumes};
+use crate::controller::gc::{self, MadeBy};
 use crate::controller::kind::{self, set_status, Kind};
 use crate::controller::objects::{add_backup_exclusions, to_map};
 use crate::controller::queue::reported;
 use crate::controller::status::{self, Words};
 use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
 use crate::controller::tenant::{KindState, KindWiring};
-use crate::controller::term::Ctx;
 use crate::controller::term::Jobs;
+use crate::controller::view::Registry;
+use crate::controller::watches;
 use crate::controller::write::{create_or_get, delete_if_present};
-use crate::controller::{gc, watches};
 use crate::naming::{
     Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, tenant_location, Policy};
 use crate::velero::{
-    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, DataUpload, DeleteBackupRequest,
+    backup_phase_unfinished, Backup, BackupSpec, BackupStatus, BackupStorageLocation, DataUpload, DeleteBackupRequest,
     DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
 };
 use futures::StreamExt;
@@ -44,6 +46,22 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub const NAB_CONTROLLER: &str = "nonadminbackup";
+
+/// What the backup controller keeps for a term: the queued tier's state (NonAdminBackups, nac's Velero Backups,
+/// their queue), nac's DeleteBackupRequests, and the per-volume progress of backups.
+pub struct State {
+    pub queued: KindState<NonAdminBackup>,
+    pub delete_requests: Watched<DeleteBackupRequest>,
+    pub volumes: Volumes,
+}
+
+/// The write ends of a [`State`], for its watches.
+pub struct Wiring {
+    pub queued: KindWiring<NonAdminBackup>,
+    pub delete_requests: Writer<DeleteBackupRequest>,
+}
+
+type Ctx = Cx<State>;
 pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
 pub const BACKUP_SCHEDULED_MESSAGE: &str = "Created Velero Backup object";
 /// Deleting message of the `spec.deleteBackup: true` path.
@@ -166,7 +184,7 @@ impl Tenant for NonAdminBackup {
     type View = BackupView;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
-        &ctx.nab
+        &ctx.own.queued
     }
 
     /// nac's Backups, and the runs of the Velero Schedules nac made (backup sync gives each its NonAdminBackup).
@@ -205,8 +223,8 @@ impl Tenant for NonAdminBackup {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
-            ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
-                .await?;
+            let locations = ctx.view.get::<NonAdminBackupStorageLocation>();
+            ctx.ready(&locations.synced, "NonAdminBackupStorageLocations").await?;
             match resolve_location(ctx, &nab.namespace().unwrap_or_default(), name) {
                 Ok(velero_location) => spec.storage_location = Some(velero_location),
                 Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
@@ -220,24 +238,27 @@ impl Tenant for NonAdminBackup {
     }
 
     async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
-        ctx.volumes.ready(ctx.opts.store_ready_timeout).await;
+        ctx.own.volumes.ready(ctx.opts.store_ready_timeout).await;
         // Whether the backup's location still exists is only known once the locations are listed.
-        let _ = ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations").await;
+        let locations = ctx.view.get::<BackupStorageLocation>();
+        let _ = ctx.ready(&locations.synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
         BackupView {
             nacuuid: nacuuid.to_string(),
             name: name.clone(),
             namespace: ctx.opts.velero_namespace.clone(),
             mirrored: mirrored(vb, Some(nacuuid)),
-            queue_position: ctx.nab.position(&name),
+            queue_position: ctx.own.queued.position(&name),
             // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
             data_uploads: ctx
+                .own
                 .volumes
                 .data_uploads
                 .lock()
                 .expect("counts lock")
                 .tally(&crate::naming::velero_label_value(&name)),
             pod_volume_backups: ctx
+                .own
                 .volumes
                 .pod_volume_backups
                 .lock()
@@ -247,7 +268,7 @@ impl Tenant for NonAdminBackup {
                 .spec
                 .storage_location
                 .clone()
-                .filter(|l| ctx.locations.synced.is_synced() && ctx.locations.get(&ctx.velero_ref(l)).is_none()),
+                .filter(|l| locations.synced.is_synced() && locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
 
@@ -292,11 +313,73 @@ impl Tenant for NonAdminBackup {
 impl Kind for NonAdminBackup {
     const ORIGIN: Origin = NAB;
     const CONTROLLER: &'static str = NAB_CONTROLLER;
+    type State = State;
+    type Wiring = Wiring;
     crate::queued_kind!();
 
+    fn build(shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
+        let (queued, queued_wiring) = KindState::new(shared, reg);
+        let (delete_requests, delete_requests_writer) = reg.watched();
+        reg.made(MadeBy::<NonAdminBackup, Backup>::with_meta(
+            |b, view, ns| {
+                let location = b.spec.storage_location.as_deref().unwrap_or("default");
+                let gone = view
+                    .get::<BackupStorageLocation>()
+                    .get(&ObjectRef::new(location).within(ns))
+                    .is_none();
+                gc::backup_kept(b, gone)
+            },
+            // Its labels and annotations too, wherever the store's copy keeps them.
+            Backup::whole_meta,
+        ));
+        reg.made(MadeBy::<NonAdminBackup, DeleteBackupRequest>::keep_when(|r, _, _| {
+            gc::delete_request_kept(r)
+        }));
+        // A location appearing or going: the backups on it say so.
+        let (velero, trigger) = (queued.velero.clone(), queued.trigger.clone());
+        let known = std::sync::Mutex::new(std::collections::HashSet::<String>::new());
+        reg.on::<BackupStorageLocation>(move |location, exists| {
+            let name = location.name_any();
+            let mut known = known.lock().expect("known locations lock");
+            let changed = if exists {
+                known.insert(name.clone())
+            } else {
+                known.remove(&name)
+            };
+            if changed {
+                let on_it = velero
+                    .state()
+                    .iter()
+                    .filter(|b: &&Arc<Backup>| b.spec.storage_location.as_deref() == Some(name.as_str()))
+                    .map(|b| b.name_any())
+                    .collect();
+                trigger.send(on_it);
+            }
+        });
+        let state = State {
+            queued,
+            delete_requests,
+            volumes: Volumes::default(),
+        };
+        let wiring = Wiring {
+            queued: queued_wiring,
+            delete_requests: delete_requests_writer,
+        };
+        (state, wiring)
+    }
+
+    fn controller(
+        ctx: Arc<Ctx>,
+        wiring: Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        controller(ctx, wiring, jobs, stop)
+    }
+
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.delete_requests.synced, "Velero DeleteBackupRequests")
+        ctx.ready(&ctx.own.queued.synced, "Velero Backups").await?;
+        ctx.ready(&ctx.own.delete_requests.synced, "Velero DeleteBackupRequests")
             .await?;
         if nab.spec.delete_backup {
             delete_backup_data(api, &nab, ctx).await
@@ -310,18 +393,12 @@ impl Kind for NonAdminBackup {
 /// DeleteBackupRequests, and the runs of nac's Velero Schedules. A Velero Backup or DeleteBackupRequest whose
 /// NonAdminBackup is not in the store goes to the collector (and a Backup to backup sync, which may give it its
 /// NonAdminBackup back).
-pub async fn controller(
-    ctx: Arc<Ctx>,
-    wiring: KindWiring<NonAdminBackup>,
-    delete_requests: Writer<DeleteBackupRequest>,
-    jobs: &Jobs,
-    stop: CancellationToken,
-) {
-    let (nabs, j) = (ctx.nab.objects.clone(), jobs.clone());
+async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+    let (nabs, j) = (ctx.own.queued.objects.clone(), jobs.clone());
     let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
         if nabs.get(r).is_none() {
             j.sync(b.name_any());
-            j.orphan(gc::Made::Backup, b.name_any());
+            j.orphan::<Backup>(b.name_any());
         }
     };
     // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero Backup
@@ -334,40 +411,38 @@ pub async fn controller(
             j.sync(b);
         }
     };
-    // The runs of nac's Velero Schedules: their schedule hears of each change (recent backups, last backup), and
-    // backup sync of one that has no NonAdminBackup yet.
-    let (schedules, j) = (ctx.nas.trigger.clone(), jobs.clone());
+    // Every Velero Backup's change goes to the hooks (a schedule hears of its runs); a run of nac's Velero
+    // Schedules that has no NonAdminBackup yet goes to backup sync.
+    let (view, j) = (ctx.view.clone(), jobs.clone());
     let runs = move |b: &Backup| {
-        if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
-            let _ = schedules.unbounded_send(r);
-            if !NAB.is_tagged(b) {
-                j.sync(b.name_any());
-            }
+        view.notify(b, true);
+        if NAS.owner::<NonAdminSchedule>(b).is_some() && !NAB.is_tagged(b) {
+            j.sync(b.name_any());
         }
     };
     // A DeleteBackupRequest is kept by the collector until Velero processed it.
     let dbrs = watches::delete_request_stream(
         ctx.velero_api(),
-        delete_requests,
-        ctx.delete_requests.synced.clone(),
+        wiring.delete_requests,
+        ctx.own.delete_requests.synced.clone(),
         ctx.metrics.clone(),
     );
-    let dbr_owner = kind::owner_or_orphan(ctx.nab.objects.clone(), jobs, gc::Made::DeleteBackupRequest);
-    let controller = tenant::controller(&ctx, wiring, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
+    let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
+    let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
     // Per-volume progress of backups, counted for the NonAdminBackup status.
-    let volumes = &ctx.volumes;
+    let volumes = &ctx.own.volumes;
     let du = watches::volume_count_stream(
         ctx.velero_api::<DataUpload>(),
         volumes.data_uploads.clone(),
         volumes.data_uploads_synced.clone(),
-        &ctx.nab,
+        &ctx.own.queued,
         "velero datauploads",
     );
     let pvb = watches::volume_count_stream(
         ctx.velero_api::<PodVolumeBackup>(),
         volumes.pod_volume_backups.clone(),
         volumes.pod_volume_backups_synced.clone(),
-        &ctx.nab,
+        &ctx.own.queued,
         "velero podvolumebackups",
     );
     let counts = futures::stream::select(du, pvb)
@@ -412,9 +487,13 @@ pub const LOCATION_NOT_FOUND: &str = "BackupStorageLocationNotFound";
 
 /// The Velero BSL behind the NonAdminBackupStorageLocation `name` of `namespace`, if a backup may use it now:
 /// created, approved, and Available in Velero. `Err` is OADP's message for why not.
-pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String, String> {
+pub fn resolve_location<S>(ctx: &Cx<S>, namespace: &str, name: &str) -> Result<String, String> {
     use crate::controller::location::words::{APPROVED, BSL_SYNCED};
-    let Some(nabsl) = ctx.nabsl.objects.get(&ObjectRef::new(name).within(namespace)) else {
+    let Some(nabsl) = ctx
+        .view
+        .get::<NonAdminBackupStorageLocation>()
+        .get(&ObjectRef::new(name).within(namespace))
+    else {
         return Err(format!(
             "NonAdminBackupStorageLocation not found in the namespace: nonadminbackupstoragelocations.oadp.openshift.io {name:?} not found"
         ));
@@ -437,7 +516,8 @@ pub fn resolve_location(ctx: &Ctx, namespace: &str, name: &str) -> Result<String
         return Err("unable to get VeleroBackupStorageLocation UUID from NonAdminBackupStorageLocation Status".into());
     };
     let bsl = ctx
-        .locations
+        .view
+        .get::<BackupStorageLocation>()
         .get(&ctx.velero_ref(&nacuuid))
         .filter(|b| NABSL.owns(&b.metadata, namespace, name));
     let Some(bsl) = bsl else {
@@ -463,7 +543,7 @@ pub async fn recheck_rights(
     kind: &str,
     spec: &mut BackupSpec,
     policy: &Policy,
-    ctx: &Ctx,
+    ctx: &Shared,
 ) -> Result<Result<(), String>, Error> {
     use crate::rights::{backup_kinds, exclude, unreadable, BackupRights, Requester, RightsMode};
     let record = BackupRights::of(meta.annotations.as_ref()).ok().flatten();
@@ -663,12 +743,13 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
     let u = kind::nacuuid(nab).filter(|u| *u == synced);
     // Named by the nacuuid, or (a scheduled run, which Velero names) carrying it: either way made for this object.
     let vb = u.as_ref().and_then(|u| {
-        ctx.nab
+        ctx.own
+            .queued
             .velero
             .get(&ctx.velero_ref(&tenant::velero_name(nab, u)))
             .filter(|vb| tenant::check_owner(&**vb, nab).is_ok())
             .or_else(|| {
-                ctx.nab.velero.find(|b| {
+                ctx.own.queued.velero.find(|b| {
                     let ns = nab.namespace().unwrap_or_default();
                     // A run of this NonAdminBackup's schedule, and not on another tenant's location: a copy
                     // planted in some bucket with this identity is not adopted.
@@ -679,7 +760,9 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
                         && b.spec
                             .storage_location
                             .as_deref()
-                            .and_then(|l| crate::controller::sync::tenant_location_of(ctx, l))
+                            .and_then(|l| {
+                                crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, l)
+                            })
                             .is_none_or(|(owner, _)| owner == ns)
                 })
             })
@@ -703,7 +786,7 @@ async fn adopt_synced(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx
         return tenant::reject(api, nab, ctx, INVALID_BACKUP_SPEC, &message).await;
     };
     tracing::info!(nab = %key_of(nab), backup = %vb.name_any(), "adopting the synced Velero Backup");
-    ctx.nab.note(&vb);
+    ctx.own.queued.note(&vb);
     tenant::mirror(api, nab, &vb, &synced, ctx).await
 }
 
@@ -725,7 +808,7 @@ async fn expired_run(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx)
     let Some(expiration) = expiration.filter(|e| *e <= now_seconds()) else {
         return Ok(None);
     };
-    if nab.metadata.deletion_timestamp.is_some() || ctx.get_velero(&ctx.nab.velero, &u).await?.is_some() {
+    if nab.metadata.deletion_timestamp.is_some() || ctx.get_velero(&ctx.own.queued.velero, &u).await?.is_some() {
         return Ok(None);
     }
     ctx.publish(
@@ -760,10 +843,15 @@ async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: 
 
 /// The DeleteBackupRequests nac made for this nacuuid (named by it; any other carrying its label too).
 fn delete_requests_for(ctx: &Ctx, nacuuid: &str) -> Vec<Arc<DeleteBackupRequest>> {
-    let mut found: Vec<Arc<DeleteBackupRequest>> =
-        ctx.delete_requests.get(&ctx.velero_ref(nacuuid)).into_iter().collect();
+    let mut found: Vec<Arc<DeleteBackupRequest>> = ctx
+        .own
+        .delete_requests
+        .get(&ctx.velero_ref(nacuuid))
+        .into_iter()
+        .collect();
     if found.is_empty() {
         found = ctx
+            .own
             .delete_requests
             .state_filter(|r| r.labels().get(NAB_ORIGIN_NACUUID_LABEL).map(String::as_str) == Some(nacuuid));
     }

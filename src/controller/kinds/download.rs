@@ -11,13 +11,12 @@ use crate::api::{
     VeleroDownloadRequest,
 };
 use crate::controller::conditions::{advance_phase, now_seconds, set_condition};
-use crate::controller::context::{key_of, Error, Waiters};
-use crate::controller::gc;
+use crate::controller::context::{key_of, Cx, Error, Shared, Waiters};
 use crate::controller::kind::{self, set_status, Kind, Stores, StoresWiring};
 use crate::controller::status::Note;
 use crate::controller::tenant::dependency;
-use crate::controller::term::Ctx;
 use crate::controller::term::Jobs;
+use crate::controller::view::Registry;
 use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
@@ -61,12 +60,13 @@ use words::*;
 /// them, and the requests waiting for their backup or restore to finish.
 pub type State = Stores<NonAdminDownloadRequest, DownloadRequest>;
 pub type Wiring = StoresWiring<NonAdminDownloadRequest, DownloadRequest>;
+type Ctx = Cx<State>;
 
 /// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
 /// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
-pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
     let what = ["nonadmindownloadrequests", "velero downloadrequests"];
-    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nadr, wiring, jobs, gc::Made::DownloadRequest, what);
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
     kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
 
@@ -329,19 +329,25 @@ struct StoreView<'a>(&'a Ctx);
 
 impl Lookup for StoreView<'_> {
     fn nab(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminBackup>> {
-        self.0.nab.objects.get(&ObjectRef::new(name).within(namespace))
+        self.0
+            .view
+            .get::<NonAdminBackup>()
+            .get(&ObjectRef::new(name).within(namespace))
     }
     fn nar(&self, namespace: &str, name: &str) -> Option<Arc<NonAdminRestore>> {
-        self.0.nar.objects.get(&ObjectRef::new(name).within(namespace))
+        self.0
+            .view
+            .get::<NonAdminRestore>()
+            .get(&ObjectRef::new(name).within(namespace))
     }
     fn backup(&self, name: &str) -> Option<Arc<crate::velero::Backup>> {
-        self.0.nab.velero.get(&self.0.velero_ref(name))
+        self.0.view.get().get(&self.0.velero_ref(name))
     }
     fn restore(&self, name: &str) -> Option<Arc<crate::velero::Restore>> {
-        self.0.nar.velero.get(&self.0.velero_ref(name))
+        self.0.view.get().get(&self.0.velero_ref(name))
     }
     fn location(&self, name: &str) -> Option<Arc<BackupStorageLocation>> {
-        self.0.locations.get(&self.0.velero_ref(name))
+        self.0.view.get().get(&self.0.velero_ref(name))
     }
 }
 
@@ -349,6 +355,21 @@ impl Lookup for StoreView<'_> {
 impl Kind for NonAdminDownloadRequest {
     const ORIGIN: Origin = NADR;
     const CONTROLLER: &'static str = CONTROLLER;
+    type State = State;
+    type Wiring = Wiring;
+
+    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
+        State::new(reg)
+    }
+
+    fn controller(
+        ctx: Arc<Ctx>,
+        wiring: Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        controller(ctx, wiring, jobs, stop)
+    }
 
     fn recorded_nacuuid(_: &NonAdminDownloadRequestStatus) -> Option<&str> {
         None
@@ -364,15 +385,21 @@ impl Kind for NonAdminDownloadRequest {
     }
 
     fn waiting(ctx: &Ctx) -> Option<&Waiters<Self>> {
-        Some(&ctx.nadr.waiting)
+        Some(&ctx.own.waiting)
     }
 
     async fn ready(ctx: &Ctx) -> Result<(), Error> {
-        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
-        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
+        let view = &ctx.view;
+        ctx.ready(&view.get::<crate::velero::Backup>().synced, "Velero Backups")
             .await?;
-        ctx.ready(&ctx.nadr.velero.synced, "Velero DownloadRequests").await
+        ctx.ready(&view.get::<crate::velero::Restore>().synced, "Velero Restores")
+            .await?;
+        ctx.ready(
+            &view.get::<BackupStorageLocation>().synced,
+            "Velero BackupStorageLocations",
+        )
+        .await?;
+        ctx.ready(&ctx.own.velero.synced, "Velero DownloadRequests").await
     }
 
     async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
@@ -392,7 +419,7 @@ async fn apply(
     let ns = obj.namespace().unwrap_or_default();
     let me = ObjectRef::from_obj(&*obj);
     if obj.metadata.deletion_timestamp.is_some() {
-        ctx.nadr.waiting.forget(&me);
+        ctx.own.waiting.forget(&me);
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
@@ -420,15 +447,15 @@ async fn apply(
                 (NAB.kind, target.name.as_str())
             };
             // Whatever the reason, a change of the backup or restore it names may change the answer.
-            ctx.nadr.waiting.register(me, vec![dependency(kind, &ns, name)]);
+            ctx.own.waiting.register(me, vec![dependency(kind, &ns, name)]);
             set(api, &obj, ctx, &stage).await?;
             return Ok(Action::await_change());
         }
     };
-    ctx.nadr.waiting.forget(&me);
+    ctx.own.waiting.forget(&me);
     let dr_api: Api<DownloadRequest> = ctx.velero_api();
     let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
-    let dr = match ctx.nadr.velero.get(&ctx.velero_ref(&dr_name)) {
+    let dr = match ctx.own.velero.get(&ctx.velero_ref(&dr_name)) {
         Some(d) => (*d).clone(),
         None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
     };
@@ -487,7 +514,7 @@ async fn expire(
         Err(e) => return Err(e.into()),
     }
     tracing::info!(object = %key_of(obj), "download request expired; deleted");
-    ctx.nadr.waiting.forget(&ObjectRef::from_obj(obj));
+    ctx.own.waiting.forget(&ObjectRef::from_obj(obj));
     Ok(Action::await_change())
 }
 

@@ -13,11 +13,12 @@ use crate::api::{
     NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
 };
 use crate::controller::conditions::{advance_phase, find, now_seconds, set_condition};
-use crate::controller::context::{key_of, Error, Watched};
+use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
+use crate::controller::gc::MadeBy;
 use crate::controller::kind::{self, nacuuid, set_status, Kind};
 use crate::controller::status::Note;
-use crate::controller::term::Ctx;
 use crate::controller::term::Jobs;
+use crate::controller::view::Registry;
 use crate::controller::watches;
 use crate::controller::write::{create_or_get, delete_if_present, update_status, StatusUpdate};
 use crate::naming::{generate_nacuuid, Origin, NABSL};
@@ -95,12 +96,29 @@ pub struct Wiring {
     pub triggers: UnboundedReceiver<ObjectRef<NonAdminBackupStorageLocation>>,
 }
 
+type Ctx = Cx<State>;
+
 impl State {
-    pub fn new() -> (Self, Wiring) {
-        let (objects, objects_writer) = Watched::new();
-        let (requests, requests_writer) = Watched::new();
-        let (copies, copies_writer) = Watched::new();
+    /// Its stores (shared through the view), what the collector collects of it (the approval request, the Secret
+    /// copy and the Velero BSL, once their location is gone), and its hook on Velero's storage locations (a
+    /// location hears of a change of its own).
+    pub fn new(reg: &mut Registry) -> (Self, Wiring) {
+        let (objects, objects_writer) = reg.watched();
+        let (requests, requests_writer) = reg.watched();
+        let (copies, copies_writer) = reg.watched();
+        reg.made(MadeBy::<NonAdminBackupStorageLocation, BackupStorageLocation>::always());
+        reg.made(MadeBy::<NonAdminBackupStorageLocation, Secret>::always());
+        reg.made(MadeBy::<
+            NonAdminBackupStorageLocation,
+            NonAdminBackupStorageLocationRequest,
+        >::always());
         let (trigger, triggers) = futures::channel::mpsc::unbounded();
+        let own = trigger.clone();
+        reg.on::<BackupStorageLocation>(move |location, _| {
+            if let Some(r) = NABSL.owner(&location.metadata) {
+                let _ = own.unbounded_send(r);
+            }
+        });
         let wiring = Wiring {
             objects: objects_writer,
             requests: requests_writer,
@@ -119,12 +137,12 @@ impl State {
 
 /// The location controller for a term: the tenants' locations, their approval requests and Secret copies, and the
 /// tenants' Secrets (a location hears of a change of its credential); Velero's storage locations trigger theirs
-/// through `ctx.nabsl.trigger`.
-pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+/// through its hook.
+async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
     let secret_ctx = ctx.clone();
     let tenant_secrets = watches::secret_changes(Api::all(ctx.client.clone()), move |ns, name| {
-        for r in using_secret(&secret_ctx.nabsl.objects, ns, name) {
-            let _ = secret_ctx.nabsl.trigger.unbounded_send(r);
+        for r in using_secret(&secret_ctx.own.objects, ns, name) {
+            let _ = secret_ctx.own.trigger.unbounded_send(r);
         }
     })
     .take_until(stop.clone().cancelled_owned())
@@ -133,16 +151,16 @@ pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: Cancel
         ctx.velero_api::<NonAdminBackupStorageLocationRequest>(),
         watches::config(),
         wiring.requests,
-        ctx.nabsl.requests.synced.clone(),
+        ctx.own.requests.synced.clone(),
         "nonadminbackupstoragelocationrequests",
     );
     let copies = kind::made::<NonAdminBackupStorageLocation, Secret>(
         &ctx,
         wiring.copies,
-        ctx.nabsl.copies.synced.clone(),
+        ctx.own.copies.synced.clone(),
         "secret copies",
     );
-    let objects = ctx.nabsl.objects.synced.clone();
+    let objects = ctx.own.objects.synced.clone();
     let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminbackupstoragelocations")
         .watches_stream(requests, |r| NABSL.owner(&r.metadata))
         .watches_stream(copies, |s| NABSL.owner(&s.metadata))
@@ -353,6 +371,21 @@ pub fn build_secret_copy(
 impl Kind for NonAdminBackupStorageLocation {
     const ORIGIN: Origin = NABSL;
     const CONTROLLER: &'static str = CONTROLLER;
+    type State = State;
+    type Wiring = Wiring;
+
+    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
+        State::new(reg)
+    }
+
+    fn controller(
+        ctx: Arc<Ctx>,
+        wiring: Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        controller(ctx, wiring, jobs, stop)
+    }
 
     fn recorded_nacuuid(s: &NonAdminBackupStorageLocationStatus) -> Option<&str> {
         s.velero_backup_storage_location.as_ref()?.nacuuid.as_deref()
@@ -430,11 +463,14 @@ pub fn notes(
 
 /// Decisions read the Velero BSLs, the requests and the Secret copies from stores: only once those are listed.
 async fn stores_ready(ctx: &Ctx) -> Result<(), Error> {
-    ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
+    ctx.ready(
+        &ctx.view.get::<BackupStorageLocation>().synced,
+        "Velero BackupStorageLocations",
+    )
+    .await?;
+    ctx.ready(&ctx.own.requests.synced, "NonAdminBackupStorageLocationRequests")
         .await?;
-    ctx.ready(&ctx.nabsl.requests.synced, "NonAdminBackupStorageLocationRequests")
-        .await?;
-    ctx.ready(&ctx.nabsl.copies.synced, "Secret copies").await
+    ctx.ready(&ctx.own.copies.synced, "Secret copies").await
 }
 
 async fn apply(
@@ -463,7 +499,7 @@ async fn apply(
                 .as_ref()
                 .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
     };
-    let request = match ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
+    let request = match ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
         Some(r) if !unfinished(&r) => (*r).clone(),
         _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
             Ok(r) => r,
@@ -635,7 +671,7 @@ async fn sync_secret(
     let vns = &ctx.opts.velero_namespace;
     let wanted = build_secret_copy(obj, nacuuid, vns, &source);
     let copies: Api<Secret> = ctx.velero_api();
-    let existing = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
+    let existing = ctx.own.copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
     match existing {
         None => {
             if let Err(e) = create_or_get(&copies, &wanted, &ctx.metrics, "Secret").await {
@@ -679,7 +715,11 @@ async fn sync_location(
 ) -> Result<(Synced, BackupStorageLocation), Error> {
     let api: Api<BackupStorageLocation> = ctx.velero_api();
     let ns = obj.namespace().unwrap_or_default();
-    let existing = ctx.locations.get(&ctx.velero_ref(nacuuid)).map(|b| (*b).clone());
+    let existing = ctx
+        .view
+        .get::<BackupStorageLocation>()
+        .get(&ctx.velero_ref(nacuuid))
+        .map(|b| (*b).clone());
     match existing {
         None => {
             let made = create_or_get(&api, &wanted, &ctx.metrics, "BackupStorageLocation").await?;
@@ -710,7 +750,7 @@ async fn sync_location(
 async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    if let Some(b) = ctx.locations.get(&ctx.velero_ref(nacuuid)) {
+    if let Some(b) = ctx.view.get::<BackupStorageLocation>().get(&ctx.velero_ref(nacuuid)) {
         if NABSL.owns(&b.metadata, &ns, &name) {
             delete_if_present(
                 &ctx.velero_api::<BackupStorageLocation>(),
@@ -722,7 +762,7 @@ async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str)
             tracing::info!(object = %key_of(obj), location = %nacuuid, "Velero BackupStorageLocation removed");
         }
     }
-    if let Some(s) = ctx.nabsl.copies.get(&ctx.velero_ref(nacuuid)) {
+    if let Some(s) = ctx.own.copies.get(&ctx.velero_ref(nacuuid)) {
         if NABSL.owns(&s.metadata, &ns, &name) {
             delete_if_present(&ctx.velero_api::<Secret>(), nacuuid, &ctx.metrics, "Secret").await?;
         }
@@ -750,7 +790,7 @@ async fn cleanup(
     })
     .await?;
     teardown(ctx, &obj, &nacuuid).await?;
-    if let Some(r) = ctx.nabsl.requests.get(&ctx.velero_ref(&nacuuid)) {
+    if let Some(r) = ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
         if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
             let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
             delete_if_present(

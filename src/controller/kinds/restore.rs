@@ -14,8 +14,8 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Error};
-use crate::controller::gc;
+use crate::controller::context::{key_of, Cx, Error, Shared};
+use crate::controller::gc::MadeBy;
 use crate::controller::kind::{self, set_status, Kind};
 use crate::controller::objects::{add_restore_exclusions, to_map};
 use crate::controller::queue::reported;
@@ -24,13 +24,16 @@ use crate::controller::status::{
 };
 use crate::controller::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
-use crate::controller::term::Ctx;
 use crate::controller::term::Jobs;
+use crate::controller::view::Registry;
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
-use crate::velero::{backup_phase_unfinished, restore_phase_unfinished, Backup, Restore, RestoreSpec, RestoreStatus};
+use crate::velero::{
+    backup_phase_unfinished, restore_phase_unfinished, Backup, BackupStorageLocation, Restore, RestoreSpec,
+    RestoreStatus,
+};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -38,6 +41,8 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+type Ctx = Cx<KindState<NonAdminRestore>>;
 
 pub const NAR_CONTROLLER: &str = "nonadminrestore";
 pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";
@@ -94,7 +99,7 @@ impl Tenant for NonAdminRestore {
     type View = RestoreView;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
-        &ctx.nar
+        &ctx.own
     }
 
     /// The policy and tenant rules, then the source: ready, worth waiting for (within the wait timeout), or not
@@ -109,9 +114,12 @@ impl Tenant for NonAdminRestore {
             Ok(d) => d,
             Err(message) => return Ok(Admission::from_spec::<Self>(Err(message))),
         };
-        ctx.ready(&ctx.nab.synced, "Velero Backups").await?;
-        ctx.ready(&ctx.locations.synced, "Velero BackupStorageLocations")
-            .await?;
+        ctx.ready(&ctx.view.get::<Backup>().synced, "Velero Backups").await?;
+        ctx.ready(
+            &ctx.view.get::<BackupStorageLocation>().synced,
+            "Velero BackupStorageLocations",
+        )
+        .await?;
         let source = observe_source(nar, ctx, wait.is_zero()).await?;
         Ok(match judge(&source, &policy.restore) {
             Source::Ready(velero_backup) => match velero_restore_spec(nar, &velero_backup, policy) {
@@ -172,10 +180,10 @@ impl Tenant for NonAdminRestore {
             .spec
             .backup_name
             .as_deref()
-            .and_then(|b| ctx.nab.velero.get(&ctx.velero_ref(b)));
+            .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
         RestoreView {
             nacuuid: nacuuid.to_string(),
-            queue_position: ctx.nar.position(&name),
+            queue_position: ctx.own.position(&name),
             name,
             namespace: ctx.opts.velero_namespace.clone(),
             status: vr.status.clone().map(|mut s| {
@@ -225,11 +233,11 @@ impl Tenant for NonAdminRestore {
 
 /// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
 /// in the store goes to the collector.
-pub async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
-    let (nars, j) = (ctx.nar.objects.clone(), jobs.clone());
+async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
+    let (nars, j) = (ctx.own.objects.clone(), jobs.clone());
     let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
         if nars.get(r).is_none() {
-            j.orphan(gc::Made::Restore, v.name_any());
+            j.orphan::<Restore>(v.name_any());
         }
     };
     let j = jobs.clone();
@@ -240,12 +248,28 @@ pub async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs
 impl Kind for NonAdminRestore {
     const ORIGIN: Origin = NAR;
     const CONTROLLER: &'static str = NAR_CONTROLLER;
+    type State = KindState<NonAdminRestore>;
+    type Wiring = KindWiring<NonAdminRestore>;
     crate::queued_kind!();
+
+    fn build(shared: &Shared, reg: &mut Registry) -> (Self::State, Self::Wiring) {
+        reg.made(MadeBy::<NonAdminRestore, Restore>::always());
+        KindState::new(shared, reg)
+    }
+
+    fn controller(
+        ctx: Arc<Ctx>,
+        wiring: Self::Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        controller(ctx, wiring, jobs, stop)
+    }
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
     /// the Velero Restore longer than `restore_finalizer_grace` (Velero not running), the condition says so.
     async fn cleanup(api: &Api<Self>, nar: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        ctx.ready(&ctx.nar.synced, "Velero Restores").await?;
+        ctx.ready(&ctx.own.synced, "Velero Restores").await?;
         let target = tenant::target(&*nar, ctx).await?;
         let name = target.as_ref().map(|t| t.name.clone()).unwrap_or_default();
         let vr = target.and_then(|t| t.object);
@@ -324,7 +348,7 @@ async fn check_rights(
     };
     let ns = nar.namespace().unwrap_or_default();
     let key = nar.uid().unwrap_or_else(|| nar.name_any());
-    let contents = match ctx.contents.contents(ctx, backup, &ns, &key).await? {
+    let contents = match ctx.contents.contents(ctx, &ctx.view, backup, &ns, &key).await? {
         Ok(c) => c,
         Err(why) => {
             return refuse(format!(
@@ -411,7 +435,11 @@ pub enum Source {
 async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: bool) -> Result<SourceView, Error> {
     let namespace = nar.namespace().unwrap_or_default();
     let nab_name = nar.spec.restore_spec.backup_name.clone().unwrap_or_default();
-    let nab = match ctx.nab.objects.get(&ObjectRef::new(&nab_name).within(&namespace)) {
+    let nab = match ctx
+        .view
+        .get::<NonAdminBackup>()
+        .get(&ObjectRef::new(&nab_name).within(&namespace))
+    {
         Some(n) => Some((*n).clone()),
         None => {
             Api::<NonAdminBackup>::namespaced(ctx.client.clone(), &namespace)
@@ -425,7 +453,11 @@ async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: boo
         .and_then(|n| kind::nacuuid(n).map(|u| tenant::velero_name(n, &u)));
     let mut backup = None;
     if let Some(name) = &backup_name {
-        backup = ctx.nab.velero.get(&ctx.velero_ref(name)).map(|b| (*b).clone());
+        backup = ctx
+            .view
+            .get::<Backup>()
+            .get(&ctx.velero_ref(name))
+            .map(|b| (*b).clone());
         let unfinished = backup.as_ref().map(|b| backup_phase_unfinished(phase(b)));
         if unfinished.is_none() || (refuse_unfinished && unfinished == Some(true)) {
             backup = ctx.velero_api::<Backup>().get_opt(name).await?;
@@ -437,7 +469,8 @@ async fn observe_source(nar: &NonAdminRestore, ctx: &Ctx, refuse_unfinished: boo
         .filter(|l| !l.is_empty())
         .map(|l| {
             let phase = ctx
-                .locations
+                .view
+                .get::<BackupStorageLocation>()
                 .get(&ctx.velero_ref(&l))
                 .map(|bsl| bsl.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default());
             (l, phase)

@@ -12,12 +12,11 @@ use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
 use crate::controller::backup::{recheck_rights, recorded_spec, resolve_location};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Error};
-use crate::controller::gc;
+use crate::controller::context::{key_of, Cx, Error, Shared};
 use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
 use crate::controller::status::Note;
-use crate::controller::term::Ctx;
 use crate::controller::term::Jobs;
+use crate::controller::view::Registry;
 use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{run_name, Origin, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
@@ -45,12 +44,14 @@ pub const RECHECK: Duration = Duration::from_secs(600);
 /// the channel that wakes a schedule when one of its runs changes.
 pub type State = Stores<NonAdminSchedule, Schedule>;
 pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
+type Ctx = Cx<State>;
 
 /// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
-/// schedule is gone go to the collector); the changes of their runs come coalesced through `ctx.nas.trigger`.
-pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+/// schedule is gone go to the collector); the changes of their runs come coalesced through its hook on Velero
+/// Backups.
+async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
     let what = ["nonadminschedules", "velero schedules"];
-    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.nas, wiring, jobs, gc::Made::Schedule, what);
+    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
     let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
     kind::run(controller.reconcile_on(triggers), &ctx, stop).await
 }
@@ -58,6 +59,30 @@ pub async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: Cancel
 impl Kind for NonAdminSchedule {
     const ORIGIN: Origin = NAS;
     const CONTROLLER: &'static str = CONTROLLER;
+    type State = State;
+    type Wiring = Wiring;
+
+    /// Its stores, and its hook on Velero Backups: a schedule hears of each change of its runs (recent backups,
+    /// last backup).
+    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
+        let (state, wiring) = State::new(reg);
+        let trigger = state.trigger.clone();
+        reg.on::<Backup>(move |b, _| {
+            if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
+                let _ = trigger.unbounded_send(r);
+            }
+        });
+        (state, wiring)
+    }
+
+    fn controller(
+        ctx: Arc<Ctx>,
+        wiring: Wiring,
+        jobs: &Jobs,
+        stop: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        controller(ctx, wiring, jobs, stop)
+    }
 
     fn recorded_nacuuid(s: &NonAdminScheduleStatus) -> Option<&str> {
         s.velero_schedule.as_ref()?.nacuuid.as_deref()
@@ -68,8 +93,8 @@ impl Kind for NonAdminSchedule {
     }
 
     async fn ready(ctx: &Ctx) -> Result<(), Error> {
-        ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
-        ctx.ready(&ctx.nab.synced, "Velero Backups").await
+        ctx.ready(&ctx.own.velero.synced, "Velero Schedules").await?;
+        ctx.ready(&ctx.view.get::<Backup>().synced, "Velero Backups").await
     }
 
     async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
@@ -225,7 +250,7 @@ async fn wanted(
     if let Some(max) = policy.schedule.max_per_namespace {
         // Counted in creation order: a schedule past the limit waits until an older one goes.
         let mut mine: Vec<(Option<Timestamp>, String)> = ctx
-            .nas
+            .own
             .objects
             .state()
             .iter()
@@ -256,8 +281,8 @@ async fn wanted(
         return Ok(Err(message));
     }
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
-        ctx.ready(&ctx.nabsl.objects.synced, "NonAdminBackupStorageLocations")
-            .await?;
+        let locations = ctx.view.get::<crate::api::NonAdminBackupStorageLocation>();
+        ctx.ready(&locations.synced, "NonAdminBackupStorageLocations").await?;
         match resolve_location(ctx, &ns, name) {
             Ok(velero_location) => template.storage_location = Some(velero_location),
             Err(message) => return Ok(Err(message)),
@@ -395,7 +420,7 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
     let vns = ctx.opts.velero_namespace.clone();
     let (nas, nacuuid) = ensure_nacuuid(api, nas, ctx, |s, u| record_nacuuid(s, u, &vns)).await?;
     let ns = nas.namespace().unwrap_or_default();
-    let existing = ctx.get_velero(&ctx.nas.velero, &nacuuid).await?;
+    let existing = ctx.get_velero(&ctx.own.velero, &nacuuid).await?;
     if let Some(v) = &existing {
         if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
             return Err(Error::Inconsistent(format!(
@@ -454,11 +479,12 @@ async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ct
         )
         .await?;
     }
-    let tenant_locations = |l: &str| crate::controller::sync::tenant_location_of(ctx, l);
+    let tenant_locations =
+        |l: &str| crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, l);
     let recent = recent_backups(
         (&ns, &nas.name_any()),
         &velero,
-        ctx.nab.velero.state().iter().map(|b| &**b),
+        ctx.view.get::<Backup>().state().iter().map(|b| &**b),
         &tenant_locations,
     );
     let vns = ctx.opts.velero_namespace.clone();
@@ -488,11 +514,11 @@ fn record_nacuuid(s: Option<&NonAdminScheduleStatus>, u: &str, velero_namespace:
 
 /// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
 async fn cleanup(nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.nas.velero.synced, "Velero Schedules").await?;
+    ctx.ready(&ctx.own.velero.synced, "Velero Schedules").await?;
     if let Some(u) = nacuuid(&*nas) {
         let ns = nas.namespace().unwrap_or_default();
         let mine = ctx
-            .get_velero(&ctx.nas.velero, &u)
+            .get_velero(&ctx.own.velero, &u)
             .await?
             .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
         if let Some(v) = mine {
