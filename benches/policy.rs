@@ -85,9 +85,9 @@ fn benches(c: &mut Criterion) {
     assert!(evaluate_restore(&restore, &policy).allowed());
 
     let st = state(&text);
-    let mutate_nab = Endpoint::Mutate(ProxyKind::Backup);
-    let validate_nab = Endpoint::Validate(ProxyKind::Backup);
-    let mutate_nar = Endpoint::Mutate(ProxyKind::Restore);
+    let mutate_nab = Endpoint::Mutate(ProxyKind::BACKUP);
+    let validate_nab = Endpoint::Validate(ProxyKind::BACKUP);
+    let mutate_nar = Endpoint::Mutate(ProxyKind::RESTORE);
     for (ep, body) in [
         (mutate_nab, NAB_CREATE),
         (validate_nab, NAB_CREATE),

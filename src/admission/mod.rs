@@ -55,14 +55,14 @@ pub enum Endpoint {
 
 impl Endpoint {
     pub const ALL: [Endpoint; 11] = [
-        Endpoint::Mutate(ProxyKind::Backup),
-        Endpoint::Validate(ProxyKind::Backup),
-        Endpoint::Mutate(ProxyKind::Restore),
-        Endpoint::Validate(ProxyKind::Restore),
-        Endpoint::Mutate(ProxyKind::StorageLocation),
-        Endpoint::Validate(ProxyKind::StorageLocation),
-        Endpoint::Mutate(ProxyKind::Schedule),
-        Endpoint::Validate(ProxyKind::Schedule),
+        Endpoint::Mutate(ProxyKind::BACKUP),
+        Endpoint::Validate(ProxyKind::BACKUP),
+        Endpoint::Mutate(ProxyKind::RESTORE),
+        Endpoint::Validate(ProxyKind::RESTORE),
+        Endpoint::Mutate(ProxyKind::STORAGE_LOCATION),
+        Endpoint::Validate(ProxyKind::STORAGE_LOCATION),
+        Endpoint::Mutate(ProxyKind::SCHEDULE),
+        Endpoint::Validate(ProxyKind::SCHEDULE),
         Endpoint::ValidatePolicy,
         Endpoint::Guard(GuardedKind::Backup),
         Endpoint::Guard(GuardedKind::PodVolumeBackup),
@@ -70,14 +70,8 @@ impl Endpoint {
 
     pub fn path(&self) -> &'static str {
         match self {
-            Endpoint::Mutate(ProxyKind::Backup) => "/mutate/nonadminbackups",
-            Endpoint::Validate(ProxyKind::Backup) => "/validate/nonadminbackups",
-            Endpoint::Mutate(ProxyKind::Restore) => "/mutate/nonadminrestores",
-            Endpoint::Validate(ProxyKind::Restore) => "/validate/nonadminrestores",
-            Endpoint::Mutate(ProxyKind::StorageLocation) => "/mutate/nonadminbackupstoragelocations",
-            Endpoint::Validate(ProxyKind::StorageLocation) => "/validate/nonadminbackupstoragelocations",
-            Endpoint::Mutate(ProxyKind::Schedule) => "/mutate/nonadminschedules",
-            Endpoint::Validate(ProxyKind::Schedule) => "/validate/nonadminschedules",
+            Endpoint::Mutate(kind) => kind.mutate_path,
+            Endpoint::Validate(kind) => kind.validate_path,
             Endpoint::ValidatePolicy => "/validate/policies",
             Endpoint::Guard(GuardedKind::Backup) => "/validate/velero-backups",
             Endpoint::Guard(GuardedKind::PodVolumeBackup) => "/validate/velero-podvolumebackups",

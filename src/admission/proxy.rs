@@ -17,84 +17,121 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
 use serde_json::{Map, Value};
 
-/// Which proxy resource an endpoint handles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProxyKind {
-    Backup,
-    Restore,
-    StorageLocation,
-    Schedule,
+/// What the webhooks need to know of one tenant kind: a table entry per kind, the rest of this file is the same
+/// for all.
+#[derive(Clone, Copy, Debug)]
+pub struct ProxyKind {
+    /// The kind's identity scheme (nacuuid label, origin annotations, finalizer), shared with the reconciler.
+    pub origin: &'static naming::Origin,
+    /// The webhook paths (`/mutate/<plural>`, `/validate/<plural>`).
+    pub mutate_path: &'static str,
+    pub validate_path: &'static str,
+    /// The key under `spec` holding what the policy reads; none: the policy reads the whole spec.
+    spec_key: Option<&'static str>,
+    /// Where the BackupSpec whose reads are checked against the requester's rights sits, for the kinds with one.
+    backup_spec_path: Option<&'static str>,
+    /// The Velero spec type a Go client marshals for this kind.
+    go_fields: policy::zero::GoFields,
+    /// The policy's decision on a spec, in a namespace.
+    evaluate: fn(&Map<String, Value>, &Policy, &str) -> Outcome,
+    /// Edited after creation and checked again like a new one (schedules), with the schedule rules at create.
+    edited: bool,
+    /// The requester is stamped (what is made for it reads or writes the tenant's namespace as them).
+    acts_as_requester: bool,
+    /// Backup sync may create it with its sync label (privileged requesters only).
+    synced: bool,
+    /// The policy limits its wait-timeout annotation.
+    waits: bool,
 }
 
-impl ProxyKind {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProxyKind::Backup => naming::NAB.kind,
-            ProxyKind::Restore => naming::NAR.kind,
-            ProxyKind::StorageLocation => naming::NABSL.kind,
-            ProxyKind::Schedule => naming::NAS.kind,
-        }
+impl PartialEq for ProxyKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.origin == other.origin
     }
-    /// The key under `spec` holding what the policy reads; a schedule's policy reads its whole spec.
-    fn spec_key(&self) -> Option<&'static str> {
-        match self {
-            ProxyKind::Backup => Some("backupSpec"),
-            ProxyKind::Restore => Some("restoreSpec"),
-            ProxyKind::StorageLocation => Some("backupStorageLocationSpec"),
-            ProxyKind::Schedule => None,
-        }
+}
+impl Eq for ProxyKind {}
+
+impl ProxyKind {
+    pub const BACKUP: ProxyKind = ProxyKind {
+        origin: &naming::NAB,
+        mutate_path: "/mutate/nonadminbackups",
+        validate_path: "/validate/nonadminbackups",
+        spec_key: Some("backupSpec"),
+        backup_spec_path: Some("spec.backupSpec"),
+        go_fields: policy::zero::BACKUP,
+        evaluate: policy::evaluate_backup,
+        edited: false,
+        acts_as_requester: true,
+        synced: true,
+        waits: false,
+    };
+    pub const RESTORE: ProxyKind = ProxyKind {
+        origin: &naming::NAR,
+        mutate_path: "/mutate/nonadminrestores",
+        validate_path: "/validate/nonadminrestores",
+        spec_key: Some("restoreSpec"),
+        backup_spec_path: None,
+        go_fields: policy::zero::RESTORE,
+        evaluate: |spec, policy, _| policy::evaluate_restore(spec, policy),
+        edited: false,
+        acts_as_requester: true,
+        synced: false,
+        waits: true,
+    };
+    pub const STORAGE_LOCATION: ProxyKind = ProxyKind {
+        origin: &naming::NABSL,
+        mutate_path: "/mutate/nonadminbackupstoragelocations",
+        validate_path: "/validate/nonadminbackupstoragelocations",
+        spec_key: Some("backupStorageLocationSpec"),
+        backup_spec_path: None,
+        go_fields: policy::zero::STORAGE_LOCATION,
+        evaluate: |spec, policy, _| policy::evaluate_bsl(spec, policy),
+        edited: false,
+        acts_as_requester: false,
+        synced: false,
+        waits: false,
+    };
+    pub const SCHEDULE: ProxyKind = ProxyKind {
+        origin: &naming::NAS,
+        mutate_path: "/mutate/nonadminschedules",
+        validate_path: "/validate/nonadminschedules",
+        spec_key: None,
+        backup_spec_path: Some(crate::policy::SCHEDULE_TEMPLATE_PREFIX),
+        // A schedule's template is a BackupSpec.
+        go_fields: policy::zero::BACKUP,
+        evaluate: |spec, policy, ns| policy::evaluate_schedule(spec, policy, ns, jiff::Timestamp::now()),
+        edited: true,
+        acts_as_requester: true,
+        synced: false,
+        waits: false,
+    };
+    /// The kinds with webhooks. Adding one adds its entry here.
+    pub const ALL: [ProxyKind; 4] = [Self::BACKUP, Self::RESTORE, Self::STORAGE_LOCATION, Self::SCHEDULE];
+
+    pub fn kind(&self) -> &'static str {
+        self.origin.kind
     }
     /// `spec.<key>` (or `spec`) for messages.
     fn spec_path(&self) -> String {
-        match self.spec_key() {
+        match self.spec_key {
             Some(k) => format!("spec.{k}"),
             None => "spec".into(),
         }
     }
     fn set_spec(&self, object: &mut Value, spec: Map<String, Value>) {
-        match self.spec_key() {
+        match self.spec_key {
             Some(k) => object["spec"][k] = Value::Object(spec),
             None => object["spec"] = Value::Object(spec),
         }
     }
-    /// Where the BackupSpec whose reads are checked against the requester's rights sits, for the kinds with one.
-    fn backup_spec_path(&self) -> Option<&'static str> {
-        match self {
-            ProxyKind::Backup => Some("spec.backupSpec"),
-            ProxyKind::Schedule => Some(crate::policy::SCHEDULE_TEMPLATE_PREFIX),
-            ProxyKind::Restore | ProxyKind::StorageLocation => None,
-        }
-    }
-    /// The kind's identity scheme (nacuuid label, origin annotations, finalizer), shared with the reconciler.
-    pub fn origin(&self) -> &'static naming::Origin {
-        match self {
-            ProxyKind::Backup => &naming::NAB,
-            ProxyKind::Restore => &naming::NAR,
-            ProxyKind::StorageLocation => &naming::NABSL,
-            ProxyKind::Schedule => &naming::NAS,
-        }
-    }
     fn finalizer(&self) -> &'static str {
-        self.origin().finalizer
+        self.origin.finalizer
     }
     pub fn identity_label(&self) -> &'static str {
-        self.origin().nacuuid_label
-    }
-    /// The Velero spec type a Go client marshals for this kind (a schedule's: its template's).
-    fn go_fields(&self) -> policy::zero::GoFields {
-        match self {
-            ProxyKind::Backup | ProxyKind::Schedule => policy::zero::BACKUP,
-            ProxyKind::Restore => policy::zero::RESTORE,
-            ProxyKind::StorageLocation => policy::zero::STORAGE_LOCATION,
-        }
+        self.origin.nacuuid_label
     }
     fn evaluate(&self, spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
-        match self {
-            ProxyKind::Backup => policy::evaluate_backup(spec, policy, namespace),
-            ProxyKind::Restore => policy::evaluate_restore(spec, policy),
-            ProxyKind::StorageLocation => policy::evaluate_bsl(spec, policy),
-            ProxyKind::Schedule => policy::evaluate_schedule(spec, policy, namespace, jiff::Timestamp::now()),
-        }
+        (self.evaluate)(spec, policy, namespace)
     }
 }
 
@@ -159,7 +196,7 @@ fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Resul
 
 fn spec_of(kind: ProxyKind, object: &Value) -> Result<Map<String, Value>, String> {
     let spec = object.get("spec");
-    let value = match kind.spec_key() {
+    let value = match kind.spec_key {
         Some(k) => spec.and_then(|s| s.get(k)),
         None => spec,
     };
@@ -173,7 +210,7 @@ fn spec_of(kind: ProxyKind, object: &Value) -> Result<Map<String, Value>, String
 /// The BackupSpec of `object` whose reads are checked, for the kinds with one.
 fn backup_spec_of(kind: ProxyKind, object: &Value) -> Option<Map<String, Value>> {
     let mut v = object;
-    for part in kind.backup_spec_path()?.split('.') {
+    for part in kind.backup_spec_path?.split('.') {
         v = v.get(part)?;
     }
     v.as_object().cloned()
@@ -190,7 +227,7 @@ fn synced_by_nac(
     req: &AdmissionRequest<DynamicObject>,
     object: &Value,
 ) -> bool {
-    kind == ProxyKind::Backup && label(object, NAB_SYNCED_FROM_NACUUID_LABEL).is_some() && is_privileged(state, req)
+    kind.synced && label(object, NAB_SYNCED_FROM_NACUUID_LABEL).is_some() && is_privileged(state, req)
 }
 
 pub(super) fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> bool {
@@ -269,7 +306,7 @@ pub(super) async fn mutate(
             // Violations are reported by the validating webhook; here only what can be filled is filled.
             kind.set_spec(&mut patched, outcome.spec);
             warnings.extend(outcome.warnings);
-            if kind == ProxyKind::Schedule {
+            if kind.edited {
                 if let Err((field, message)) = schedule_create_rules(state, &policy, &p).await {
                     return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
                 }
@@ -288,7 +325,7 @@ pub(super) async fn mutate(
             }
             // The reconciler needs its finalizer anyway; adding it here saves it a write and a round trip.
             add_finalizer(&mut patched, kind.finalizer());
-            if !is_privileged(state, req) && kind != ProxyKind::StorageLocation {
+            if !is_privileged(state, req) && kind.acts_as_requester {
                 let who = Requester::from_user_info(&req.user_info);
                 let stamped = serde_json::to_string(&who).expect("requester serializes");
                 if annotation(&p.object, REQUESTER_ANNOTATION).is_some_and(|v| v != stamped) {
@@ -306,7 +343,7 @@ pub(super) async fn mutate(
                 }
             }
         }
-        Some((old_obj, old_spec)) if kind == ProxyKind::Schedule => {
+        Some((old_obj, old_spec)) if kind.edited => {
             // Schedules are edited: an edited template gets the policy again (and the editor's rights); an
             // unpause gets the policy's skipImmediately default. nac's own writes (status, the consumed
             // skipImmediately) pass as they are.
@@ -362,7 +399,7 @@ pub(super) async fn mutate(
             keep_identity(kind, &p.object, old_obj, &mut patched);
         }
         Some((old_obj, old_spec)) => {
-            let fields = kind.go_fields();
+            let fields = kind.go_fields;
             let spec = if policy::zero::same_request(old_spec, &p.spec, fields) {
                 // A Go client updates with the whole object it read, unset fields at their zero values: the
                 // stored spec stays as it was.
@@ -500,7 +537,7 @@ async fn stamp_rights(
     patched: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), (String, String)> {
-    let (Some(path), Some(spec)) = (kind.backup_spec_path(), backup_spec_of(kind, patched)) else {
+    let (Some(path), Some(spec)) = (kind.backup_spec_path, backup_spec_of(kind, patched)) else {
         return Ok(());
     };
     let (record, warning) = backup_rights(state, kind, path, policy.rights.backup, who, namespace, &spec).await?;
@@ -540,7 +577,7 @@ fn wait_timeout_violation(
     old: Option<&Value>,
     policy: &Policy,
 ) -> Option<(String, String)> {
-    if kind != ProxyKind::Restore {
+    if !kind.waits {
         return None;
     }
     let value = |o: &Value| {
@@ -691,9 +728,10 @@ fn validate_parsed(
     let label_field = format!("metadata.labels[{label_key}]");
     let privileged = is_privileged(state, req);
     let sync_field = format!("metadata.labels[{NAB_SYNCED_FROM_NACUUID_LABEL}]");
-    let sync_label = |o: &Value| match kind {
-        ProxyKind::Backup => label(o, NAB_SYNCED_FROM_NACUUID_LABEL).map(str::to_string),
-        ProxyKind::Restore | ProxyKind::StorageLocation | ProxyKind::Schedule => None,
+    let sync_label = |o: &Value| {
+        kind.synced
+            .then(|| label(o, NAB_SYNCED_FROM_NACUUID_LABEL).map(str::to_string))
+            .flatten()
     };
     match &p.old {
         None if synced_by_nac(state, kind, req, &p.object) => resp,
@@ -747,7 +785,7 @@ fn validate_parsed(
             // What a schedule's edit may change: its spec, checked again where the expression or the template
             // changed; nac's records only as the mutating webhook writes them for an edited template.
             let mut edited_template = false;
-            if kind == ProxyKind::Schedule {
+            if kind.edited {
                 let changed = |k: &str| old_spec.get(k) != p.spec.get(k);
                 edited_template = changed("template");
                 if (changed("schedule") || edited_template) && !privileged {
@@ -769,7 +807,7 @@ fn validate_parsed(
                     ),
                 ));
             }
-            if kind == ProxyKind::Backup {
+            if kind == ProxyKind::BACKUP {
                 let was = old_obj["spec"]["deleteBackup"].as_bool().unwrap_or(false);
                 let now = p.object["spec"]["deleteBackup"].as_bool().unwrap_or(false);
                 if was && !now {
