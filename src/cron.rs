@@ -22,7 +22,7 @@
 //! nac is stricter than Velero in three corners, each refused with a clear message rather than guessed at:
 //! signs on numbers (`+5`), `*-5` (Velero reads it as `*`), and `@every` below one second (Velero rounds it up).
 
-use crate::policy::duration::GoDuration;
+use crate::duration::GoDuration;
 use jiff::civil::{Date, DateTime};
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp};

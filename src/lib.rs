@@ -11,6 +11,7 @@ pub mod config;
 pub mod controller;
 pub mod cron;
 pub mod download;
+pub mod duration;
 pub mod manifest;
 pub mod metrics;
 pub mod naming;

@@ -56,7 +56,7 @@ mod tests {
         assert!(tenant_kinds.contains(&"nonadmindownloadrequests".to_string()));
         let excluded = |spec: Value| {
             let Value::Object(mut m) = spec else { unreachable!() };
-            crate::controller::add_backup_exclusions(&mut m);
+            crate::velero::exclusions::add_backup_exclusions(&mut m);
             m
         };
         let list = |m: &Map<String, Value>, field: &str| -> Vec<String> {

@@ -124,3 +124,5 @@ pub struct RequestedLocation {
     pub namespace: Option<String>,
     pub requested_spec: BackupStorageLocationSpec,
 }
+
+crate::tags_from_meta!(NonAdminBackupStorageLocationRequest);

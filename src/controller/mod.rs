@@ -41,7 +41,6 @@ mod fixtures;
 pub mod index;
 pub mod kind;
 pub mod kinds;
-mod objects;
 pub mod status;
 pub mod tenant;
 pub mod term;
@@ -52,7 +51,6 @@ pub use background::{gc, sync};
 pub use context::Error;
 pub use index::{counts, interner, queue, watches};
 pub use kinds::{backup, download, location, restore, schedule};
-pub use objects::add_backup_exclusions;
 pub use term::term;
 
 use crate::config::Settings;

@@ -1,7 +1,6 @@
 //! The reconcilers' writes: status through the status subresource only when it changed (conflicts re-read and
 //! re-planned), idempotent creates, tolerant deletes. Every request that writes is counted in `nac_api_writes`.
 
-use crate::api::{NonAdminBackup, NonAdminBackupStatus, NonAdminRestore, NonAdminRestoreStatus};
 use crate::metrics::Metrics;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -206,38 +205,11 @@ pub trait CompactStatus {
     }
 }
 
-/// A NonAdminBackup's status carries a whole copy of its Velero Backup's spec and status, which the Velero
-/// Backup's own store holds too: the store's copy of the NonAdminBackup keeps only their fingerprint.
-impl CompactStatus for NonAdminBackupStatus {
-    fn make_compact(&mut self) {
-        if let Some(r) = self.velero_backup.as_mut() {
-            r.make_compact();
-        }
-    }
-    fn is_compact(&self) -> bool {
-        self.velero_backup.as_ref().is_some_and(|r| r.compact.is_some())
-    }
-    fn is_settled(&self) -> bool {
-        self.is_compact() && self.phase == Some(crate::api::NonAdminPhase::Created)
-    }
-    fn identity(&self) -> Option<&str> {
-        self.velero_backup
-            .as_ref()?
-            .nacuuid
-            .as_deref()
-            .filter(|u| !u.is_empty())
-    }
-}
-impl CompactStatus for crate::api::NonAdminRestoreStatus {}
-impl CompactStatus for crate::api::NonAdminBackupStorageLocationStatus {}
-impl CompactStatus for crate::api::NonAdminBackupStorageLocationRequestStatus {}
-impl CompactStatus for crate::api::NonAdminDownloadRequestStatus {}
-impl CompactStatus for crate::api::NonAdminScheduleStatus {}
-
 /// `HasStatus` for nac's resources: each has a `status: Option<Status>` field.
+#[macro_export]
 macro_rules! has_status {
     ($($kind:ty => $status:ty, $label:literal;)*) => {$(
-        impl HasStatus for $kind {
+        impl $crate::controller::write::HasStatus for $kind {
             type Status = $status;
             const STATUS_KIND: &'static str = $label;
             fn status_ref(&self) -> Option<&Self::Status> {
@@ -248,18 +220,6 @@ macro_rules! has_status {
             }
         }
     )*};
-}
-
-has_status! {
-    NonAdminBackup => NonAdminBackupStatus, "NonAdminBackup/status";
-    NonAdminRestore => NonAdminRestoreStatus, "NonAdminRestore/status";
-    crate::api::NonAdminBackupStorageLocation => crate::api::NonAdminBackupStorageLocationStatus,
-        "NonAdminBackupStorageLocation/status";
-    crate::api::NonAdminBackupStorageLocationRequest => crate::api::NonAdminBackupStorageLocationRequestStatus,
-        "NonAdminBackupStorageLocationRequest/status";
-    crate::api::NonAdminDownloadRequest => crate::api::NonAdminDownloadRequestStatus,
-        "NonAdminDownloadRequest/status";
-    crate::api::NonAdminSchedule => crate::api::NonAdminScheduleStatus, "NonAdminSchedule/status";
 }
 
 /// The result of [`update_status`].
@@ -382,7 +342,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::NonAdminBackupSpec;
+    use crate::api::{NonAdminBackup, NonAdminBackupSpec, NonAdminBackupStatus};
 
     fn nab(rv: &str) -> NonAdminBackup {
         let mut n = NonAdminBackup::new("b", NonAdminBackupSpec::default());

@@ -35,7 +35,7 @@ pub async fn preview(s: &Session, backup_spec: Value) -> Result<(Manifest, Vec<S
     if let Ok(Some(r)) = BackupRights::of(annotations.as_ref()) {
         crate::rights::exclude(&mut spec, &r.excluded);
     }
-    crate::controller::add_backup_exclusions(&mut spec);
+    crate::velero::exclusions::add_backup_exclusions(&mut spec);
     Ok((live(s, &spec).await?, warnings))
 }
 

@@ -2,7 +2,7 @@
 //! reconciler apply exactly the same rules and both are tested without a cluster.
 
 mod bsl;
-pub mod duration;
+pub use crate::duration;
 mod eval;
 mod lifecycle;
 pub mod live;

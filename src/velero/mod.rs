@@ -3,6 +3,7 @@
 //! Every struct keeps fields it does not know in `extra`, so a newer Velero's fields survive a round trip.
 
 mod backup;
+pub mod exclusions;
 mod other;
 mod restore;
 mod schedule;
@@ -19,7 +20,6 @@ crate::tags_from_meta!(
     DownloadRequest,
     Schedule,
     k8s_openapi::api::core::v1::Secret,
-    crate::api::NonAdminBackupStorageLocationRequest,
 );
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};

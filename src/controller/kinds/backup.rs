@@ -18,7 +18,6 @@ use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
 use crate::controller::counts::{PhaseTally, Volumes};
 use crate::controller::gc::{self, MadeBy};
 use crate::controller::kind::{self, set_status, Kind};
-use crate::controller::objects::{add_backup_exclusions, to_map};
 use crate::controller::queue::reported;
 use crate::controller::status::{self, Words};
 use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
@@ -32,6 +31,7 @@ use crate::naming::{
     VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, tenant_location, Policy};
+use crate::velero::exclusions::{add_backup_exclusions, to_map};
 use crate::velero::{
     backup_phase_unfinished, Backup, BackupSpec, BackupStatus, BackupStorageLocation, DataUpload, DeleteBackupRequest,
     DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
@@ -62,6 +62,32 @@ pub struct Wiring {
 }
 
 type Ctx = Cx<State>;
+
+crate::has_status!(NonAdminBackup => NonAdminBackupStatus, "NonAdminBackup/status";);
+
+/// A NonAdminBackup's status carries a whole copy of its Velero Backup's spec and status, which the Velero
+/// Backup's own store holds too: the store's copy of the NonAdminBackup keeps only their fingerprint.
+impl crate::controller::write::CompactStatus for NonAdminBackupStatus {
+    fn make_compact(&mut self) {
+        if let Some(r) = self.velero_backup.as_mut() {
+            r.make_compact();
+        }
+    }
+    fn is_compact(&self) -> bool {
+        self.velero_backup.as_ref().is_some_and(|r| r.compact.is_some())
+    }
+    fn is_settled(&self) -> bool {
+        self.is_compact() && self.phase == Some(crate::api::NonAdminPhase::Created)
+    }
+    fn identity(&self) -> Option<&str> {
+        self.velero_backup
+            .as_ref()?
+            .nacuuid
+            .as_deref()
+            .filter(|u| !u.is_empty())
+    }
+}
+
 pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
 pub const BACKUP_SCHEDULED_MESSAGE: &str = "Created Velero Backup object";
 /// Deleting message of the `spec.deleteBackup: true` path.
@@ -940,8 +966,8 @@ async fn delete_backup_object(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, c
 mod tests {
     use super::*;
     use crate::api::NonAdminBackupSpec;
-    use crate::controller::objects::{EXCLUDED_CLUSTER_RESOURCES, EXCLUDED_NAMESPACED_RESOURCES};
     use crate::naming::*;
+    use crate::velero::exclusions::{EXCLUDED_CLUSTER_RESOURCES, EXCLUDED_NAMESPACED_RESOURCES};
     use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
     use std::collections::BTreeMap;

@@ -62,6 +62,9 @@ pub type State = Stores<NonAdminDownloadRequest, DownloadRequest>;
 pub type Wiring = StoresWiring<NonAdminDownloadRequest, DownloadRequest>;
 type Ctx = Cx<State>;
 
+crate::has_status!(NonAdminDownloadRequest => NonAdminDownloadRequestStatus, "NonAdminDownloadRequest/status";);
+impl crate::controller::write::CompactStatus for NonAdminDownloadRequestStatus {}
+
 /// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
 /// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
 async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {

@@ -98,6 +98,14 @@ pub struct Wiring {
 
 type Ctx = Cx<State>;
 
+crate::has_status! {
+    NonAdminBackupStorageLocation => NonAdminBackupStorageLocationStatus, "NonAdminBackupStorageLocation/status";
+    NonAdminBackupStorageLocationRequest => NonAdminBackupStorageLocationRequestStatus,
+        "NonAdminBackupStorageLocationRequest/status";
+}
+impl crate::controller::write::CompactStatus for NonAdminBackupStorageLocationStatus {}
+impl crate::controller::write::CompactStatus for NonAdminBackupStorageLocationRequestStatus {}
+
 impl State {
     /// Its stores (shared through the view), what the collector collects of it (the approval request, the Secret
     /// copy and the Velero BSL, once their location is gone), and its hook on Velero's storage locations (a
@@ -574,7 +582,7 @@ async fn request_for(
     policy: &Policy,
     nacuuid: &str,
 ) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
-    let spec = crate::controller::objects::to_map(&obj.spec.backup_storage_location_spec);
+    let spec = crate::velero::exclusions::to_map(&obj.spec.backup_storage_location_spec);
     let outcome = evaluate_bsl(&spec, policy);
     let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
         serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())

@@ -17,7 +17,6 @@ use crate::controller::conditions::{now_seconds, set_condition};
 use crate::controller::context::{key_of, Cx, Error, Shared};
 use crate::controller::gc::MadeBy;
 use crate::controller::kind::{self, set_status, Kind};
-use crate::controller::objects::{add_restore_exclusions, to_map};
 use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
@@ -30,6 +29,7 @@ use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
+use crate::velero::exclusions::{add_restore_exclusions, to_map};
 use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, Backup, BackupStorageLocation, Restore, RestoreSpec,
     RestoreStatus,
@@ -43,6 +43,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 type Ctx = Cx<KindState<NonAdminRestore>>;
+
+crate::has_status!(NonAdminRestore => NonAdminRestoreStatus, "NonAdminRestore/status";);
+impl crate::controller::write::CompactStatus for NonAdminRestoreStatus {}
 
 pub const NAR_CONTROLLER: &str = "nonadminrestore";
 pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";

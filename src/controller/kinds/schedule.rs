@@ -46,6 +46,9 @@ pub type State = Stores<NonAdminSchedule, Schedule>;
 pub type Wiring = StoresWiring<NonAdminSchedule, Schedule>;
 type Ctx = Cx<State>;
 
+crate::has_status!(NonAdminSchedule => NonAdminScheduleStatus, "NonAdminSchedule/status";);
+impl crate::controller::write::CompactStatus for NonAdminScheduleStatus {}
+
 /// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
 /// schedule is gone go to the collector); the changes of their runs come coalesced through its hook on Velero
 /// Backups.
@@ -242,7 +245,7 @@ async fn wanted(
     ctx: &Ctx,
 ) -> Result<Result<Schedule, String>, Error> {
     let ns = nas.namespace().unwrap_or_default();
-    let spec = crate::controller::objects::to_map(&nas.spec);
+    let spec = crate::velero::exclusions::to_map(&nas.spec);
     let outcome = evaluate_schedule(&spec, policy, &ns, now_seconds());
     if !outcome.allowed() {
         return Ok(Err(outcome.message()));

@@ -1,5 +1,5 @@
 //! What every Velero object nac builds for a tenant carries: the kinds no tenant backup or restore may include.
-//! The objects themselves are built by each kind's own file (`backup.rs`, `restore.rs`).
+//! The objects themselves are built by each tenant kind's own file (`controller/kinds/`).
 
 use serde_json::{Map, Value};
 
