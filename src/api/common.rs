@@ -65,3 +65,19 @@ pub struct QueueInfo {
 
 /// Conditions as `metav1.Condition`, listed by type.
 pub type Conditions = Vec<Condition>;
+
+/// A Velero object nac made for a tenant object, as its status names it: its nacuuid, name and namespace, and a
+/// copy of its status (OADP's shape for every kind).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VeleroRef<S> {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nacuuid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A copy of the Velero object's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<S>,
+}

@@ -129,19 +129,6 @@ impl PartialEq for VeleroBackupRef {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VeleroDeleteBackupRequestRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<DeleteBackupRequestStatus>,
-}
-
 /// Counts of the backup's DataUploads by phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -181,6 +168,9 @@ pub struct FileSystemPodVolumeBackups {
     #[serde(default)]
     pub completed: i64,
 }
+
+/// The DeleteBackupRequest nac made for a NonAdminBackup with `deleteBackup: true`.
+pub type VeleroDeleteBackupRequestRef = super::VeleroRef<DeleteBackupRequestStatus>;
 
 #[cfg(test)]
 mod tests {

@@ -39,21 +39,6 @@ pub struct NonAdminBackupStorageLocationStatus {
     pub velero_backup_storage_location: Option<VeleroBackupStorageLocationRef>,
 }
 
-/// The Velero BackupStorageLocation behind a NonAdminBackupStorageLocation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VeleroBackupStorageLocationRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// A copy of the Velero BackupStorageLocation's status (Available or Unavailable, last validation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<BackupStorageLocationStatus>,
-}
-
 /// The admin's decision on a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -126,3 +111,6 @@ pub struct RequestedLocation {
 }
 
 crate::tags_from_meta!(NonAdminBackupStorageLocationRequest);
+
+/// The Velero BackupStorageLocation behind a NonAdminBackupStorageLocation.
+pub type VeleroBackupStorageLocationRef = super::VeleroRef<BackupStorageLocationStatus>;

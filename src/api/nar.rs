@@ -41,15 +41,4 @@ pub struct NonAdminRestoreStatus {
 }
 
 /// The Velero Restore behind a NonAdminRestore.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VeleroRestoreRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<RestoreStatus>,
-}
+pub type VeleroRestoreRef = super::VeleroRef<RestoreStatus>;

@@ -70,21 +70,6 @@ pub struct NonAdminScheduleStatus {
     pub recent_backups: Vec<RecentBackup>,
 }
 
-/// The Velero Schedule behind a NonAdminSchedule.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VeleroScheduleRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// A copy of the Velero Schedule's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ScheduleStatus>,
-}
-
 /// One backup a schedule made.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -101,3 +86,6 @@ pub struct RecentBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration: Option<String>,
 }
+
+/// The Velero Schedule behind a NonAdminSchedule.
+pub type VeleroScheduleRef = super::VeleroRef<ScheduleStatus>;

@@ -5,7 +5,6 @@
 
 use super::context::Cx;
 use super::events::Recorder;
-use super::kind::Kind;
 use super::tenant::KindState;
 use super::view::Registry;
 use super::Options;
@@ -93,11 +92,11 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let shared = Arc::new(shared);
     let mut reg = Registry::default();
     let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
-    let (nab, nab_wiring) = NonAdminBackup::build(&shared, &mut reg);
-    let (nar, nar_wiring) = NonAdminRestore::build(&shared, &mut reg);
-    let _ = NonAdminBackupStorageLocation::build(&shared, &mut reg);
-    let _ = NonAdminDownloadRequest::build(&shared, &mut reg);
-    let _ = NonAdminSchedule::build(&shared, &mut reg);
+    let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
+    let (nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
+    let _ = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
+    let _ = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
+    let _ = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
     for synced in [
         &nab.queued.synced,
         &nar.synced,
@@ -109,16 +108,13 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         synced.mark();
     }
     let view = Arc::new(reg.into_view());
-    let cx = |own| {
-        Arc::new(Cx {
-            shared: shared.clone(),
-            view: view.clone(),
-            own,
-        })
-    };
     (
         Fixture {
-            nab: cx(nab),
+            nab: Arc::new(Cx {
+                shared: shared.clone(),
+                view: view.clone(),
+                own: nab,
+            }),
             nar: Arc::new(Cx {
                 shared: shared.clone(),
                 view: view.clone(),

@@ -36,19 +36,18 @@ pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
     const ORIGIN: Origin;
     /// Controller name in metrics and logs.
     const CONTROLLER: &'static str;
-    /// What the kind keeps for a term: its stores, indexes, triggers and waiters.
-    type State: Send + Sync + 'static;
-    /// The write ends of its state, for its watches and triggers.
-    type Wiring: Send + 'static;
+    /// What the kind keeps for a term: its stores, indexes, triggers and waiters ([`Stores`] for one Velero
+    /// object per tenant object, [`KindState`](super::tenant::KindState) for a queued kind).
+    type State: Build;
 
-    /// Its state for a new term, registering in `reg` what others read of it (its stores, its waiters, its
-    /// hooks on others' watches, what it makes for the collector).
-    fn build(shared: &Shared, reg: &mut Registry) -> (Self::State, Self::Wiring);
+    /// What the kind registers beyond its state's stores and waiters: its hooks on others' watches, what it makes
+    /// for the collector when its state does not say.
+    fn wire(_state: &Self::State, _reg: &mut Registry) {}
 
     /// Its controller for the term (its watches, fed into its state), run until `stop` (by [`run`]).
     fn controller(
         ctx: Arc<Cx<Self::State>>,
-        wiring: Self::Wiring,
+        wiring: <Self::State as Build>::Wiring,
         jobs: &Jobs,
         stop: CancellationToken,
     ) -> impl Future<Output = ()> + Send;
@@ -91,6 +90,14 @@ pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
         obj: Arc<Self>,
         ctx: &Cx<Self::State>,
     ) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+/// A kind's state for a new term, built with the write ends its watches feed, registering in the term's registry
+/// what others read of it (its stores) and what wakes it (its waiters).
+pub trait Build: Sized + Send + Sync + 'static {
+    /// The write ends of the state, for its watches and triggers.
+    type Wiring: Send + 'static;
+    fn build(shared: &Shared, reg: &mut Registry) -> (Self, Self::Wiring);
 }
 
 /// The reconcile entry point of every tenant controller: span, queue-depth gauge, metrics, finalizer.
@@ -334,14 +341,16 @@ pub struct StoresWiring<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static
     pub triggers: UnboundedReceiver<ObjectRef<K>>,
 }
 
-impl<K, V> Stores<K, V>
+impl<K, V> Build for Stores<K, V>
 where
     K: Kind + Clone + kube::runtime::reflector::Lookup<DynamicType = ()>,
     V: VeleroSide + kube::runtime::reflector::Lookup<DynamicType = ()> + crate::naming::Tags,
 {
+    type Wiring = StoresWiring<K, V>;
+
     /// Its stores (shared through the view), its waiters (woken through the view) and what the collector
     /// collects of it: the Velero objects, once their tenant object is gone.
-    pub fn new(reg: &mut Registry) -> (Self, StoresWiring<K, V>) {
+    fn build(_shared: &Shared, reg: &mut Registry) -> (Self, StoresWiring<K, V>) {
         let (objects, objects_writer) = reg.watched();
         let (velero, velero_writer) = reg.watched();
         let (trigger, triggers) = futures::channel::mpsc::unbounded();

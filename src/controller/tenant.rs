@@ -305,9 +305,11 @@ pub struct KindWiring<K: Tenant> {
     pub triggers: UnboundedReceiver<ObjectRef<K>>,
 }
 
-impl<K: Tenant> KindState<K> {
+impl<K: Tenant> super::kind::Build for KindState<K> {
+    type Wiring = KindWiring<K>;
+
     /// Its stores (shared through the view) and its waiters (woken through the view).
-    pub fn new(shared: &Shared, reg: &mut Registry) -> (Self, KindWiring<K>) {
+    fn build(shared: &Shared, reg: &mut Registry) -> (Self, KindWiring<K>) {
         let (objects, objects_writer) = reg.watched::<K>();
         let (velero, velero_writer) = reg.watched::<K::Velero>();
         let (tx, rx) = futures::channel::mpsc::unbounded();
@@ -336,7 +338,9 @@ impl<K: Tenant> KindState<K> {
         };
         (state, wiring)
     }
+}
 
+impl<K: Tenant> KindState<K> {
     /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
     pub fn position(&self, name: &str) -> i64 {
         self.queue

@@ -2,7 +2,7 @@
 //! watches), the watch of Velero's storage locations that several kinds read, and the background jobs.
 
 use super::context::{Cx, Shared};
-use super::kind::Kind;
+use super::kind::{Build, Kind};
 use super::view::{Registry, View};
 use super::watches;
 use super::{gc, sync, Options};
@@ -23,9 +23,16 @@ use tokio_util::sync::CancellationToken;
 /// A kind built for a term, waiting for the term's view to run its controller.
 pub type Start = Box<dyn FnOnce(Arc<View>, Jobs, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
+/// Kind `K`'s own state for a term and its write ends, with what it registers in `reg`.
+pub fn build<K: Kind>(shared: &Shared, reg: &mut Registry) -> (K::State, <K::State as Build>::Wiring) {
+    let (own, wiring) = K::State::build(shared, reg);
+    K::wire(&own, reg);
+    (own, wiring)
+}
+
 /// Builds kind `K`'s own state (registering in `reg` what others read of it) and hands back how to run it.
 pub fn kind<K: Kind>(shared: &Arc<Shared>, reg: &mut Registry) -> Start {
-    let (own, wiring) = K::build(shared, reg);
+    let (own, wiring) = build::<K>(shared, reg);
     let shared = shared.clone();
     Box::new(move |view, jobs, stop| {
         let ctx = Arc::new(Cx { shared, view, own });

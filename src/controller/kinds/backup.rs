@@ -17,7 +17,7 @@ use crate::controller::conditions::{is_true, now_seconds, set_condition};
 use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
 use crate::controller::counts::{PhaseTally, Volumes};
 use crate::controller::gc::{self, MadeBy};
-use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{self, Words};
 use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
@@ -53,6 +53,64 @@ pub struct State {
     pub queued: KindState<NonAdminBackup>,
     pub delete_requests: Watched<DeleteBackupRequest>,
     pub volumes: Volumes,
+}
+
+impl Build for State {
+    type Wiring = Wiring;
+
+    /// The queued tier's stores; nac's DeleteBackupRequests; what the collector collects of a backup (its Velero
+    /// Backup, unless its data is in storage, and its DeleteBackupRequests once Velero processed them); and its
+    /// hook on Velero's storage locations (the backups on a location that appears or goes say so).
+    fn build(shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
+        let (queued, queued_wiring) = KindState::build(shared, reg);
+        let (delete_requests, delete_requests_writer) = reg.watched();
+        reg.made(MadeBy::<NonAdminBackup, Backup>::with_meta(
+            |b, view, ns| {
+                let location = b.spec.storage_location.as_deref().unwrap_or("default");
+                let gone = view
+                    .get::<BackupStorageLocation>()
+                    .get(&ObjectRef::new(location).within(ns))
+                    .is_none();
+                gc::backup_kept(b, gone)
+            },
+            // Its labels and annotations too, wherever the store's copy keeps them.
+            Backup::whole_meta,
+        ));
+        reg.made(MadeBy::<NonAdminBackup, DeleteBackupRequest>::keep_when(|r, _, _| {
+            gc::delete_request_kept(r)
+        }));
+        // A location appearing or going: the backups on it say so.
+        let (velero, trigger) = (queued.velero.clone(), queued.trigger.clone());
+        let known = std::sync::Mutex::new(std::collections::HashSet::<String>::new());
+        reg.on::<BackupStorageLocation>(move |location, exists| {
+            let name = location.name_any();
+            let mut known = known.lock().expect("known locations lock");
+            let changed = if exists {
+                known.insert(name.clone())
+            } else {
+                known.remove(&name)
+            };
+            if changed {
+                let on_it = velero
+                    .state()
+                    .iter()
+                    .filter(|b: &&Arc<Backup>| b.spec.storage_location.as_deref() == Some(name.as_str()))
+                    .map(|b| b.name_any())
+                    .collect();
+                trigger.send(on_it);
+            }
+        });
+        let state = State {
+            queued,
+            delete_requests,
+            volumes: Volumes::default(),
+        };
+        let wiring = Wiring {
+            queued: queued_wiring,
+            delete_requests: delete_requests_writer,
+        };
+        (state, wiring)
+    }
 }
 
 /// The write ends of a [`State`], for its watches.
@@ -340,67 +398,68 @@ impl Kind for NonAdminBackup {
     const ORIGIN: Origin = NAB;
     const CONTROLLER: &'static str = NAB_CONTROLLER;
     type State = State;
-    type Wiring = Wiring;
     crate::queued_kind!();
 
-    fn build(shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
-        let (queued, queued_wiring) = KindState::new(shared, reg);
-        let (delete_requests, delete_requests_writer) = reg.watched();
-        reg.made(MadeBy::<NonAdminBackup, Backup>::with_meta(
-            |b, view, ns| {
-                let location = b.spec.storage_location.as_deref().unwrap_or("default");
-                let gone = view
-                    .get::<BackupStorageLocation>()
-                    .get(&ObjectRef::new(location).within(ns))
-                    .is_none();
-                gc::backup_kept(b, gone)
-            },
-            // Its labels and annotations too, wherever the store's copy keeps them.
-            Backup::whole_meta,
-        ));
-        reg.made(MadeBy::<NonAdminBackup, DeleteBackupRequest>::keep_when(|r, _, _| {
-            gc::delete_request_kept(r)
-        }));
-        // A location appearing or going: the backups on it say so.
-        let (velero, trigger) = (queued.velero.clone(), queued.trigger.clone());
-        let known = std::sync::Mutex::new(std::collections::HashSet::<String>::new());
-        reg.on::<BackupStorageLocation>(move |location, exists| {
-            let name = location.name_any();
-            let mut known = known.lock().expect("known locations lock");
-            let changed = if exists {
-                known.insert(name.clone())
-            } else {
-                known.remove(&name)
-            };
-            if changed {
-                let on_it = velero
-                    .state()
-                    .iter()
-                    .filter(|b: &&Arc<Backup>| b.spec.storage_location.as_deref() == Some(name.as_str()))
-                    .map(|b| b.name_any())
-                    .collect();
-                trigger.send(on_it);
+    /// The backup controller for a term: NonAdminBackups, nac's Velero Backups (queue moves, per-volume progress) and
+    /// DeleteBackupRequests, and the runs of nac's Velero Schedules. A Velero Backup or DeleteBackupRequest whose
+    /// NonAdminBackup is not in the store goes to the collector (and a Backup to backup sync, which may give it its
+    /// NonAdminBackup back).
+    async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+        let (nabs, j) = (ctx.own.queued.objects.clone(), jobs.clone());
+        let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
+            if nabs.get(r).is_none() {
+                j.sync(b.name_any());
+                j.orphan::<Backup>(b.name_any());
             }
-        });
-        let state = State {
-            queued,
-            delete_requests,
-            volumes: Volumes::default(),
         };
-        let wiring = Wiring {
-            queued: queued_wiring,
-            delete_requests: delete_requests_writer,
+        // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero Backup
+        // (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy syncs
+        // its location, without waiting for the periodic resync).
+        let j = jobs.clone();
+        let gone = move |o: &NonAdminBackup| {
+            j.gone(o);
+            if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
+                j.sync(b);
+            }
         };
-        (state, wiring)
-    }
-
-    fn controller(
-        ctx: Arc<Ctx>,
-        wiring: Wiring,
-        jobs: &Jobs,
-        stop: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send {
-        controller(ctx, wiring, jobs, stop)
+        // Every Velero Backup's change goes to the hooks (a schedule hears of its runs); a run of nac's Velero
+        // Schedules that has no NonAdminBackup yet goes to backup sync.
+        let (view, j) = (ctx.view.clone(), jobs.clone());
+        let runs = move |b: &Backup| {
+            view.notify(b, true);
+            if NAS.owner::<NonAdminSchedule>(b).is_some() && !NAB.is_tagged(b) {
+                j.sync(b.name_any());
+            }
+        };
+        // A DeleteBackupRequest is kept by the collector until Velero processed it.
+        let dbrs = watches::delete_request_stream(
+            ctx.velero_api(),
+            wiring.delete_requests,
+            ctx.own.delete_requests.synced.clone(),
+            ctx.metrics.clone(),
+        );
+        let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
+        let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
+        // Per-volume progress of backups, counted for the NonAdminBackup status.
+        let volumes = &ctx.own.volumes;
+        let du = watches::volume_count_stream(
+            ctx.velero_api::<DataUpload>(),
+            volumes.data_uploads.clone(),
+            volumes.data_uploads_synced.clone(),
+            &ctx.own.queued,
+            "velero datauploads",
+        );
+        let pvb = watches::volume_count_stream(
+            ctx.velero_api::<PodVolumeBackup>(),
+            volumes.pod_volume_backups.clone(),
+            volumes.pod_volume_backups_synced.clone(),
+            &ctx.own.queued,
+            "velero podvolumebackups",
+        );
+        let counts = futures::stream::select(du, pvb)
+            .take_until(stop.clone().cancelled_owned())
+            .for_each(|_| async {});
+        tokio::join!(kind::run(controller, &ctx, stop), counts);
     }
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
@@ -413,68 +472,6 @@ impl Kind for NonAdminBackup {
             delete_backup_object(api, &nab, ctx).await
         }
     }
-}
-
-/// The backup controller for a term: NonAdminBackups, nac's Velero Backups (queue moves, per-volume progress) and
-/// DeleteBackupRequests, and the runs of nac's Velero Schedules. A Velero Backup or DeleteBackupRequest whose
-/// NonAdminBackup is not in the store goes to the collector (and a Backup to backup sync, which may give it its
-/// NonAdminBackup back).
-async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let (nabs, j) = (ctx.own.queued.objects.clone(), jobs.clone());
-    let orphans = move |b: &Backup, r: &ObjectRef<NonAdminBackup>| {
-        if nabs.get(r).is_none() {
-            j.sync(b.name_any());
-            j.orphan::<Backup>(b.name_any());
-        }
-    };
-    // A NonAdminBackup that went: the collector looks at its Velero objects, and backup sync at its Velero Backup
-    // (one with data in storage, which the collector keeps, gets its NonAdminBackup back where the policy syncs
-    // its location, without waiting for the periodic resync).
-    let j = jobs.clone();
-    let gone = move |o: &NonAdminBackup| {
-        j.gone(o);
-        if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
-            j.sync(b);
-        }
-    };
-    // Every Velero Backup's change goes to the hooks (a schedule hears of its runs); a run of nac's Velero
-    // Schedules that has no NonAdminBackup yet goes to backup sync.
-    let (view, j) = (ctx.view.clone(), jobs.clone());
-    let runs = move |b: &Backup| {
-        view.notify(b, true);
-        if NAS.owner::<NonAdminSchedule>(b).is_some() && !NAB.is_tagged(b) {
-            j.sync(b.name_any());
-        }
-    };
-    // A DeleteBackupRequest is kept by the collector until Velero processed it.
-    let dbrs = watches::delete_request_stream(
-        ctx.velero_api(),
-        wiring.delete_requests,
-        ctx.own.delete_requests.synced.clone(),
-        ctx.metrics.clone(),
-    );
-    let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
-    let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
-    // Per-volume progress of backups, counted for the NonAdminBackup status.
-    let volumes = &ctx.own.volumes;
-    let du = watches::volume_count_stream(
-        ctx.velero_api::<DataUpload>(),
-        volumes.data_uploads.clone(),
-        volumes.data_uploads_synced.clone(),
-        &ctx.own.queued,
-        "velero datauploads",
-    );
-    let pvb = watches::volume_count_stream(
-        ctx.velero_api::<PodVolumeBackup>(),
-        volumes.pod_volume_backups.clone(),
-        volumes.pod_volume_backups_synced.clone(),
-        &ctx.own.queued,
-        "velero podvolumebackups",
-    );
-    let counts = futures::stream::select(du, pvb)
-        .take_until(stop.clone().cancelled_owned())
-        .for_each(|_| async {});
-    tokio::join!(kind::run(controller, &ctx, stop), counts);
 }
 
 fn count(t: &PhaseTally, phase: &str) -> i64 {
@@ -673,9 +670,10 @@ pub fn recorded_spec(
 
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
 pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
-    let mut b = Backup::new(nacuuid, spec);
-    b.metadata = kind::made_meta(nab, nacuuid, velero_namespace);
-    b
+    Backup {
+        metadata: kind::made_meta(nab, nacuuid, velero_namespace),
+        ..Backup::new(nacuuid, spec)
+    }
 }
 
 /// Validates a NonAdminBackup against the policy and builds its Velero Backup in one go.
@@ -685,12 +683,7 @@ pub fn velero_backup_for(
     velero_namespace: &str,
     policy: &Policy,
 ) -> Result<Backup, String> {
-    Ok(velero_backup(
-        nab,
-        nacuuid,
-        velero_namespace,
-        velero_backup_spec(nab, policy)?,
-    ))
+    velero_backup_spec(nab, policy).map(|spec| velero_backup(nab, nacuuid, velero_namespace, spec))
 }
 
 /// The DeleteBackupRequest asking Velero to delete `backup` and its data, named by the nacuuid so it is created

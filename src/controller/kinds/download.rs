@@ -11,12 +11,11 @@ use crate::api::{
     VeleroDownloadRequest,
 };
 use crate::controller::conditions::{advance_phase, now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared, Waiters};
+use crate::controller::context::{key_of, Cx, Error, Waiters};
 use crate::controller::kind::{self, set_status, Kind, Stores, StoresWiring};
 use crate::controller::status::Note;
 use crate::controller::tenant::dependency;
 use crate::controller::term::Jobs;
-use crate::controller::view::Registry;
 use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
@@ -64,14 +63,6 @@ type Ctx = Cx<State>;
 
 crate::has_status!(NonAdminDownloadRequest => NonAdminDownloadRequestStatus, "NonAdminDownloadRequest/status";);
 impl crate::controller::write::CompactStatus for NonAdminDownloadRequestStatus {}
-
-/// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
-/// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
-async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let what = ["nonadmindownloadrequests", "velero downloadrequests"];
-    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
-    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
-}
 
 /// How long Velero may take to answer before the status says nac is waiting for it (it usually answers within
 /// a second; saying so at once would cost every request a second status write).
@@ -359,19 +350,13 @@ impl Kind for NonAdminDownloadRequest {
     const ORIGIN: Origin = NADR;
     const CONTROLLER: &'static str = CONTROLLER;
     type State = State;
-    type Wiring = Wiring;
 
-    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
-        State::new(reg)
-    }
-
-    fn controller(
-        ctx: Arc<Ctx>,
-        wiring: Wiring,
-        jobs: &Jobs,
-        stop: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send {
-        controller(ctx, wiring, jobs, stop)
+    /// The download controller for a term: the tenants' requests and the Velero DownloadRequests made for them (those
+    /// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
+    async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+        let what = ["nonadmindownloadrequests", "velero downloadrequests"];
+        let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
+        kind::run(controller.reconcile_on(triggers), &ctx, stop).await
     }
 
     fn recorded_nacuuid(_: &NonAdminDownloadRequestStatus) -> Option<&str> {
@@ -405,86 +390,82 @@ impl Kind for NonAdminDownloadRequest {
         ctx.ready(&ctx.own.velero.synced, "Velero DownloadRequests").await
     }
 
-    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        apply(api, obj, ctx).await
+    async fn apply(
+        api: &Api<NonAdminDownloadRequest>,
+        obj: Arc<NonAdminDownloadRequest>,
+        ctx: &Ctx,
+    ) -> Result<Action, Error> {
+        let ns = obj.namespace().unwrap_or_default();
+        let me = ObjectRef::from_obj(&*obj);
+        if obj.metadata.deletion_timestamp.is_some() {
+            ctx.own.waiting.forget(&me);
+            return Ok(Action::await_change());
+        }
+        let now = Timestamp::now();
+        let uid = obj.uid().unwrap_or_default();
+        let dr_name = velero_name(&uid);
+        if let Some(at) = expiration(obj.status.as_ref()) {
+            if at <= now {
+                return expire(ctx, api, &obj, &dr_name).await;
+            }
+            if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
+                return Ok(until(at, now));
+            }
+        }
+        let Some(policy) = ctx.policy.current() else {
+            tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
+            return Ok(Action::requeue(ctx.opts.policy_retry));
+        };
+        let target = &obj.spec.target;
+        let resolved = match resolve(&obj, &StoreView(ctx), &policy) {
+            Ok(r) => r,
+            Err(stage) => {
+                let (kind, name) = if target.kind.is_restore() {
+                    (NAR.kind, target.name.as_str())
+                } else {
+                    (NAB.kind, target.name.as_str())
+                };
+                // Whatever the reason, a change of the backup or restore it names may change the answer.
+                ctx.own.waiting.register(me, vec![dependency(kind, &ns, name)]);
+                set(api, &obj, ctx, &stage).await?;
+                return Ok(Action::await_change());
+            }
+        };
+        ctx.own.waiting.forget(&me);
+        let dr_api: Api<DownloadRequest> = ctx.velero_api();
+        let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
+        let dr = match ctx.own.velero.get(&ctx.velero_ref(&dr_name)) {
+            Some(d) => (*d).clone(),
+            None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
+        };
+        if !NADR.owns(&dr.metadata, &ns, &obj.name_any())
+            || NADR.nacuuid(&dr.metadata) != Some(uid.as_str())
+            || dr.spec.target != wanted.spec.target
+        {
+            tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
+            let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
+            set(api, &obj, ctx, &stage).await?;
+            return Ok(Action::await_change());
+        }
+        if let Some(answer) = answer(&dr, now) {
+            let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
+            set(api, &obj, ctx, &Stage::Processed(answer)).await?;
+            return Ok(until(at, now));
+        }
+        // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
+        let asked = dr.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+        let waited = now.duration_since(asked).unsigned_abs();
+        if waited < ANSWER_GRACE {
+            return Ok(Action::requeue(ANSWER_GRACE - waited));
+        }
+        let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
+        set(api, &obj, ctx, &Stage::Requested(msg)).await?;
+        Ok(Action::requeue(ctx.opts.deletion_poll))
     }
 
     async fn cleanup(_api: &Api<Self>, _obj: Arc<Self>, _ctx: &Ctx) -> Result<Action, Error> {
         Ok(Action::await_change())
     }
-}
-
-async fn apply(
-    api: &Api<NonAdminDownloadRequest>,
-    obj: Arc<NonAdminDownloadRequest>,
-    ctx: &Ctx,
-) -> Result<Action, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let me = ObjectRef::from_obj(&*obj);
-    if obj.metadata.deletion_timestamp.is_some() {
-        ctx.own.waiting.forget(&me);
-        return Ok(Action::await_change());
-    }
-    let now = Timestamp::now();
-    let uid = obj.uid().unwrap_or_default();
-    let dr_name = velero_name(&uid);
-    if let Some(at) = expiration(obj.status.as_ref()) {
-        if at <= now {
-            return expire(ctx, api, &obj, &dr_name).await;
-        }
-        if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created) {
-            return Ok(until(at, now));
-        }
-    }
-    let Some(policy) = ctx.policy.current() else {
-        tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
-        return Ok(Action::requeue(ctx.opts.policy_retry));
-    };
-    let target = &obj.spec.target;
-    let resolved = match resolve(&obj, &StoreView(ctx), &policy) {
-        Ok(r) => r,
-        Err(stage) => {
-            let (kind, name) = if target.kind.is_restore() {
-                (NAR.kind, target.name.as_str())
-            } else {
-                (NAB.kind, target.name.as_str())
-            };
-            // Whatever the reason, a change of the backup or restore it names may change the answer.
-            ctx.own.waiting.register(me, vec![dependency(kind, &ns, name)]);
-            set(api, &obj, ctx, &stage).await?;
-            return Ok(Action::await_change());
-        }
-    };
-    ctx.own.waiting.forget(&me);
-    let dr_api: Api<DownloadRequest> = ctx.velero_api();
-    let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
-    let dr = match ctx.own.velero.get(&ctx.velero_ref(&dr_name)) {
-        Some(d) => (*d).clone(),
-        None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
-    };
-    if !NADR.owns(&dr.metadata, &ns, &obj.name_any())
-        || NADR.nacuuid(&dr.metadata) != Some(uid.as_str())
-        || dr.spec.target != wanted.spec.target
-    {
-        tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
-        let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
-        set(api, &obj, ctx, &stage).await?;
-        return Ok(Action::await_change());
-    }
-    if let Some(answer) = answer(&dr, now) {
-        let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
-        set(api, &obj, ctx, &Stage::Processed(answer)).await?;
-        return Ok(until(at, now));
-    }
-    // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
-    let asked = dr.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
-    let waited = now.duration_since(asked).unsigned_abs();
-    if waited < ANSWER_GRACE {
-        return Ok(Action::requeue(ANSWER_GRACE - waited));
-    }
-    let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
-    set(api, &obj, ctx, &Stage::Requested(msg)).await?;
-    Ok(Action::requeue(ctx.opts.deletion_poll))
 }
 
 /// A reconcile at `at` (the URL's expiration), when the request goes.

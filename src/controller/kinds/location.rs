@@ -15,7 +15,7 @@ use crate::api::{
 use crate::controller::conditions::{advance_phase, find, now_seconds, set_condition};
 use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
 use crate::controller::gc::MadeBy;
-use crate::controller::kind::{self, nacuuid, set_status, Kind};
+use crate::controller::kind::{self, nacuuid, set_status, Build, Kind};
 use crate::controller::status::Note;
 use crate::controller::term::Jobs;
 use crate::controller::view::Registry;
@@ -106,11 +106,13 @@ crate::has_status! {
 impl crate::controller::write::CompactStatus for NonAdminBackupStorageLocationStatus {}
 impl crate::controller::write::CompactStatus for NonAdminBackupStorageLocationRequestStatus {}
 
-impl State {
+impl Build for State {
+    type Wiring = Wiring;
+
     /// Its stores (shared through the view), what the collector collects of it (the approval request, the Secret
     /// copy and the Velero BSL, once their location is gone), and its hook on Velero's storage locations (a
     /// location hears of a change of its own).
-    pub fn new(reg: &mut Registry) -> (Self, Wiring) {
+    fn build(_shared: &Shared, reg: &mut Registry) -> (Self, Wiring) {
         let (objects, objects_writer) = reg.watched();
         let (requests, requests_writer) = reg.watched();
         let (copies, copies_writer) = reg.watched();
@@ -141,39 +143,6 @@ impl State {
         };
         (state, wiring)
     }
-}
-
-/// The location controller for a term: the tenants' locations, their approval requests and Secret copies, and the
-/// tenants' Secrets (a location hears of a change of its credential); Velero's storage locations trigger theirs
-/// through its hook.
-async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let secret_ctx = ctx.clone();
-    let tenant_secrets = watches::secret_changes(Api::all(ctx.client.clone()), move |ns, name| {
-        for r in using_secret(&secret_ctx.own.objects, ns, name) {
-            let _ = secret_ctx.own.trigger.unbounded_send(r);
-        }
-    })
-    .take_until(stop.clone().cancelled_owned())
-    .for_each(|_| async {});
-    let requests = watches::store_stream(
-        ctx.velero_api::<NonAdminBackupStorageLocationRequest>(),
-        watches::config(),
-        wiring.requests,
-        ctx.own.requests.synced.clone(),
-        "nonadminbackupstoragelocationrequests",
-    );
-    let copies = kind::made::<NonAdminBackupStorageLocation, Secret>(
-        &ctx,
-        wiring.copies,
-        ctx.own.copies.synced.clone(),
-        "secret copies",
-    );
-    let objects = ctx.own.objects.synced.clone();
-    let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminbackupstoragelocations")
-        .watches_stream(requests, |r| NABSL.owner(&r.metadata))
-        .watches_stream(copies, |s| NABSL.owner(&s.metadata))
-        .reconcile_on(wiring.triggers);
-    tokio::join!(kind::run(controller, &ctx, stop), tenant_secrets);
 }
 
 /// What happened to a copy nac keeps in sync (the Secret, the Velero BSL).
@@ -380,19 +349,38 @@ impl Kind for NonAdminBackupStorageLocation {
     const ORIGIN: Origin = NABSL;
     const CONTROLLER: &'static str = CONTROLLER;
     type State = State;
-    type Wiring = Wiring;
 
-    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
-        State::new(reg)
-    }
-
-    fn controller(
-        ctx: Arc<Ctx>,
-        wiring: Wiring,
-        jobs: &Jobs,
-        stop: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send {
-        controller(ctx, wiring, jobs, stop)
+    /// The location controller for a term: the tenants' locations, their approval requests and Secret copies, and the
+    /// tenants' Secrets (a location hears of a change of its credential); Velero's storage locations trigger theirs
+    /// through its hook.
+    async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+        let secret_ctx = ctx.clone();
+        let tenant_secrets = watches::secret_changes(Api::all(ctx.client.clone()), move |ns, name| {
+            for r in using_secret(&secret_ctx.own.objects, ns, name) {
+                let _ = secret_ctx.own.trigger.unbounded_send(r);
+            }
+        })
+        .take_until(stop.clone().cancelled_owned())
+        .for_each(|_| async {});
+        let requests = watches::store_stream(
+            ctx.velero_api::<NonAdminBackupStorageLocationRequest>(),
+            watches::config(),
+            wiring.requests,
+            ctx.own.requests.synced.clone(),
+            "nonadminbackupstoragelocationrequests",
+        );
+        let copies = kind::made::<NonAdminBackupStorageLocation, Secret>(
+            &ctx,
+            wiring.copies,
+            ctx.own.copies.synced.clone(),
+            "secret copies",
+        );
+        let objects = ctx.own.objects.synced.clone();
+        let controller = kind::controller(&ctx, wiring.objects, objects, jobs, "nonadminbackupstoragelocations")
+            .watches_stream(requests, |r| NABSL.owner(&r.metadata))
+            .watches_stream(copies, |s| NABSL.owner(&s.metadata))
+            .reconcile_on(wiring.triggers);
+        tokio::join!(kind::run(controller, &ctx, stop), tenant_secrets);
     }
 
     fn recorded_nacuuid(s: &NonAdminBackupStorageLocationStatus) -> Option<&str> {
@@ -410,12 +398,127 @@ impl Kind for NonAdminBackupStorageLocation {
         stores_ready(ctx).await
     }
 
-    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        apply(api, obj, ctx).await
+    async fn apply(
+        api: &Api<NonAdminBackupStorageLocation>,
+        obj: Arc<NonAdminBackupStorageLocation>,
+        ctx: &Ctx,
+    ) -> Result<Action, Error> {
+        if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
+            return Ok(Action::await_change());
+        }
+        let Some(policy) = ctx.policy.current() else {
+            tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
+            return Ok(Action::requeue(ctx.opts.policy_retry));
+        };
+        let nacuuid = match nacuuid(&*obj) {
+            Some(u) => u,
+            None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
+        };
+        let vns = ctx.opts.velero_namespace.clone();
+        let ns = obj.namespace().unwrap_or_default();
+        // A request of this location whose status was never written (a crash between its create and its status
+        // write) is finished by the same path that makes one.
+        let unfinished = |r: &NonAdminBackupStorageLocationRequest| {
+            NABSL.owns(&r.metadata, &ns, &obj.name_any())
+                && r.status
+                    .as_ref()
+                    .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
+        };
+        let request = match ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
+            Some(r) if !unfinished(&r) => (*r).clone(),
+            _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
+                Ok(r) => r,
+                Err(action) => return Ok(action),
+            },
+        };
+        let requested = request
+            .status
+            .as_ref()
+            .and_then(|s| s.non_admin_backup_storage_location.as_ref())
+            .filter(|l| l.nacuuid.as_deref() == Some(nacuuid.as_str()));
+        let (Some(requested), true) = (requested, NABSL.owns(&request.metadata, &ns, &obj.name_any())) else {
+            tracing::warn!(object = %key_of(&*obj), request = %nacuuid, "approval request belongs to another location");
+            teardown(ctx, &obj, &nacuuid).await?;
+            set(api, &obj, ctx, &Stage::ForeignRequest, Some(&nacuuid)).await?;
+            return Ok(Action::await_change());
+        };
+        let phase = ApprovalDecision::phase(request.spec.approval_decision);
+        if request.status.as_ref().and_then(|s| s.phase) != Some(phase) {
+            // The request's phase follows the admin's decision.
+            let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
+            update_status(&requests, &request, &ctx.recent, &ctx.metrics, |old| {
+                let mut s = old.cloned().unwrap_or_default();
+                s.phase = Some(phase);
+                s
+            })
+            .await?;
+        }
+        if phase != RequestPhase::Approved {
+            teardown(ctx, &obj, &nacuuid).await?;
+            set(api, &obj, ctx, &Stage::NotApproved(phase), Some(&nacuuid)).await?;
+            return Ok(Action::await_change());
+        }
+        let approved = requested.requested_spec.clone();
+        let secret = match sync_secret(ctx, &obj, &nacuuid, &approved).await? {
+            Ok(s) => s,
+            Err(detail) => {
+                set(api, &obj, ctx, &Stage::SecretFailed(detail), Some(&nacuuid)).await?;
+                // The tenant's Secret appearing or changing triggers a reconcile (a watch on Secret metadata).
+                return Ok(Action::await_change());
+            }
+        };
+        let wanted = build_location(&obj, &nacuuid, &vns, &approved);
+        let (location, velero) = match sync_location(ctx, &obj, &nacuuid, wanted).await {
+            Ok(x) => x,
+            Err(Error::Kube(e)) if is_refusal(&e) => {
+                set(api, &obj, ctx, &Stage::LocationFailed(e.to_string()), Some(&nacuuid)).await?;
+                return Ok(Action::await_change());
+            }
+            Err(e) => return Err(e),
+        };
+        let stage = Stage::Ready {
+            secret,
+            location,
+            velero: velero.status,
+        };
+        set(api, &obj, ctx, &stage, Some(&nacuuid)).await?;
+        Ok(Action::await_change())
     }
 
-    async fn cleanup(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        cleanup(api, obj, ctx).await
+    /// Deletion: the request, the Secret copy and the Velero BSL go. Backups made on the location are left alone
+    /// (their data stays in the tenant's bucket); their NonAdminBackups report the location gone.
+    async fn cleanup(
+        api: &Api<NonAdminBackupStorageLocation>,
+        obj: Arc<NonAdminBackupStorageLocation>,
+        ctx: &Ctx,
+    ) -> Result<Action, Error> {
+        stores_ready(ctx).await?;
+        let Some(nacuuid) = nacuuid(&*obj) else {
+            return Ok(Action::await_change());
+        };
+        let now = now_seconds();
+        update_status(api, &obj, &ctx.recent, &ctx.metrics, |s| {
+            let mut s = s.cloned().unwrap_or_default();
+            advance_phase(&mut s.phase, NonAdminPhase::Deleting);
+            set_condition(&mut s.conditions, DELETING, true, DELETION_PENDING, DELETION_MSG, now);
+            s
+        })
+        .await?;
+        teardown(ctx, &obj, &nacuuid).await?;
+        if let Some(r) = ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
+            if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
+                let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
+                delete_if_present(
+                    &requests,
+                    &nacuuid,
+                    &ctx.metrics,
+                    "NonAdminBackupStorageLocationRequest",
+                )
+                .await?;
+            }
+        }
+        tracing::info!(object = %key_of(&*obj), "storage location removed");
+        Ok(Action::await_change())
     }
 }
 
@@ -479,93 +582,6 @@ async fn stores_ready(ctx: &Ctx) -> Result<(), Error> {
     ctx.ready(&ctx.own.requests.synced, "NonAdminBackupStorageLocationRequests")
         .await?;
     ctx.ready(&ctx.own.copies.synced, "Secret copies").await
-}
-
-async fn apply(
-    api: &Api<NonAdminBackupStorageLocation>,
-    obj: Arc<NonAdminBackupStorageLocation>,
-    ctx: &Ctx,
-) -> Result<Action, Error> {
-    if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
-        return Ok(Action::await_change());
-    }
-    let Some(policy) = ctx.policy.current() else {
-        tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
-        return Ok(Action::requeue(ctx.opts.policy_retry));
-    };
-    let nacuuid = match nacuuid(&*obj) {
-        Some(u) => u,
-        None => generate_nacuuid(&obj.namespace().unwrap_or_default(), &obj.name_any()),
-    };
-    let vns = ctx.opts.velero_namespace.clone();
-    let ns = obj.namespace().unwrap_or_default();
-    // A request of this location whose status was never written (a crash between its create and its status
-    // write) is finished by the same path that makes one.
-    let unfinished = |r: &NonAdminBackupStorageLocationRequest| {
-        NABSL.owns(&r.metadata, &ns, &obj.name_any())
-            && r.status
-                .as_ref()
-                .is_none_or(|s| s.non_admin_backup_storage_location.is_none())
-    };
-    let request = match ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
-        Some(r) if !unfinished(&r) => (*r).clone(),
-        _ => match request_for(api, &obj, ctx, &policy, &nacuuid).await? {
-            Ok(r) => r,
-            Err(action) => return Ok(action),
-        },
-    };
-    let requested = request
-        .status
-        .as_ref()
-        .and_then(|s| s.non_admin_backup_storage_location.as_ref())
-        .filter(|l| l.nacuuid.as_deref() == Some(nacuuid.as_str()));
-    let (Some(requested), true) = (requested, NABSL.owns(&request.metadata, &ns, &obj.name_any())) else {
-        tracing::warn!(object = %key_of(&*obj), request = %nacuuid, "approval request belongs to another location");
-        teardown(ctx, &obj, &nacuuid).await?;
-        set(api, &obj, ctx, &Stage::ForeignRequest, Some(&nacuuid)).await?;
-        return Ok(Action::await_change());
-    };
-    let phase = ApprovalDecision::phase(request.spec.approval_decision);
-    if request.status.as_ref().and_then(|s| s.phase) != Some(phase) {
-        // The request's phase follows the admin's decision.
-        let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
-        update_status(&requests, &request, &ctx.recent, &ctx.metrics, |old| {
-            let mut s = old.cloned().unwrap_or_default();
-            s.phase = Some(phase);
-            s
-        })
-        .await?;
-    }
-    if phase != RequestPhase::Approved {
-        teardown(ctx, &obj, &nacuuid).await?;
-        set(api, &obj, ctx, &Stage::NotApproved(phase), Some(&nacuuid)).await?;
-        return Ok(Action::await_change());
-    }
-    let approved = requested.requested_spec.clone();
-    let secret = match sync_secret(ctx, &obj, &nacuuid, &approved).await? {
-        Ok(s) => s,
-        Err(detail) => {
-            set(api, &obj, ctx, &Stage::SecretFailed(detail), Some(&nacuuid)).await?;
-            // The tenant's Secret appearing or changing triggers a reconcile (a watch on Secret metadata).
-            return Ok(Action::await_change());
-        }
-    };
-    let wanted = build_location(&obj, &nacuuid, &vns, &approved);
-    let (location, velero) = match sync_location(ctx, &obj, &nacuuid, wanted).await {
-        Ok(x) => x,
-        Err(Error::Kube(e)) if is_refusal(&e) => {
-            set(api, &obj, ctx, &Stage::LocationFailed(e.to_string()), Some(&nacuuid)).await?;
-            return Ok(Action::await_change());
-        }
-        Err(e) => return Err(e),
-    };
-    let stage = Stage::Ready {
-        secret,
-        location,
-        velero: velero.status,
-    };
-    set(api, &obj, ctx, &stage, Some(&nacuuid)).await?;
-    Ok(Action::await_change())
 }
 
 /// An API answer that retrying will not change (the object is invalid): reported, not retried.
@@ -776,42 +792,6 @@ async fn teardown(ctx: &Ctx, obj: &NonAdminBackupStorageLocation, nacuuid: &str)
         }
     }
     Ok(())
-}
-
-/// Deletion: the request, the Secret copy and the Velero BSL go. Backups made on the location are left alone
-/// (their data stays in the tenant's bucket); their NonAdminBackups report the location gone.
-async fn cleanup(
-    api: &Api<NonAdminBackupStorageLocation>,
-    obj: Arc<NonAdminBackupStorageLocation>,
-    ctx: &Ctx,
-) -> Result<Action, Error> {
-    stores_ready(ctx).await?;
-    let Some(nacuuid) = nacuuid(&*obj) else {
-        return Ok(Action::await_change());
-    };
-    let now = now_seconds();
-    update_status(api, &obj, &ctx.recent, &ctx.metrics, |s| {
-        let mut s = s.cloned().unwrap_or_default();
-        advance_phase(&mut s.phase, NonAdminPhase::Deleting);
-        set_condition(&mut s.conditions, DELETING, true, DELETION_PENDING, DELETION_MSG, now);
-        s
-    })
-    .await?;
-    teardown(ctx, &obj, &nacuuid).await?;
-    if let Some(r) = ctx.own.requests.get(&ctx.velero_ref(&nacuuid)) {
-        if NABSL.owns(&r.metadata, &obj.namespace().unwrap_or_default(), &obj.name_any()) {
-            let requests: Api<NonAdminBackupStorageLocationRequest> = ctx.velero_api();
-            delete_if_present(
-                &requests,
-                &nacuuid,
-                &ctx.metrics,
-                "NonAdminBackupStorageLocationRequest",
-            )
-            .await?;
-        }
-    }
-    tracing::info!(object = %key_of(&*obj), "storage location removed");
-    Ok(Action::await_change())
 }
 
 /// The locations whose credential is Secret `namespace`/`name`.

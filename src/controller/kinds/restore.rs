@@ -14,7 +14,7 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared};
+use crate::controller::context::{key_of, Cx, Error};
 use crate::controller::gc::MadeBy;
 use crate::controller::kind::{self, set_status, Kind};
 use crate::controller::queue::reported;
@@ -234,39 +234,29 @@ impl Tenant for NonAdminRestore {
     }
 }
 
-/// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
-/// in the store goes to the collector.
-async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
-    let (nars, j) = (ctx.own.objects.clone(), jobs.clone());
-    let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
-        if nars.get(r).is_none() {
-            j.orphan::<Restore>(v.name_any());
-        }
-    };
-    let j = jobs.clone();
-    let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
-    kind::run(controller, &ctx, stop).await
-}
-
 impl Kind for NonAdminRestore {
     const ORIGIN: Origin = NAR;
     const CONTROLLER: &'static str = NAR_CONTROLLER;
     type State = KindState<NonAdminRestore>;
-    type Wiring = KindWiring<NonAdminRestore>;
     crate::queued_kind!();
 
-    fn build(shared: &Shared, reg: &mut Registry) -> (Self::State, Self::Wiring) {
+    /// The collector collects its Velero Restore once it is gone.
+    fn wire(_state: &Self::State, reg: &mut Registry) {
         reg.made(MadeBy::<NonAdminRestore, Restore>::always());
-        KindState::new(shared, reg)
     }
 
-    fn controller(
-        ctx: Arc<Ctx>,
-        wiring: Self::Wiring,
-        jobs: &Jobs,
-        stop: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send {
-        controller(ctx, wiring, jobs, stop)
+    /// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
+    /// in the store goes to the collector.
+    async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
+        let (nars, j) = (ctx.own.objects.clone(), jobs.clone());
+        let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
+            if nars.get(r).is_none() {
+                j.orphan::<Restore>(v.name_any());
+            }
+        };
+        let j = jobs.clone();
+        let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
+        kind::run(controller, &ctx, stop).await
     }
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
@@ -606,25 +596,10 @@ pub fn velero_restore_spec(
 
 /// The Velero Restore nac creates for a NonAdminRestore, named by its nacuuid.
 pub fn velero_restore(nar: &NonAdminRestore, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
-    let mut r = Restore::new(nacuuid, spec);
-    r.metadata = kind::made_meta(nar, nacuuid, velero_namespace);
-    r
-}
-
-/// Validates a NonAdminRestore against the policy and builds its Velero Restore in one go.
-pub fn velero_restore_for(
-    nar: &NonAdminRestore,
-    nacuuid: &str,
-    velero_namespace: &str,
-    velero_backup_name: &str,
-    policy: &Policy,
-) -> Result<Restore, String> {
-    Ok(velero_restore(
-        nar,
-        nacuuid,
-        velero_namespace,
-        velero_restore_spec(nar, velero_backup_name, policy)?,
-    ))
+    Restore {
+        metadata: kind::made_meta(nar, nacuuid, velero_namespace),
+        ..Restore::new(nacuuid, spec)
+    }
 }
 
 #[cfg(test)]
@@ -633,6 +608,18 @@ mod tests {
     use crate::api::NonAdminRestoreSpec;
     use crate::naming::*;
     use serde_json::json;
+
+    /// Validates a NonAdminRestore against the policy and builds its Velero Restore in one go.
+    fn velero_restore_for(
+        nar: &NonAdminRestore,
+        nacuuid: &str,
+        velero_namespace: &str,
+        velero_backup_name: &str,
+        policy: &Policy,
+    ) -> Result<Restore, String> {
+        velero_restore_spec(nar, velero_backup_name, policy)
+            .map(|spec| velero_restore(nar, nacuuid, velero_namespace, spec))
+    }
 
     fn nar(spec: Value) -> NonAdminRestore {
         let mut n = NonAdminRestore::new(

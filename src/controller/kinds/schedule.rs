@@ -12,7 +12,7 @@ use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
 use crate::controller::backup::{recheck_rights, recorded_spec, resolve_location};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared};
+use crate::controller::context::{key_of, Cx, Error};
 use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
 use crate::controller::status::Note;
 use crate::controller::term::Jobs;
@@ -49,42 +49,29 @@ type Ctx = Cx<State>;
 crate::has_status!(NonAdminSchedule => NonAdminScheduleStatus, "NonAdminSchedule/status";);
 impl crate::controller::write::CompactStatus for NonAdminScheduleStatus {}
 
-/// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
-/// schedule is gone go to the collector); the changes of their runs come coalesced through its hook on Velero
-/// Backups.
-async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
-    let what = ["nonadminschedules", "velero schedules"];
-    let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
-    let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
-    kind::run(controller.reconcile_on(triggers), &ctx, stop).await
-}
-
 impl Kind for NonAdminSchedule {
     const ORIGIN: Origin = NAS;
     const CONTROLLER: &'static str = CONTROLLER;
     type State = State;
-    type Wiring = Wiring;
 
-    /// Its stores, and its hook on Velero Backups: a schedule hears of each change of its runs (recent backups,
-    /// last backup).
-    fn build(_shared: &Shared, reg: &mut Registry) -> (State, Wiring) {
-        let (state, wiring) = State::new(reg);
+    /// Its hook on Velero Backups: a schedule hears of each change of its runs (recent backups, last backup).
+    fn wire(state: &State, reg: &mut Registry) {
         let trigger = state.trigger.clone();
         reg.on::<Backup>(move |b, _| {
             if let Some(r) = NAS.owner::<NonAdminSchedule>(b) {
                 let _ = trigger.unbounded_send(r);
             }
         });
-        (state, wiring)
     }
 
-    fn controller(
-        ctx: Arc<Ctx>,
-        wiring: Wiring,
-        jobs: &Jobs,
-        stop: CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + Send {
-        controller(ctx, wiring, jobs, stop)
+    /// The schedule controller for a term: the tenants' schedules and the Velero Schedules made for them (those whose
+    /// schedule is gone go to the collector); the changes of their runs come coalesced through its hook on Velero
+    /// Backups.
+    async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
+        let what = ["nonadminschedules", "velero schedules"];
+        let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
+        let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
+        kind::run(controller.reconcile_on(triggers), &ctx, stop).await
     }
 
     fn recorded_nacuuid(s: &NonAdminScheduleStatus) -> Option<&str> {
@@ -100,12 +87,108 @@ impl Kind for NonAdminSchedule {
         ctx.ready(&ctx.view.get::<Backup>().synced, "Velero Backups").await
     }
 
-    async fn apply(api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        apply(api, obj, ctx).await
+    async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
+        let Some(policy) = ctx.policy.current() else {
+            tracing::info!(object = %key_of(&*nas), "no valid policy loaded yet; will retry");
+            return Ok(Action::requeue(ctx.opts.policy_retry));
+        };
+        let vns = ctx.opts.velero_namespace.clone();
+        let (nas, nacuuid) = ensure_nacuuid(api, nas, ctx, |s, u| record_nacuuid(s, u, &vns)).await?;
+        let ns = nas.namespace().unwrap_or_default();
+        let existing = ctx.get_velero(&ctx.own.velero, &nacuuid).await?;
+        if let Some(v) = &existing {
+            if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
+                return Err(Error::Inconsistent(format!(
+                    "Velero Schedule {nacuuid} belongs to another NonAdminSchedule; refusing to use it for {}",
+                    key_of(&*nas)
+                )));
+            }
+        }
+        let want = match wanted(&nas, &nacuuid, &policy, ctx).await? {
+            Ok(w) => w,
+            Err(message) => {
+                // No new runs while invalid: its Velero Schedule (made when it was valid) is paused.
+                if let Some(v) = existing.as_ref().filter(|v| !v.spec.paused) {
+                    patch_velero(
+                        ctx,
+                        &v.name_any(),
+                        vec![json!({"op": "add", "path": "/spec/paused", "value": true})],
+                    )
+                    .await?;
+                    tracing::warn!(object = %key_of(&*nas), velero = %v.name_any(), "schedule invalid now; Velero Schedule paused");
+                }
+                set(api, &nas, ctx, &Stage::Invalid(message)).await?;
+                // A location may become usable, the policy change: looked at again now and then.
+                return Ok(Action::requeue(Duration::from_secs(60)));
+            }
+        };
+        let velero = match existing {
+            None => {
+                let v = create_or_get(&ctx.velero_api::<Schedule>(), &want, &ctx.metrics, "Schedule").await?;
+                tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule created");
+                v
+            }
+            Some(have) => match changes(&have, &{
+                let mut want = want.clone();
+                if have.spec.schedule != want.spec.schedule && policy.schedule.min_interval.is_some() {
+                    // As the webhook does: a changed expression does not run at once under a minimum interval.
+                    want.spec.skip_immediately = Some(true);
+                }
+                want
+            }) {
+                Some(ops) => {
+                    let v = patch_velero(ctx, &nacuuid, ops).await?;
+                    tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule updated");
+                    v
+                }
+                None => have,
+            },
+        };
+        if nas.spec.skip_immediately.is_some() {
+            // Handed to Velero (or false, which asks for nothing): consumed, so a later unpause skips only when asked.
+            ctx.metrics.write("NonAdminSchedule");
+            api.patch(
+                &nas.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"skipImmediately": null}})),
+            )
+            .await?;
+        }
+        let tenant_locations =
+            |l: &str| crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, l);
+        let recent = recent_backups(
+            (&ns, &nas.name_any()),
+            &velero,
+            ctx.view.get::<Backup>().state().iter().map(|b| &**b),
+            &tenant_locations,
+        );
+        let vns = ctx.opts.velero_namespace.clone();
+        let stage = Stage::Created {
+            nacuuid: &nacuuid,
+            velero_namespace: &vns,
+            velero: &velero,
+            recent,
+            next_run: next_run(&velero),
+        };
+        set(api, &nas, ctx, &stage).await?;
+        Ok(Action::requeue(RECHECK))
     }
 
-    async fn cleanup(_api: &Api<Self>, obj: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        cleanup(obj, ctx).await
+    /// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
+    async fn cleanup(_api: &Api<Self>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
+        ctx.ready(&ctx.own.velero.synced, "Velero Schedules").await?;
+        if let Some(u) = nacuuid(&*nas) {
+            let ns = nas.namespace().unwrap_or_default();
+            let mine = ctx
+                .get_velero(&ctx.own.velero, &u)
+                .await?
+                .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
+            if let Some(v) = mine {
+                delete_if_present(&ctx.velero_api::<Schedule>(), &v.name_any(), &ctx.metrics, "Schedule").await?;
+                tracing::info!(object = %key_of(&*nas), velero = %u, "Velero Schedule deleted; its backups stay");
+            }
+        }
+        Ok(Action::await_change())
     }
 }
 
@@ -415,93 +498,6 @@ pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus)
     out
 }
 
-async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    let Some(policy) = ctx.policy.current() else {
-        tracing::info!(object = %key_of(&*nas), "no valid policy loaded yet; will retry");
-        return Ok(Action::requeue(ctx.opts.policy_retry));
-    };
-    let vns = ctx.opts.velero_namespace.clone();
-    let (nas, nacuuid) = ensure_nacuuid(api, nas, ctx, |s, u| record_nacuuid(s, u, &vns)).await?;
-    let ns = nas.namespace().unwrap_or_default();
-    let existing = ctx.get_velero(&ctx.own.velero, &nacuuid).await?;
-    if let Some(v) = &existing {
-        if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
-            return Err(Error::Inconsistent(format!(
-                "Velero Schedule {nacuuid} belongs to another NonAdminSchedule; refusing to use it for {}",
-                key_of(&*nas)
-            )));
-        }
-    }
-    let want = match wanted(&nas, &nacuuid, &policy, ctx).await? {
-        Ok(w) => w,
-        Err(message) => {
-            // No new runs while invalid: its Velero Schedule (made when it was valid) is paused.
-            if let Some(v) = existing.as_ref().filter(|v| !v.spec.paused) {
-                patch_velero(
-                    ctx,
-                    &v.name_any(),
-                    vec![json!({"op": "add", "path": "/spec/paused", "value": true})],
-                )
-                .await?;
-                tracing::warn!(object = %key_of(&*nas), velero = %v.name_any(), "schedule invalid now; Velero Schedule paused");
-            }
-            set(api, &nas, ctx, &Stage::Invalid(message)).await?;
-            // A location may become usable, the policy change: looked at again now and then.
-            return Ok(Action::requeue(Duration::from_secs(60)));
-        }
-    };
-    let velero = match existing {
-        None => {
-            let v = create_or_get(&ctx.velero_api::<Schedule>(), &want, &ctx.metrics, "Schedule").await?;
-            tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule created");
-            v
-        }
-        Some(have) => match changes(&have, &{
-            let mut want = want.clone();
-            if have.spec.schedule != want.spec.schedule && policy.schedule.min_interval.is_some() {
-                // As the webhook does: a changed expression does not run at once under a minimum interval.
-                want.spec.skip_immediately = Some(true);
-            }
-            want
-        }) {
-            Some(ops) => {
-                let v = patch_velero(ctx, &nacuuid, ops).await?;
-                tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule updated");
-                v
-            }
-            None => have,
-        },
-    };
-    if nas.spec.skip_immediately.is_some() {
-        // Handed to Velero (or false, which asks for nothing): consumed, so a later unpause skips only when asked.
-        ctx.metrics.write("NonAdminSchedule");
-        api.patch(
-            &nas.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"skipImmediately": null}})),
-        )
-        .await?;
-    }
-    let tenant_locations =
-        |l: &str| crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, l);
-    let recent = recent_backups(
-        (&ns, &nas.name_any()),
-        &velero,
-        ctx.view.get::<Backup>().state().iter().map(|b| &**b),
-        &tenant_locations,
-    );
-    let vns = ctx.opts.velero_namespace.clone();
-    let stage = Stage::Created {
-        nacuuid: &nacuuid,
-        velero_namespace: &vns,
-        velero: &velero,
-        recent,
-        next_run: next_run(&velero),
-    };
-    set(api, &nas, ctx, &stage).await?;
-    Ok(Action::requeue(RECHECK))
-}
-
 /// A status recording nacuuid `u` (unless one is recorded already).
 fn record_nacuuid(s: Option<&NonAdminScheduleStatus>, u: &str, velero_namespace: &str) -> NonAdminScheduleStatus {
     let mut s = s.cloned().unwrap_or_default();
@@ -513,23 +509,6 @@ fn record_nacuuid(s: Option<&NonAdminScheduleStatus>, u: &str, velero_namespace:
     }
     s.phase.get_or_insert(NonAdminPhase::New);
     s
-}
-
-/// The finalizer's cleanup: the Velero Schedule goes (no more runs); the backups it made stay.
-async fn cleanup(nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.ready(&ctx.own.velero.synced, "Velero Schedules").await?;
-    if let Some(u) = nacuuid(&*nas) {
-        let ns = nas.namespace().unwrap_or_default();
-        let mine = ctx
-            .get_velero(&ctx.own.velero, &u)
-            .await?
-            .filter(|v| NAS.owns(&v.metadata, &ns, &nas.name_any()));
-        if let Some(v) = mine {
-            delete_if_present(&ctx.velero_api::<Schedule>(), &v.name_any(), &ctx.metrics, "Schedule").await?;
-            tracing::info!(object = %key_of(&*nas), velero = %u, "Velero Schedule deleted; its backups stay");
-        }
-    }
-    Ok(Action::await_change())
 }
 
 #[cfg(test)]
