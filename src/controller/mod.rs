@@ -2,34 +2,25 @@
 //! NonAdminDownloadRequest, NonAdminSchedule) into Velero objects and keep their status current. They run only on
 //! the replica holding the leader Lease (webhooks run everywhere); the runtime starts one [`term()`] per term.
 //!
-//! Layout, following the data flow:
-//! - the shared core: `context` (`Shared`: client, options, policy, metrics, event recorder,
-//!   recent writes, rights and contents; the reconcile `Error`), `term` (one term's [`Ctx`]: the shared core and
-//!   one state per kind, the read-only view of every store; `Jobs`, where kinds hand work to the background
-//!   jobs), `status` and `conditions` (pure status planning), `write` (writes only what changed, retries
-//!   conflicts, creates idempotently).
-//! - the skeleton, in two tiers: `kind` is the base every kind runs ([`Kind`](kind::Kind): reconcile entry,
-//!   finalizer, stale-cache guard, status write with Events, nacuuid lookup, error policy, and the wiring helpers);
-//!   `tenant` is the tier the kinds queued in Velero add on top ([`Tenant`](tenant::Tenant): admission, create,
-//!   queue position, status mirror).
-//! - `kinds/`, one file per kind with its own decisions, its state and its `controller` function (its watches):
-//!   `backup`, `restore` (queued), `location`, `download`, `schedule`.
-//! - `index/`, what the watches feed: `watches` (streams into stores and into the `WatchIndex`es), `queue` (Velero
-//!   queue positions), `counts` (DataUploads / PodVolumeBackups per backup), `interner` (values shared between
-//!   store copies).
+//! Layout, following the data flow (see `README.md` in this folder):
+//! - the shared core: `context` (`Shared`: client, options, policy, metrics, event recorder, recent writes,
+//!   rights and contents; `Cx<State>`, a kind's context; the reconcile `Error`), `view` (a term's read-only view
+//!   of every store, its wakers and hooks, what the kinds make), `term` (the list of kinds, the shared watch of
+//!   Velero's storage locations, `Jobs`), `status` and `conditions` (pure status planning), `write` (writes only
+//!   what changed, retries conflicts, creates idempotently).
+//! - the skeleton, in two tiers: `kind` is the base every kind runs ([`Kind`](kind::Kind), [`Build`](kind::Build):
+//!   reconcile entry, finalizer, stale-cache guard, status write with Events, nacuuid lookup, error policy, and
+//!   the wiring helpers); `tenant` is the tier the kinds queued in Velero add on top
+//!   ([`Tenant`](tenant::Tenant): admission, create, queue position, status mirror).
+//! - `kinds/`, one file per kind with its own decisions, its state and its controller (its watches): `backup`,
+//!   `restore` (queued), `location`, `download`, `schedule`.
+//! - `index/`, what the watches feed: `watches`, `queue` (Velero queue positions), `counts` (DataUploads /
+//!   PodVolumeBackups per backup), `interner` (values shared between store copies).
 //! - `background/`, the jobs beside the kinds: `sync` (backup sync) and `gc` (garbage collection of Velero
 //!   objects whose tenant object is gone).
 //!
-//! Each is re-exported here (`controller::backup`, `controller::watches`, ...).
-//!
-//! Adding a kind takes (see `README.md` in this folder):
-//! 1. its API type in `api/` (with its `has_status!` entry in `write`) and its identity (`Origin`) in `naming`;
-//! 2. one file in `kinds/` (and its line in `kinds/mod.rs`): its `impl Kind` (a queued kind adds `impl Tenant` and takes the rest from
-//!    [`queued_kind!`](crate::queued_kind)), its state (`kind::Stores` for one Velero object per tenant object) and
-//!    its `controller` function (`kind::one_to_one` or `tenant::controller`, run by `kind::run`);
-//! 3. its state in [`Ctx`] and [`Wiring`](term::Wiring), and one line in [`term()`]'s list of kinds;
-//! 4. for now, also its arms in `gc` (what is made for it) and, with webhooks, its `ProxyKind` in
-//!    `admission::proxy`.
+//! Each is re-exported here (`controller::backup`, `controller::watches`, ...). Adding a kind: one API file, one
+//! kind file, one line in `term::kinds`, plus its `Origin` and (with webhooks) its `ProxyKind` entry.
 
 pub mod background;
 pub mod conditions;
