@@ -47,6 +47,8 @@ const NAB: &str = "NonAdminBackup";
 const NAR: &str = "NonAdminRestore";
 const BACKUP_PREFIX: &str = "spec.backupSpec";
 const RESTORE_PREFIX: &str = "spec.restoreSpec";
+/// Spec fields (of a BackupSpec or a RestoreSpec) that reference an object in Velero's namespace.
+const VELERO_NAMESPACE_REFS: &[&str] = &["resourcePolicy", "resourceModifier"];
 
 struct Ctx<'p> {
     kind: &'p str,
@@ -94,6 +96,19 @@ impl Ctx<'_> {
                 let got = display_value(v);
                 self.deny(field, format!("can only be set to false (got {got})"));
             }
+        }
+    }
+
+    /// Fields naming an object Velero reads in its own namespace: a tenant could point Velero at any ConfigMap
+    /// there (another tenant's resource policy, a modifier that rewrites what is restored). Only the policy may set
+    /// them, by enforcing them.
+    fn only_enforced(&mut self, fields: &[&str], enforced: &Map<String, Value>) {
+        for field in fields.iter().filter(|f| !enforced.contains_key(**f)) {
+            self.must_be_empty(
+                field,
+                "names a ConfigMap in Velero's namespace, which only the cluster administrator may choose (by \
+                 enforcing it in the policy)",
+            );
         }
     }
 
@@ -193,6 +208,7 @@ pub fn evaluate_backup_as(
     c.must_not_be_true("includeClusterResources");
     c.must_be_empty("includedClusterScopedResources", "must remain empty");
     c.must_be_empty("volumeSnapshotLocations", "must remain empty");
+    c.only_enforced(VELERO_NAMESPACE_REFS, &policy.enforce_backup_spec);
     // storageLocation: absent, the enforced value, or (when tenants may bring their own) the name of a
     // NonAdminBackupStorageLocation of this namespace, which the reconciler resolves.
     let enforced_location = policy.enforce_backup_spec.get("storageLocation");
@@ -293,6 +309,7 @@ pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy) -> Outcome {
     c.must_be_empty("excludedNamespaces", "must remain empty");
     c.must_be_empty("namespaceMapping", "must remain empty");
     c.must_not_be_true("includeClusterResources");
+    c.only_enforced(VELERO_NAMESPACE_REFS, &policy.enforce_restore_spec);
     c.apply_enforced(&policy.enforce_restore_spec, RESTORE_DURATION_FIELDS);
     c.check_durations(RESTORE_DURATION_FIELDS);
     c.out

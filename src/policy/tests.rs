@@ -84,6 +84,49 @@ fn cluster_wide_fields_are_denied() {
 }
 
 #[test]
+fn references_into_veleros_namespace_are_the_administrators_alone() {
+    let cm = json!({"kind": "ConfigMap", "name": "other-tenants-policy"});
+    let open = Policy::default();
+    let o = evaluate_backup(&spec(json!({"resourcePolicy": cm})), &open, "ns");
+    assert_eq!(o.violations.len(), 1);
+    assert_eq!(o.violations[0].field, "spec.backupSpec.resourcePolicy");
+    assert!(
+        o.violations[0].message.contains("Velero's namespace"),
+        "{}",
+        o.violations[0].message
+    );
+    // A schedule's template is a BackupSpec too.
+    let t = evaluate_backup_as(
+        &spec(json!({"resourcePolicy": cm})),
+        &open,
+        "ns",
+        "NonAdminSchedule",
+        "spec.template",
+    );
+    assert_eq!(t.violations[0].field, "spec.template.resourcePolicy");
+    for field in ["resourceModifier", "resourcePolicy"] {
+        let mut r = serde_json::Map::new();
+        r.insert("backupName".into(), json!("nightly"));
+        r.insert(field.into(), cm.clone());
+        let o = evaluate_restore(&r, &open);
+        assert_eq!(o.violations.len(), 1, "{field}");
+        assert_eq!(o.violations[0].field, format!("spec.restoreSpec.{field}"));
+    }
+    // Enforced by the policy: filled in, and the same value passes; another is refused as any enforced field.
+    let pinned = policy("enforceBackupSpec:\n  resourcePolicy: {kind: ConfigMap, name: skip-big-volumes}\n");
+    let filled = evaluate_backup(&Map::new(), &pinned, "ns");
+    assert!(filled.allowed());
+    assert_eq!(filled.spec["resourcePolicy"]["name"], "skip-big-volumes");
+    assert!(evaluate_backup(
+        &spec(json!({"resourcePolicy": {"kind": "ConfigMap", "name": "skip-big-volumes"}})),
+        &pinned,
+        "ns"
+    )
+    .allowed());
+    assert!(!evaluate_backup(&spec(json!({"resourcePolicy": cm})), &pinned, "ns").allowed());
+}
+
+#[test]
 fn storage_location_is_allowed_when_the_policy_pins_it() {
     let p = policy("enforceBackupSpec: {storageLocation: tenant-bsl}");
     assert!(evaluate_backup(&spec(json!({"storageLocation": "tenant-bsl"})), &p, "ns").allowed());
