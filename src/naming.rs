@@ -31,6 +31,8 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of `app.kubernetes.io/managed-by` on Velero objects nac creates (OADP's controller id).
 pub const MANAGED_BY_VALUE: &str = "oadp-nac-controller";
 pub const VELERO_BACKUP_NAME_LABEL: &str = "velero.io/backup-name";
+/// Velero's label naming the Restore a per-volume object (PodVolumeRestore, DataDownload) belongs to.
+pub const VELERO_RESTORE_NAME_LABEL: &str = "velero.io/restore-name";
 pub const VELERO_BACKUP_UID_LABEL: &str = "velero.io/backup-uid";
 /// Finalizers nac puts on its proxy objects (same strings as OADP's controller).
 pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";

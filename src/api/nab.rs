@@ -129,7 +129,7 @@ impl PartialEq for VeleroBackupRef {
     }
 }
 
-/// Counts of the backup's DataUploads by phase.
+/// Counts of a backup's DataUploads (a restore's DataDownloads) by phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataMoverDataUploads {
@@ -153,7 +153,7 @@ pub struct DataMoverDataUploads {
     pub completed: i64,
 }
 
-/// Counts of the backup's PodVolumeBackups by phase.
+/// Counts of a backup's PodVolumeBackups (a restore's PodVolumeRestores) by phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileSystemPodVolumeBackups {
@@ -168,6 +168,11 @@ pub struct FileSystemPodVolumeBackups {
     #[serde(default)]
     pub completed: i64,
 }
+
+/// Counts of a restore's DataDownloads by phase (OADP's field, the same shape as a backup's DataUploads).
+pub type DataMoverDataDownloads = DataMoverDataUploads;
+/// Counts of a restore's PodVolumeRestores by phase (OADP's field, the same shape as a backup's).
+pub type FileSystemPodVolumeRestores = FileSystemPodVolumeBackups;
 
 /// The DeleteBackupRequest nac made for a NonAdminBackup with `deleteBackup: true`.
 pub type VeleroDeleteBackupRequestRef = super::VeleroRef<DeleteBackupRequestStatus>;

@@ -37,6 +37,10 @@ pub struct NonAdminRestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero_restore: Option<VeleroRestoreRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_mover_data_downloads: Option<super::DataMoverDataDownloads>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system_pod_volume_restores: Option<super::FileSystemPodVolumeRestores>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_info: Option<QueueInfo>,
 }
 

@@ -5,7 +5,6 @@
 
 use super::context::Cx;
 use super::events::Recorder;
-use super::tenant::KindState;
 use super::view::Registry;
 use super::Options;
 use crate::api::{
@@ -55,7 +54,7 @@ impl Call {
 
 struct Fixture {
     nab: Arc<Cx<super::backup::State>>,
-    nar: Arc<Cx<KindState<NonAdminRestore>>>,
+    nar: Arc<Cx<super::restore::State>>,
     nabs: reflector::store::Writer<NonAdminBackup>,
     backups: reflector::store::Writer<Backup>,
     restores: reflector::store::Writer<Restore>,
@@ -99,10 +98,12 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let _ = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
     for synced in [
         &nab.queued.synced,
-        &nar.synced,
+        &nar.queued.synced,
+        &nar.volumes.data_mover_synced,
+        &nar.volumes.file_system_synced,
         &nab.delete_requests.synced,
-        &nab.volumes.data_uploads_synced,
-        &nab.volumes.pod_volume_backups_synced,
+        &nab.volumes.data_mover_synced,
+        &nab.volumes.file_system_synced,
         &locations.synced,
     ] {
         synced.mark();
@@ -566,7 +567,7 @@ async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
                 );
                 assert_eq!(status.body["status"]["phase"], "New");
                 assert_eq!(events, 2, "{source}: accepted + waiting");
-                assert_eq!(f.nar.own.waiting.len(), 1);
+                assert_eq!(f.nar.own.queued.waiting.len(), 1);
             } else {
                 // No wait: refused at once, as OADP does.
                 assert_eq!(
@@ -575,7 +576,7 @@ async fn a_restore_of_an_unfinished_or_missing_backup_writes_only_its_status() {
                     "{source}"
                 );
                 assert_eq!(events, 1, "{source}");
-                assert!(f.nar.own.waiting.is_empty());
+                assert!(f.nar.own.queued.waiting.is_empty());
             }
         }
     }
@@ -595,10 +596,11 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
     let me = kube::runtime::reflector::ObjectRef::from_obj(&undo);
     f.nar
         .own
+        .queued
         .waiting
         .register(me, vec!["NonAdminBackup:team-a/nightly".into()]);
     let (calls, events) = run_nar(&f, handle, undo).await;
-    assert!(f.nar.own.waiting.is_empty());
+    assert!(f.nar.own.queued.waiting.is_empty());
     assert_eq!(
         calls,
         vec![

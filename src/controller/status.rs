@@ -304,9 +304,9 @@ mod tests {
     use super::*;
     use crate::api::{DataMoverDataUploads, NonAdminBackup, NonAdminRestore};
     use crate::controller::backup::{
-        self, delete_request_message, pod_volume_backups, BackupView, DeleteRequestView, BACKUP_DIRECT_DELETE_MESSAGE,
+        self, delete_request_message, BackupView, DeleteRequestView, BACKUP_DIRECT_DELETE_MESSAGE,
     };
-    use crate::controller::counts::PhaseTally;
+    use crate::controller::counts::{pod_volume_backups, PhaseTally};
     use crate::controller::restore::{restore_finalizer_stalled_message, RestoreView, RESTORE_DELETE_MESSAGE};
     use crate::velero::{BackupStatus, DeleteBackupRequestStatus, RestoreStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -593,6 +593,8 @@ mod tests {
             queue_position: 1,
             source_warning: None,
             left_out: None,
+            data_downloads: Default::default(),
+            pod_volume_restores: Default::default(),
         }
     }
 

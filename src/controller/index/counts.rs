@@ -1,6 +1,7 @@
 //! Counts of Velero's per-volume objects (DataUploads, PodVolumeBackups) by owning backup and phase, kept
 //! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
 
+use crate::api::{DataMoverDataUploads, FileSystemPodVolumeBackups};
 use crate::controller::watches::Synced;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -9,14 +10,15 @@ use std::time::Duration;
 /// Phase → number of objects; the empty string stands for "no phase yet".
 pub type PhaseTally = BTreeMap<String, i64>;
 
-/// The per-volume objects of backups a NonAdminBackup status counts: DataUploads and PodVolumeBackups, each
-/// counted by backup and phase, with whether its watch has completed its first list.
+/// The per-volume objects a tenant status counts for its Velero object: the data mover's (DataUploads of a
+/// backup, DataDownloads of a restore) and the file-system ones (PodVolumeBackups, PodVolumeRestores), each counted
+/// by owner and phase, with whether its watch has completed its first list.
 #[derive(Default)]
 pub struct Volumes {
-    pub data_uploads: Arc<Mutex<PhaseCounts>>,
-    pub data_uploads_synced: Synced,
-    pub pod_volume_backups: Arc<Mutex<PhaseCounts>>,
-    pub pod_volume_backups_synced: Synced,
+    pub data_mover: Arc<Mutex<PhaseCounts>>,
+    pub data_mover_synced: Synced,
+    pub file_system: Arc<Mutex<PhaseCounts>>,
+    pub file_system_synced: Synced,
 }
 
 impl Volumes {
@@ -24,14 +26,57 @@ impl Volumes {
     /// not report empty counts for a moment.
     pub async fn ready(&self, timeout: Duration) {
         for (flag, what) in [
-            (&self.data_uploads_synced, "DataUploads"),
-            (&self.pod_volume_backups_synced, "PodVolumeBackups"),
+            (&self.data_mover_synced, "data mover"),
+            (&self.file_system_synced, "file system"),
         ] {
             if !flag.is_synced() && !flag.wait(timeout).await {
-                tracing::warn!(kind = what, "watch not synced in time; counting without it for now");
+                tracing::warn!(
+                    kind = what,
+                    "per-volume watch not synced in time; counting without it for now"
+                );
                 flag.mark();
             }
         }
+    }
+
+    /// The data mover's and the file-system tallies of Velero object `name` (counted by their owner label: the
+    /// name in Velero's label form).
+    pub fn tallies(&self, name: &str) -> (PhaseTally, PhaseTally) {
+        let owner = crate::naming::velero_label_value(name);
+        (
+            self.data_mover.lock().expect("counts lock").tally(&owner),
+            self.file_system.lock().expect("counts lock").tally(&owner),
+        )
+    }
+}
+
+fn count(t: &PhaseTally, phase: &str) -> i64 {
+    t.get(phase).copied().unwrap_or(0)
+}
+
+/// DataUpload (or DataDownload) counts by phase, as OADP's controller reports them.
+pub fn data_uploads(t: &PhaseTally) -> DataMoverDataUploads {
+    DataMoverDataUploads {
+        total: t.values().sum(),
+        new: count(t, "New"),
+        accepted: count(t, "Accepted"),
+        prepared: count(t, "Prepared"),
+        in_progress: count(t, "InProgress"),
+        canceling: count(t, "Canceling"),
+        canceled: count(t, "Canceled"),
+        failed: count(t, "Failed"),
+        completed: count(t, "Completed"),
+    }
+}
+
+/// PodVolumeBackup (or PodVolumeRestore) counts by phase, as OADP's controller reports them.
+pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
+    FileSystemPodVolumeBackups {
+        total: t.values().sum(),
+        new: count(t, "New"),
+        in_progress: count(t, "InProgress"),
+        failed: count(t, "Failed"),
+        completed: count(t, "Completed"),
     }
 }
 

@@ -3,14 +3,13 @@
 //! and relist when it expired (kube's watcher), back off per stream on errors, and never pass errors on to the
 //! controllers (a missing optional Velero CRD must not pause the others).
 
-use crate::api::NonAdminBackup;
 use crate::controller::counts::PhaseCounts;
 use crate::controller::queue::QueueIndex;
 use crate::controller::tenant::KindState;
 use crate::controller::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::metrics::{KindLabels, Metrics};
-use crate::naming::VELERO_BACKUP_NAME_LABEL;
-use crate::velero::{BackupStorageLocation, DataUpload, PodVolumeBackup};
+use crate::naming::{VELERO_BACKUP_NAME_LABEL, VELERO_RESTORE_NAME_LABEL};
+use crate::velero::{BackupStorageLocation, DataDownload, DataUpload, PodVolumeBackup, PodVolumeRestore};
 use futures::{Future, Stream, StreamExt, TryStreamExt};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
@@ -253,25 +252,35 @@ impl<V: VeleroObject> WatchIndex<V> for QueueIndex {
     }
 }
 
-/// A per-volume object of a backup (labelled `velero.io/backup-name`) counted by phase.
-pub trait VolumeProgress: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {
+/// A per-volume object of a backup or restore (labelled with its owner's name) counted by phase.
+pub trait VolumeProgress:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// The label naming its Velero Backup or Restore.
+    const OWNER_LABEL: &'static str;
     fn phase(&self) -> Option<String>;
     fn backup(&self) -> String {
-        self.labels().get(VELERO_BACKUP_NAME_LABEL).cloned().unwrap_or_default()
+        self.labels().get(Self::OWNER_LABEL).cloned().unwrap_or_default()
     }
 }
 
-impl VolumeProgress for DataUpload {
-    fn phase(&self) -> Option<String> {
-        self.status.as_ref().and_then(|s| s.phase.clone())
-    }
+macro_rules! volume_progress {
+    ($($t:ty => $label:expr),* $(,)?) => {$(
+        impl VolumeProgress for $t {
+            const OWNER_LABEL: &'static str = $label;
+            fn phase(&self) -> Option<String> {
+                self.status.as_ref().and_then(|s| s.phase.clone())
+            }
+        }
+    )*};
 }
 
-impl VolumeProgress for PodVolumeBackup {
-    fn phase(&self) -> Option<String> {
-        self.status.as_ref().and_then(|s| s.phase.clone())
-    }
-}
+volume_progress!(
+    DataUpload => VELERO_BACKUP_NAME_LABEL,
+    PodVolumeBackup => VELERO_BACKUP_NAME_LABEL,
+    DataDownload => VELERO_RESTORE_NAME_LABEL,
+    PodVolumeRestore => VELERO_RESTORE_NAME_LABEL,
+);
 
 /// Per-volume counts, keyed by the owning Velero Backup's name.
 impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
@@ -491,18 +500,19 @@ fn mark_if_missing(synced: &Synced, e: &watcher::Error) {
     }
 }
 
-/// Per-volume objects of backups (DataUploads, PodVolumeBackups): counted by backup and phase; a change of a count
-/// triggers the NonAdminBackup of that backup. Only feeds `counts`, so the stream yields nothing. `synced` is
-/// marked after the first list, or when the kind does not exist (no such objects to count).
-pub fn volume_count_stream<V: VolumeProgress>(
+/// Per-volume objects of a queued kind's Velero objects (a backup's DataUploads and PodVolumeBackups, a restore's
+/// DataDownloads and PodVolumeRestores): counted by owner and phase; a change of a count triggers the tenant
+/// object of that owner. Only feeds `counts`, so the stream yields nothing. `synced` is marked after the first
+/// list, or when the kind does not exist (no such objects to count).
+pub fn volume_count_stream<V: VolumeProgress, K: Tenant>(
     api: Api<V>,
     counts: Arc<Mutex<PhaseCounts>>,
     synced: Synced,
-    backups: &KindState<NonAdminBackup>,
+    owners: &KindState<K>,
     what: &'static str,
 ) -> impl Stream<Item = ()> + Send {
-    let trigger = backups.trigger.clone();
-    let s = kube::runtime::watcher(api, config().labels(VELERO_BACKUP_NAME_LABEL))
+    let trigger = owners.trigger.clone();
+    let s = kube::runtime::watcher(api, config().labels(V::OWNER_LABEL))
         .default_backoff()
         .inspect_err({
             let synced = synced.clone();
@@ -516,6 +526,35 @@ pub fn volume_count_stream<V: VolumeProgress>(
             trigger.send(changed);
         });
     log_errors(s, what).map(|_| ())
+}
+
+/// Counts the per-volume progress of a queued kind's Velero objects into `volumes` (data mover `D`, file system
+/// `F`), triggering their tenant objects, until `stop`.
+pub async fn count_volumes<D: VolumeProgress, F: VolumeProgress, K: Tenant>(
+    api: (Api<D>, Api<F>),
+    volumes: &crate::controller::counts::Volumes,
+    owners: &KindState<K>,
+    what: [&'static str; 2],
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let d = volume_count_stream(
+        api.0,
+        volumes.data_mover.clone(),
+        volumes.data_mover_synced.clone(),
+        owners,
+        what[0],
+    );
+    let f = volume_count_stream(
+        api.1,
+        volumes.file_system.clone(),
+        volumes.file_system_synced.clone(),
+        owners,
+        what[1],
+    );
+    futures::stream::select(d, f)
+        .take_until(stop.cancelled_owned())
+        .for_each(|_| async {})
+        .await
 }
 
 /// A kind nac keeps a store of (DeleteBackupRequests, storage locations, approval requests, label-selected Secret

@@ -10,12 +10,11 @@
 use crate::api::condition::*;
 use crate::api::NonAdminBackupStorageLocation;
 use crate::api::{
-    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule,
-    VeleroBackupRef, VeleroDeleteBackupRequestRef,
+    NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule, VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
 use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
-use crate::controller::counts::{PhaseTally, Volumes};
+use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::gc::{self, MadeBy};
 use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
@@ -36,7 +35,6 @@ use crate::velero::{
     backup_phase_unfinished, Backup, BackupSpec, BackupStatus, BackupStorageLocation, DataUpload, DeleteBackupRequest,
     DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
 };
-use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::ObjectRef;
@@ -327,27 +325,15 @@ impl Tenant for NonAdminBackup {
         let locations = ctx.view.get::<BackupStorageLocation>();
         let _ = ctx.ready(&locations.synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
+        let (data_uploads, pod_volume_backups) = ctx.own.volumes.tallies(&name);
         BackupView {
             nacuuid: nacuuid.to_string(),
             name: name.clone(),
             namespace: ctx.opts.velero_namespace.clone(),
             mirrored: mirrored(vb, Some(nacuuid)),
             queue_position: ctx.own.queued.position(&name),
-            // Counted by their `velero.io/backup-name` label: the name in Velero's label form.
-            data_uploads: ctx
-                .own
-                .volumes
-                .data_uploads
-                .lock()
-                .expect("counts lock")
-                .tally(&crate::naming::velero_label_value(&name)),
-            pod_volume_backups: ctx
-                .own
-                .volumes
-                .pod_volume_backups
-                .lock()
-                .expect("counts lock")
-                .tally(&crate::naming::velero_label_value(&name)),
+            data_uploads,
+            pod_volume_backups,
             location_gone: vb
                 .spec
                 .storage_location
@@ -441,24 +427,13 @@ impl Kind for NonAdminBackup {
         let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
         let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
         // Per-volume progress of backups, counted for the NonAdminBackup status.
-        let volumes = &ctx.own.volumes;
-        let du = watches::volume_count_stream(
-            ctx.velero_api::<DataUpload>(),
-            volumes.data_uploads.clone(),
-            volumes.data_uploads_synced.clone(),
+        let counts = watches::count_volumes(
+            (ctx.velero_api::<DataUpload>(), ctx.velero_api::<PodVolumeBackup>()),
+            &ctx.own.volumes,
             &ctx.own.queued,
-            "velero datauploads",
+            ["velero datauploads", "velero podvolumebackups"],
+            stop.clone(),
         );
-        let pvb = watches::volume_count_stream(
-            ctx.velero_api::<PodVolumeBackup>(),
-            volumes.pod_volume_backups.clone(),
-            volumes.pod_volume_backups_synced.clone(),
-            &ctx.own.queued,
-            "velero podvolumebackups",
-        );
-        let counts = futures::stream::select(du, pvb)
-            .take_until(stop.clone().cancelled_owned())
-            .for_each(|_| async {});
         tokio::join!(kind::run(controller, &ctx, stop), counts);
     }
 
@@ -471,36 +446,6 @@ impl Kind for NonAdminBackup {
         } else {
             delete_backup_object(api, &nab, ctx).await
         }
-    }
-}
-
-fn count(t: &PhaseTally, phase: &str) -> i64 {
-    t.get(phase).copied().unwrap_or(0)
-}
-
-/// DataUpload counts by phase, as OADP's controller reports them.
-pub fn data_uploads(t: &PhaseTally) -> DataMoverDataUploads {
-    DataMoverDataUploads {
-        total: t.values().sum(),
-        new: count(t, "New"),
-        accepted: count(t, "Accepted"),
-        prepared: count(t, "Prepared"),
-        in_progress: count(t, "InProgress"),
-        canceling: count(t, "Canceling"),
-        canceled: count(t, "Canceled"),
-        failed: count(t, "Failed"),
-        completed: count(t, "Completed"),
-    }
-}
-
-/// PodVolumeBackup counts by phase, as OADP's controller reports them.
-pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
-    FileSystemPodVolumeBackups {
-        total: t.values().sum(),
-        new: count(t, "New"),
-        in_progress: count(t, "InProgress"),
-        failed: count(t, "Failed"),
-        completed: count(t, "Completed"),
     }
 }
 

@@ -14,9 +14,10 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error};
+use crate::controller::context::{key_of, Cx, Error, Shared};
+use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::gc::MadeBy;
-use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
@@ -25,14 +26,15 @@ use crate::controller::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::term::Jobs;
 use crate::controller::view::Registry;
+use crate::controller::watches;
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::exclusions::{add_restore_exclusions, to_map};
 use crate::velero::{
-    backup_phase_unfinished, restore_phase_unfinished, Backup, BackupStorageLocation, Restore, RestoreSpec,
-    RestoreStatus,
+    backup_phase_unfinished, restore_phase_unfinished, Backup, BackupStorageLocation, DataDownload, PodVolumeRestore,
+    Restore, RestoreSpec, RestoreStatus,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
@@ -42,7 +44,27 @@ use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-type Ctx = Cx<KindState<NonAdminRestore>>;
+/// What the restore controller keeps for a term: the queued tier's state (NonAdminRestores, nac's Velero
+/// Restores, their queue) and the per-volume progress of restores.
+pub struct State {
+    pub queued: KindState<NonAdminRestore>,
+    pub volumes: Volumes,
+}
+
+impl Build for State {
+    type Wiring = KindWiring<NonAdminRestore>;
+
+    /// The queued tier's stores, empty per-volume counts, and what the collector collects of a restore: its
+    /// Velero Restore once it is gone.
+    fn build(shared: &Shared, reg: &mut Registry) -> (State, Self::Wiring) {
+        reg.made(MadeBy::<NonAdminRestore, Restore>::always());
+        let (queued, wiring) = KindState::build(shared, reg);
+        let volumes = Volumes::default();
+        (State { queued, volumes }, wiring)
+    }
+}
+
+type Ctx = Cx<State>;
 
 crate::has_status!(NonAdminRestore => NonAdminRestoreStatus, "NonAdminRestore/status";);
 impl crate::controller::write::CompactStatus for NonAdminRestoreStatus {}
@@ -64,6 +86,9 @@ pub struct RestoreView {
     pub source_warning: Option<String>,
     /// What the restore leaves out for its requester's rights (the record on the Velero Restore), as a message.
     pub left_out: Option<String>,
+    /// DataDownloads and PodVolumeRestores of the restore by phase.
+    pub data_downloads: PhaseTally,
+    pub pod_volume_restores: PhaseTally,
 }
 
 /// What admission hands to `build`: the Velero RestoreSpec and the rights decision to record with it.
@@ -102,7 +127,7 @@ impl Tenant for NonAdminRestore {
     type View = RestoreView;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
-        &ctx.own
+        &ctx.own.queued
     }
 
     /// The policy and tenant rules, then the source: ready, worth waiting for (within the wait timeout), or not
@@ -178,7 +203,9 @@ impl Tenant for NonAdminRestore {
     }
 
     async fn view(ctx: &Ctx, vr: &Restore, nacuuid: &str) -> RestoreView {
+        ctx.own.volumes.ready(ctx.opts.store_ready_timeout).await;
         let name = vr.name_any();
+        let (data_downloads, pod_volume_restores) = ctx.own.volumes.tallies(&name);
         let source = vr
             .spec
             .backup_name
@@ -186,7 +213,9 @@ impl Tenant for NonAdminRestore {
             .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
         RestoreView {
             nacuuid: nacuuid.to_string(),
-            queue_position: ctx.own.position(&name),
+            queue_position: ctx.own.queued.position(&name),
+            data_downloads,
+            pod_volume_restores,
             name,
             namespace: ctx.opts.velero_namespace.clone(),
             status: vr.status.clone().map(|mut s| {
@@ -211,6 +240,8 @@ impl Tenant for NonAdminRestore {
             namespace: Some(vr.namespace.clone()),
             status: vr.status.clone(),
         });
+        s.data_mover_data_downloads = Some(data_uploads(&vr.data_downloads));
+        s.file_system_pod_volume_restores = Some(pod_volume_backups(&vr.pod_volume_restores));
         if let Some(w) = &vr.source_warning {
             set_condition(
                 &mut s.conditions,
@@ -237,18 +268,13 @@ impl Tenant for NonAdminRestore {
 impl Kind for NonAdminRestore {
     const ORIGIN: Origin = NAR;
     const CONTROLLER: &'static str = NAR_CONTROLLER;
-    type State = KindState<NonAdminRestore>;
+    type State = State;
     crate::queued_kind!();
-
-    /// The collector collects its Velero Restore once it is gone.
-    fn wire(_state: &Self::State, reg: &mut Registry) {
-        reg.made(MadeBy::<NonAdminRestore, Restore>::always());
-    }
 
     /// The restore controller for a term: NonAdminRestores and nac's Velero Restores; one whose NonAdminRestore is not
     /// in the store goes to the collector.
     async fn controller(ctx: Arc<Ctx>, wiring: KindWiring<NonAdminRestore>, jobs: &Jobs, stop: CancellationToken) {
-        let (nars, j) = (ctx.own.objects.clone(), jobs.clone());
+        let (nars, j) = (ctx.own.queued.objects.clone(), jobs.clone());
         let orphans = move |v: &Restore, r: &ObjectRef<NonAdminRestore>| {
             if nars.get(r).is_none() {
                 j.orphan::<Restore>(v.name_any());
@@ -256,13 +282,21 @@ impl Kind for NonAdminRestore {
         };
         let j = jobs.clone();
         let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
-        kind::run(controller, &ctx, stop).await
+        // Per-volume progress of restores, counted for the NonAdminRestore status.
+        let counts = watches::count_volumes(
+            (ctx.velero_api::<DataDownload>(), ctx.velero_api::<PodVolumeRestore>()),
+            &ctx.own.volumes,
+            &ctx.own.queued,
+            ["velero datadownloads", "velero podvolumerestores"],
+            stop.clone(),
+        );
+        tokio::join!(kind::run(controller, &ctx, stop), counts);
     }
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
     /// the Velero Restore longer than `restore_finalizer_grace` (Velero not running), the condition says so.
     async fn cleanup(api: &Api<Self>, nar: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
-        ctx.ready(&ctx.own.synced, "Velero Restores").await?;
+        ctx.ready(&ctx.own.queued.synced, "Velero Restores").await?;
         let target = tenant::target(&*nar, ctx).await?;
         let name = target.as_ref().map(|t| t.name.clone()).unwrap_or_default();
         let vr = target.and_then(|t| t.object);
