@@ -453,6 +453,21 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     )
     .await;
     assert_eq!(restored["status"]["phase"], "Created");
+    // The node agent's PodVolumeRestores, counted in the status as OADP's controller reports them.
+    let counted = wait_json(
+        &nars,
+        "volumes",
+        Duration::from_secs(60),
+        "both PodVolumeRestores counted Completed",
+        |v| v["status"]["fileSystemPodVolumeRestores"]["completed"] == json!(2),
+    )
+    .await;
+    assert_eq!(
+        counted["status"]["fileSystemPodVolumeRestores"]["failed"]
+            .as_i64()
+            .unwrap_or(0),
+        0
+    );
     pod_ready(&admin, &ns, "app", Duration::from_secs(120)).await;
     let after = checksums(&c, &ns);
     assert_eq!(before, after, "the restored volumes hold the same bytes");
