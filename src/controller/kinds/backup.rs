@@ -770,7 +770,21 @@ async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: 
     })
     .await?;
     if nab.metadata.deletion_timestamp.is_none() {
-        delete_if_present(api, &nab.name_any(), &ctx.metrics, "NonAdminBackup").await?;
+        ctx.metrics.write("NonAdminBackup");
+        match api
+            .delete(&nab.name_any(), &kube::api::DeleteParams::background())
+            .await
+        {
+            // The object as deleted is nac's last write: a reconcile queued meanwhile reads it again (and sees the
+            // deletion) instead of deleting it a second time from a cache behind it.
+            Ok(deleted) => {
+                if let Some(o) = deleted.left() {
+                    ctx.recent.record(&o);
+                }
+            }
+            Err(e) if crate::controller::write::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
         tracing::info!(nab = %key_of(nab), "deleteBackup requested; NonAdminBackup marked for deletion");
     }
     Ok(Action::await_change())
