@@ -120,6 +120,26 @@ pub fn velero_backup(ns: &str, name: &str, id: &str, spec: &Value, ttl: &str) ->
     })
 }
 
+/// The Velero Backup as OADP's controller creates it for NonAdminBackup `ns/name` (before Velero runs it): the
+/// tenant's spec, its namespace, the always-excluded resources, its labels and annotations.
+pub fn velero_backup_request(ns: &str, name: &str, id: &str, spec: &Value) -> Value {
+    let mut s = spec.as_object().cloned().unwrap_or_default();
+    s.insert("includedNamespaces".into(), json!([ns]));
+    s.insert("excludedResources".into(), json!(ALWAYS_EXCLUDED));
+    json!({
+        "metadata": {"name": id, "labels": labels("nab", id), "annotations": annotations("nab", ns, name)},
+        "spec": s,
+    })
+}
+
+/// The Velero Restore as OADP's controller creates it for NonAdminRestore `ns/name` of Velero Backup `backup`.
+pub fn velero_restore_request(ns: &str, name: &str, id: &str, backup: &str) -> Value {
+    json!({
+        "metadata": {"name": id, "labels": labels("nar", id), "annotations": annotations("nar", ns, name)},
+        "spec": {"backupName": backup, "includedNamespaces": [ns], "excludedResources": ["volumesnapshotclasses"]},
+    })
+}
+
 pub fn completed_backup_status() -> Value {
     json!({
         "version": 1, "formatVersion": "1.1.0", "phase": "Completed",
