@@ -23,12 +23,7 @@ const T: Duration = Duration::from_secs(30);
 /// maximum TTL added (nac's own rule, which one of the backups OADP made breaks) and restores not checked against
 /// the requester's rights (the played Velero answers no download requests; e2e_velero checks rights).
 fn policy() -> String {
-    let dpa = std::fs::read_to_string(format!(
-        "{}/tests/fixtures/dpa/migration.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let mut p = nac::policy::from_dpa(&dpa).unwrap().policy;
+    let mut p = oadp::migration_policy();
     p["backup"] = json!({"maxTtl": "2160h"});
     p["rights"] = json!({"restore": "off"});
     p["restore"] = json!({"waitTimeout": "0s"});
@@ -166,16 +161,7 @@ async fn delete_backup(nac: &NacProcess, user: &Client, admin: &Client, ns: &str
     let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), ns);
     let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
     let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    let id = nabs
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .velero_backup
-        .unwrap()
-        .name
-        .unwrap();
+    let id = velero_backup_of(&nabs, name).await;
     let before = quiet(nac).await;
     nabs.patch(
         name,
@@ -222,16 +208,7 @@ async fn lose_and_regain(
 ) -> BTreeMap<String, u64> {
     let user_name = format!("user-{ns}");
     let nabs: Api<NonAdminBackup> = Api::namespaced(cluster.as_user(&user_name).await, ns);
-    let id = nabs
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .velero_backup
-        .unwrap()
-        .name
-        .unwrap();
+    let id = velero_backup_of(&nabs, name).await;
     let backups: Api<DynamicObject> = Api::namespaced_with(admin.clone(), VELERO_NAMESPACE, &oadp::velero("Backup"));
     let mut kept = serde_json::to_value(backups.get(&id).await.unwrap()).unwrap();
     for field in [
@@ -272,6 +249,12 @@ async fn lose_and_regain(
     );
     assert_eq!(sync.get("Backup"), None, "no Velero Backup written by sync: {sync:?}");
     sync
+}
+
+/// The name of NonAdminBackup `name`'s Velero Backup, as its status records it.
+async fn velero_backup_of(nabs: &Api<NonAdminBackup>, name: &str) -> String {
+    let status = nabs.get(name).await.unwrap().status.unwrap();
+    status.velero_backup.unwrap().name.unwrap()
 }
 
 /// nac's writes once it has stopped writing (no change for two seconds): what an earlier step started (a

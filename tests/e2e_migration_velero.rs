@@ -9,7 +9,7 @@ mod common;
 
 use common::e2e::*;
 use common::oadp;
-use common::velero::{bucket_files, completed, nab, nar, workload, T};
+use common::velero::{bucket_files, completed, nab, nar, velero_up, workload, T};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -17,17 +17,6 @@ use nac::api::{NonAdminBackup, NonAdminRestore};
 use nac::naming::NAB_SYNCED_FROM_NACUUID_LABEL;
 use nac::velero::{Backup, Restore};
 use serde_json::{json, Value};
-use std::process::Command;
-
-/// The policy `nac policy from-dpa` makes of the DataProtectionApplication the cluster ran.
-fn policy() -> String {
-    let dpa = std::fs::read_to_string(format!(
-        "{}/tests/fixtures/dpa/migration.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    nac::policy::from_dpa(&dpa).unwrap().policy_yaml()
-}
 
 /// Waits until Velero finished object `name` and returns it as JSON.
 async fn finished<K>(api: &Api<K>, name: &str) -> Value
@@ -65,19 +54,6 @@ async fn oadp_backup(admin: &Client, ns: &str, name: &str) -> String {
     )
     .await;
     id
-}
-
-fn velero_up(cluster: &Cluster, arg: &str) {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
-        .arg(arg)
-        .env("CLUSTER_DIR", cluster.get("CLUSTER_DIR"))
-        .output()
-        .expect("running hack/velero-up.sh");
-    assert!(
-        out.status.success(),
-        "velero-up.sh {arg}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]
@@ -121,7 +97,11 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     let undo_uid = restores.get(&undo).await.unwrap().metadata.uid;
 
     // nac starts with the translated policy.
-    let env = Env::start(&policy(), NacOptions::default()).await;
+    let env = Env::start(
+        &serde_yaml::to_string(&oadp::migration_policy()).unwrap(),
+        NacOptions::default(),
+    )
+    .await;
     let user_name = format!("user-{ns}");
     grant_editor(&admin, &ns, &user_name).await;
     let user = cluster.as_user(&user_name).await;

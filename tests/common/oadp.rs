@@ -28,6 +28,17 @@ pub const ALWAYS_EXCLUDED: &[&str] = &[
     "virtualmachineclusterpreferences",
 ];
 
+/// nac's policy as `nac policy from-dpa` makes it from the DataProtectionApplication of the tests of the move
+/// (`tests/fixtures/dpa/migration.yaml`), as JSON.
+pub fn migration_policy() -> Value {
+    let dpa = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/dpa/migration.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    nac::policy::from_dpa(&dpa).unwrap().policy
+}
+
 pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
