@@ -7,7 +7,7 @@
 mod common;
 
 use common::e2e::*;
-use common::oadp;
+use common::oadp::{self, delta, quiet, writes};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminRestore};
@@ -28,30 +28,6 @@ fn policy() -> String {
     p["rights"] = json!({"restore": "off"});
     p["restore"] = json!({"waitTimeout": "0s"});
     serde_yaml::to_string(&p).unwrap()
-}
-
-/// nac's API writes so far, by kind (`nac_api_writes_total`).
-async fn writes(nac: &NacProcess) -> BTreeMap<String, u64> {
-    let text = nac.metrics_text().await;
-    text.lines()
-        .filter(|l| l.starts_with("nac_api_writes_total{"))
-        .filter_map(|l| {
-            let kind = l.split("kind=\"").nth(1)?.split('"').next()?.to_string();
-            let n: f64 = l.rsplit(' ').next()?.parse().ok()?;
-            Some((kind, n as u64))
-        })
-        .collect()
-}
-
-/// The writes between two readings, by kind (kinds with none left out, and the leader Lease's renewals, which
-/// come with time, not with the objects).
-fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .filter(|(k, _)| *k != "Lease")
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
-        .filter(|(_, v)| *v > 0)
-        .collect()
 }
 
 /// uid and resourceVersion of every object of a kind in Velero's namespace made for tenant namespace `ns` (named
@@ -255,20 +231,6 @@ async fn lose_and_regain(
 async fn velero_backup_of(nabs: &Api<NonAdminBackup>, name: &str) -> String {
     let status = nabs.get(name).await.unwrap().status.unwrap();
     status.velero_backup.unwrap().name.unwrap()
-}
-
-/// nac's writes once it has stopped writing (no change for two seconds): what an earlier step started (a
-/// finalizer's last retry, a late event) is not counted in the next one.
-async fn quiet(nac: &NacProcess) -> BTreeMap<String, u64> {
-    let mut last = writes(nac).await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = writes(nac).await;
-        if delta(&last, &now).is_empty() {
-            return now;
-        }
-        last = now;
-    }
 }
 
 /// Lets nac finish what an event started (its writes follow watch events within milliseconds here).

@@ -8,7 +8,7 @@
 mod common;
 
 use common::e2e::*;
-use common::oadp;
+use common::oadp::{self, backup_path, delta, quiet};
 use common::velero::{bucket_files, completed, nab, nar, velero_up, workload, T};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -124,39 +124,71 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     let names = |l: Vec<Backup>| l.into_iter().map(|b| b.metadata.name.unwrap()).collect::<Vec<_>>();
     assert_eq!(ours(names(velero.list(&ListParams::default()).await.unwrap().items)), 2);
 
-    // A restore from a backup OADP made brings back what was deleted.
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
-    cms.delete("app-config", &DeleteParams::default()).await.unwrap();
-    nars.create(&PostParams::default(), &nar("back", "kept")).await.unwrap();
-    wait_for(&nars, "back", T, "restore from OADP's backup Completed", |o| {
-        let p = o?.clone().status?.velero_restore?.status?.phase?;
-        assert_ne!(p, "Failed");
-        (p == "Completed").then_some(())
-    })
-    .await;
-    assert!(cms.get_opt("app-config").await.unwrap().is_some());
-
     // A new backup.
     nabs.create(&PostParams::default(), &nab("fresh", json!({})))
         .await
         .unwrap();
     completed(&nabs, "fresh").await;
 
-    // deleteBackup on a backup OADP made: Velero deletes its data from the bucket.
-    assert!(bucket_files(&kept).contains(&format!("{kept}.tar.gz")));
-    nabs.patch(
-        "kept",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
-    )
-    .await
-    .unwrap();
-    wait_gone(&nabs, "kept", T, "NonAdminBackup removed after deleteBackup").await;
-    wait_gone(&velero, &kept, T, "Velero Backup deleted").await;
-    eventually(T, "the backup's data deleted from the bucket", || async {
-        (!bucket_dir_has(&kept)).then_some(())
-    })
-    .await;
+    // A restore from a backup OADP made brings back what was deleted, with the writes of one from nac's own.
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let mut restore_writes = vec![];
+    for (name, backup) in [("back", "kept"), ("back-own", "fresh")] {
+        cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+        let before = quiet(&env.nac).await;
+        nars.create(&PostParams::default(), &nar(name, backup)).await.unwrap();
+        wait_for(&nars, name, T, "restore Completed", |o| {
+            let p = o?.clone().status?.velero_restore?.status?.phase?;
+            assert_ne!(p, "Failed");
+            (p == "Completed").then_some(())
+        })
+        .await;
+        assert!(
+            cms.get_opt("app-config").await.unwrap().is_some(),
+            "restored from {backup}"
+        );
+        restore_writes.push(backup_path(&delta(&before, &quiet(&env.nac).await)));
+    }
+    assert_eq!(
+        restore_writes[0], restore_writes[1],
+        "a restore's writes, from OADP's backup and nac's"
+    );
+
+    // deleteBackup on a backup OADP made: Velero deletes its data from the bucket; the writes of nac's own.
+    let mut delete_writes = vec![];
+    for (name, id) in [
+        ("kept", kept.clone()),
+        ("fresh", velero_backup_of(&nabs, "fresh").await),
+    ] {
+        assert!(bucket_files(&id).contains(&format!("{id}.tar.gz")));
+        let before = quiet(&env.nac).await;
+        nabs.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
+        )
+        .await
+        .unwrap();
+        wait_gone(&nabs, name, T, "NonAdminBackup removed after deleteBackup").await;
+        wait_gone(&velero, &id, T, "Velero Backup deleted").await;
+        eventually(T, "the backup's data deleted from the bucket", || async {
+            (!bucket_dir_has(&id)).then_some(())
+        })
+        .await;
+        let mut w = backup_path(&delta(&before, &quiet(&env.nac).await));
+        // The request, and its delete when nac releases the backup before Velero removes the processed request.
+        let requests = w.remove("DeleteBackupRequest");
+        assert!(
+            matches!(requests, Some(1 | 2)),
+            "{name}: DeleteBackupRequest writes {requests:?}"
+        );
+        delete_writes.push(w);
+    }
+    assert_eq!(
+        delete_writes[0], delete_writes[1],
+        "deleteBackup's writes, on OADP's backup and nac's"
+    );
+    println!("writes: restore {restore_writes:?}; deleteBackup {delete_writes:?}");
 
     // The namespace is lost (its NonAdminBackups take their Velero Backup objects with them, the data stays) and
     // re-created; Velero syncs the bucket (at its start), and nac gives the backup OADP made its NonAdminBackup
@@ -187,6 +219,11 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     })
     .await;
     assert!(cms.get_opt("app-config").await.unwrap().is_some());
+}
+
+async fn velero_backup_of(nabs: &Api<NonAdminBackup>, name: &str) -> String {
+    let status = nabs.get(name).await.unwrap().status.unwrap();
+    status.velero_backup.unwrap().name.unwrap()
 }
 
 /// Whether the bucket still holds the backup's directory with files in it.

@@ -4,12 +4,14 @@
 //! condition reasons that controller writes (`design/oadp-nac-reference.md`, read from its source at 4e22229).
 //! Written raw (dynamic objects), so nothing passes through nac's types on the way in.
 
-use super::e2e::VELERO_NAMESPACE;
+use super::e2e::{NacProcess, VELERO_NAMESPACE};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::Client;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
 pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
@@ -395,4 +397,62 @@ pub async fn expired_download(admin: &Client, ns: &str, name: &str, nab: &str, v
     .await
     .unwrap();
     dr
+}
+
+/// nac's API writes so far, by kind (`nac_api_writes_total`).
+pub async fn writes(nac: &NacProcess) -> BTreeMap<String, u64> {
+    let text = nac.metrics_text().await;
+    text.lines()
+        .filter(|l| l.starts_with("nac_api_writes_total{"))
+        .filter_map(|l| {
+            let kind = l.split("kind=\"").nth(1)?.split('"').next()?.to_string();
+            let n: f64 = l.rsplit(' ').next()?.parse().ok()?;
+            Some((kind, n as u64))
+        })
+        .collect()
+}
+
+/// The writes between two readings, by kind (kinds with none left out, and the leader Lease's renewals, which
+/// come with time, not with the objects).
+pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter(|(k, _)| *k != "Lease")
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// nac's writes once it has stopped writing (no change for two seconds): what an earlier step started (a
+/// finalizer's last retry, a late event) is not counted in the next one.
+pub async fn quiet(nac: &NacProcess) -> BTreeMap<String, u64> {
+    let mut last = writes(nac).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = writes(nac).await;
+        if delta(&last, &now).is_empty() {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// The writes nac makes to Velero's objects and to tenant objects' metadata on a backup's or restore's path, out
+/// of `writes`. Left out: status writes, which with the real Velero follow its progress updates (how many depends
+/// on timing; the played Velero's suite compares them exactly), and what other suites' storage locations cause
+/// whenever Velero validates them.
+pub fn backup_path(writes: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    const KINDS: &[&str] = &[
+        "Backup",
+        "Restore",
+        "DeleteBackupRequest",
+        "DownloadRequest",
+        "NonAdminBackup",
+        "NonAdminRestore",
+    ];
+    writes
+        .iter()
+        .filter(|(k, _)| KINDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
 }
