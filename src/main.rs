@@ -1,4 +1,4 @@
-//! The `nac` command: `serve`, `crds`, `policy check`, `certs`, `webhook-config`.
+//! The `nac` command: `serve`, `crds`, `policy check`, `policy from-dpa`, `certs`, `webhook-config`.
 
 // Development tools of the CLI (`nac certs`, `nac webhook-config`), kept out of the library.
 #[path = "devtools/dev_ca.rs"]
@@ -75,6 +75,21 @@ enum Command {
 enum PolicyCommand {
     /// Validate a policy file (a policy document or a ConfigMap holding one) and summarise it.
     Check { file: PathBuf },
+    /// Print nac's policy ConfigMap made from an OADP DataProtectionApplication's non-admin settings
+    /// (spec.nonAdmin), for moving from OADP's non-admin controller to nac.
+    FromDpa {
+        /// The DataProtectionApplication manifest (YAML or JSON; `kubectl get dpa NAME -o yaml`).
+        file: PathBuf,
+        /// Name of the ConfigMap.
+        #[arg(long, default_value = "nac-policy")]
+        name: String,
+        /// nac's namespace (where its policy ConfigMap lives).
+        #[arg(long, default_value = "nac-system")]
+        namespace: String,
+        /// Print only the policy document (the ConfigMap's policy.yaml), the notes on standard error.
+        #[arg(long)]
+        document: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -119,6 +134,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::FAILURE)
                 }
             }
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::FromDpa {
+                    file,
+                    name,
+                    namespace,
+                    document,
+                },
+        } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let t = nac::policy::from_dpa(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            if document {
+                for n in &t.notes {
+                    eprintln!("note: {n}");
+                }
+                print!("{}", t.policy_yaml());
+            } else {
+                print!("{}", t.configmap_yaml(&name, &namespace));
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Certs {
             service,

@@ -337,7 +337,39 @@ pub fn is_object_name(name: &str) -> bool {
         })
 }
 
-/// Whether `value` has the shape of a nacuuid nac would generate for this object (any uuid).
+/// The nacuuid OADP's non-admin controller gives an object for a given uuid. It differs from nac's
+/// ([`nacuuid_with`]) only when shortened: it cuts the namespace to 25 characters and drops the name when the
+/// namespace is longer than 25 (nac keeps 26), and it does not drop a hyphen or dot left at the end of a cut
+/// name. Objects that controller made keep their names when nac takes them over, so both shapes are recognised.
+pub fn oadp_nacuuid_with(namespace: &str, name: &str, uuid: &str) -> String {
+    let join = |parts: &[&str]| {
+        let mut out: Vec<&str> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+        out.push(uuid);
+        out.join("-")
+    };
+    let whole = join(&[namespace, name]);
+    if whole.len() <= MAX_NAME_LEN {
+        return whole;
+    }
+    // Room for the parts in front of the uuid, less two separators.
+    let room = MAX_NAME_LEN - uuid.len() - 2;
+    if namespace.len() > room {
+        return join(&[cut(namespace, room)]);
+    }
+    join(&[namespace, cut(name, room - namespace.len())])
+}
+
+/// The first `keep` bytes of `s` (Kubernetes names are ASCII; a char boundary is kept all the same).
+fn cut(s: &str, keep: usize) -> &str {
+    let mut end = keep.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Whether `value` has the shape of a nacuuid nac, or OADP's non-admin controller before it, would generate for
+/// this object (any uuid).
 pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
     if value.len() < UUID_LEN || value.len() > MAX_NAME_LEN {
         return false;
@@ -346,10 +378,12 @@ pub fn is_nacuuid_for(value: &str, namespace: &str, name: &str) -> bool {
     if Uuid::parse_str(uuid).is_err() {
         return false;
     }
-    prefix
-        == nacuuid_with(namespace, name, uuid)
-            .strip_suffix(uuid)
-            .unwrap_or_default()
+    [
+        nacuuid_with(namespace, name, uuid),
+        oadp_nacuuid_with(namespace, name, uuid),
+    ]
+    .iter()
+    .any(|v| v.strip_suffix(uuid) == Some(prefix))
 }
 
 /// The value Velero gives a label naming an object (`velero.io/backup-name` on the objects of a backup): the name
@@ -401,9 +435,11 @@ pub fn is_nacuuid_in(value: &str, namespace: &str) -> bool {
         return false;
     }
     let (prefix, uuid) = value.split_at(value.len() - UUID_LEN);
-    // The namespace is the first part, cut to what fits beside the uuid.
-    let ns = trim_part(namespace, MAX_NAME_LEN - UUID_LEN - 1);
-    Uuid::parse_str(uuid).is_ok() && !ns.is_empty() && prefix.starts_with(&format!("{ns}-"))
+    // The namespace is the first part, cut to what fits beside the uuid (by nac, or by OADP's controller, which
+    // keeps one character less).
+    let room = MAX_NAME_LEN - UUID_LEN - 1;
+    let starts = |ns: &str| !ns.is_empty() && prefix.starts_with(&format!("{ns}-"));
+    Uuid::parse_str(uuid).is_ok() && (starts(trim_part(namespace, room)) || starts(cut(namespace, room - 1)))
 }
 
 #[cfg(test)]
@@ -450,6 +486,43 @@ mod tests {
         let empty = CompactTags::new(None, Some(&BTreeMap::new()));
         assert_eq!(empty.maps(), (None, None));
         assert_eq!(empty.entries().count(), 0);
+    }
+
+    /// OADP's non-admin controller's names, as its `GenerateNacObjectUUID` cuts them (read from its source).
+    #[test]
+    fn nacuuids_oadps_controller_made_are_recognised() {
+        // Short: the same as nac's.
+        assert_eq!(
+            oadp_nacuuid_with("team-a", "nightly", U),
+            nacuuid_with("team-a", "nightly", U)
+        );
+        // A namespace of 26 characters and more: cut to 25, the name dropped (nac keeps 26).
+        let ns = "n".repeat(40);
+        let oadp = oadp_nacuuid_with(&ns, "backup", U);
+        assert_eq!(oadp, format!("{}-{U}", "n".repeat(25)));
+        assert_ne!(oadp, nacuuid_with(&ns, "backup", U));
+        let ns26 = "m".repeat(26);
+        assert_eq!(oadp_nacuuid_with(&ns26, "b", U), format!("{}-{U}", "m".repeat(25)));
+        // A cut that ends in a hyphen keeps it (nac drops it).
+        let cut = oadp_nacuuid_with("team-a", "nightly-backup-of-everything", U);
+        assert_eq!(cut, format!("team-a-nightly-backup-of-e-{U}"));
+        assert_eq!(cut, nacuuid_with("team-a", "nightly-backup-of-everything", U));
+        let cut_at_hyphen = oadp_nacuuid_with("team-abcdefghijklmn", "abcde-fgh", U);
+        assert_eq!(cut_at_hyphen, format!("team-abcdefghijklmn-abcde--{U}"));
+        assert_ne!(cut_at_hyphen, nacuuid_with("team-abcdefghijklmn", "abcde-fgh", U));
+        for (ns, name) in [
+            (ns.as_str(), "backup"),
+            (ns26.as_str(), "b"),
+            ("team-abcdefghijklmn", "abcde-fgh"),
+            ("team-a", "nightly"),
+        ] {
+            let oadp = oadp_nacuuid_with(ns, name, U);
+            assert!(oadp.len() <= MAX_NAME_LEN, "{oadp}");
+            assert!(is_nacuuid_for(&oadp, ns, name), "{oadp}");
+            assert!(is_nacuuid_in(&oadp, ns), "{oadp}");
+            assert!(!is_nacuuid_for(&oadp, "team-b", name), "{oadp}");
+            assert!(!is_nacuuid_in(&oadp, "team-b"), "{oadp}");
+        }
     }
 
     #[test]

@@ -17,7 +17,6 @@ use nac::naming::{NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL};
 use nac::velero::Backup;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 use tokio::sync::{Mutex, OnceCell};
 
@@ -31,21 +30,6 @@ async fn env() -> &'static Env {
         Env::start(POLICY, NacOptions::default()).await
     })
     .await
-}
-
-/// `hack/velero-up.sh ARG` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups
-/// from the bucket at start) or `--stop-velero`.
-fn velero_up(cluster: &Cluster, arg: &str) {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
-        .arg(arg)
-        .env("CLUSTER_DIR", cluster.get("CLUSTER_DIR"))
-        .output()
-        .expect("running hack/velero-up.sh");
-    assert!(
-        out.status.success(),
-        "velero-up.sh {arg}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]

@@ -54,6 +54,10 @@ pub mod condition {
     pub const DELETION_PENDING: &str = "DeletionPending";
     pub const VELERO_BACKUP_NOT_FOUND: &str = "VeleroBackupNotFound";
     pub const VELERO_RESTORE_NOT_FOUND: &str = "VeleroRestoreNotFound";
+    /// nac's own: False on an object nac took over whose spec the current policy would refuse (its Velero
+    /// object is kept); absent otherwise.
+    pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
+    pub const REFUSED_BY_CURRENT_POLICY: &str = "RefusedByCurrentPolicy";
 }
 
 /// Best-effort place of the Velero object in Velero's queue (0 once Velero is done with it).

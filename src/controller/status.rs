@@ -139,6 +139,27 @@ pub fn created<K: Tenant>(old: Option<&K::Status>, view: &K::View, now: Timestam
     s
 }
 
+/// Condition `PolicyCompliant=False` on an object whose Velero object exists while the current policy would
+/// refuse its spec (`refused`), removed when it would not: nothing is undone, the status only says so.
+pub fn refused_now<S: TenantStatus>(s: &mut S, refused: Option<&str>, now: Timestamp) {
+    use crate::api::condition::{POLICY_COMPLIANT, REFUSED_BY_CURRENT_POLICY};
+    match refused {
+        Some(m) => {
+            set_condition(
+                s.conditions_mut(),
+                POLICY_COMPLIANT,
+                false,
+                REFUSED_BY_CURRENT_POLICY,
+                m,
+                now,
+            );
+        }
+        None => {
+            s.conditions_mut().retain(|c| c.type_ != POLICY_COMPLIANT);
+        }
+    }
+}
+
 /// The Velero object nac created is gone, deleted outside nac. Reported, never re-created.
 pub fn missing<K: Tenant>(old: Option<&K::Status>, velero_namespace: &str, name: &str, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);

@@ -215,6 +215,12 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
         async { Ok(None) }
     }
 
+    /// What the current policy would refuse in the spec of an object whose Velero object exists (one nac took
+    /// over from OADP's non-admin controller): shown in its status, nothing undone. `None`: nothing.
+    fn refused_now(_obj: &Self, _policy: &Policy) -> Option<String> {
+        None
+    }
+
     /// The policy and the kind's own rules, and whether what it depends on is ready.
     fn admit(
         obj: &Self,
@@ -616,7 +622,19 @@ pub async fn mirror<K: Tenant>(
 ) -> Result<Action, Error> {
     let view = K::view(ctx, velero, nacuuid).await;
     let now = now_seconds();
-    let up = set_status(api, obj, ctx, |s| status::created::<K>(s, &view, now)).await?;
+    // Judged only where the spec is at hand (a store copy leaves out the spec of objects nac admitted itself).
+    let refused = match ctx.policy.current() {
+        Some(p) if !obj.spec_left_out() => Some(K::refused_now(obj, &p)),
+        _ => None,
+    };
+    let plan = |s: Option<&K::Status>| {
+        let mut next = status::created::<K>(s, &view, now);
+        if let Some(r) = &refused {
+            status::refused_now(&mut next, r.as_deref(), now);
+        }
+        next
+    };
+    let up = set_status(api, obj, ctx, plan).await?;
     if up.incomplete {
         // The store's copy of the Velero object is compact (it compares by fingerprint: enough to see that the
         // status's copy is current, the settled case, with no request) and the status's copy is behind: the
@@ -628,7 +646,14 @@ pub async fn mirror<K: Tenant>(
         };
         check_owner(&whole, obj)?;
         let view = K::view(ctx, &whole, nacuuid).await;
-        set_status(api, &up.object, ctx, |s| status::created::<K>(s, &view, now)).await?;
+        set_status(api, &up.object, ctx, |s| {
+            let mut next = status::created::<K>(s, &view, now);
+            if let Some(r) = &refused {
+                status::refused_now(&mut next, r.as_deref(), now);
+            }
+            next
+        })
+        .await?;
     }
     Ok(Action::await_change())
 }

@@ -33,7 +33,14 @@ pub struct RecentWrites {
     versions: Mutex<HashMap<String, String>>,
     /// uids of objects nac just added its finalizer to, until the cache shows it.
     finalizing: Mutex<std::collections::HashSet<String>>,
+    /// uids of objects whose finalizer nac removed (they are going), newest last: a reconcile queued meanwhile
+    /// from a cached copy that still shows it does not run the cleanup and remove it again. The cache catches up
+    /// within milliseconds, so the last few hundred are enough.
+    released: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many released uids [`RecentWrites`] remembers.
+const RELEASED_KEPT: usize = 512;
 
 impl RecentWrites {
     fn key<K: Resource>(obj: &K) -> String
@@ -94,6 +101,20 @@ impl RecentWrites {
     pub fn finalizer_seen(&self, uid: &str) {
         self.finalizing.lock().expect("finalizing lock").remove(uid);
     }
+
+    /// Notes that nac removed its finalizer from the object with this uid.
+    pub fn finalizer_removed(&self, uid: &str) {
+        let mut q = self.released.lock().expect("released lock");
+        if q.len() >= RELEASED_KEPT {
+            q.pop_front();
+        }
+        q.push_back(uid.to_string());
+    }
+
+    /// Whether nac removed its finalizer from this object already (a cached copy showing it is behind).
+    pub fn was_released(&self, uid: &str) -> bool {
+        self.released.lock().expect("released lock").iter().any(|u| u == uid)
+    }
 }
 
 /// Runs kube's finalizer helper around `body`, counting its own patches as writes, and not adding the finalizer
@@ -116,6 +137,10 @@ where
     let uid = obj.meta().uid.clone().unwrap_or_default();
     let has = obj.finalizers().iter().any(|f| f == finalizer_name);
     let deleting = obj.meta().deletion_timestamp.is_some();
+    if has && deleting && recent.was_released(&uid) {
+        // Released already: the object's removal event is on its way; cleaning up again would write for nothing.
+        return Ok(kube::runtime::controller::Action::await_change());
+    }
     if has {
         recent.finalizer_seen(&uid);
     } else if !deleting && recent.finalizer_in_flight(&uid) {
@@ -133,6 +158,9 @@ where
     if has && deleting && matches!(&res, Ok(_) | Err(F::RemoveFinalizer(_))) {
         metrics.write(&kind);
         recent.finalizer_seen(&uid);
+        if res.is_ok() {
+            recent.finalizer_removed(&uid);
+        }
     }
     Ok(res?)
 }
@@ -343,6 +371,20 @@ where
 mod tests {
     use super::*;
     use crate::api::{NonAdminBackup, NonAdminBackupSpec, NonAdminBackupStatus};
+
+    #[test]
+    fn a_released_object_is_remembered_within_bounds() {
+        let r = RecentWrites::default();
+        r.finalizer_removed("u0");
+        assert!(r.was_released("u0"));
+        assert!(!r.was_released("u1"));
+        for i in 1..=RELEASED_KEPT {
+            r.finalizer_removed(&format!("u{i}"));
+        }
+        assert!(!r.was_released("u0"), "the oldest is forgotten");
+        assert!(r.was_released(&format!("u{RELEASED_KEPT}")));
+        assert_eq!(r.released.lock().unwrap().len(), RELEASED_KEPT);
+    }
 
     fn nab(rv: &str) -> NonAdminBackup {
         let mut n = NonAdminBackup::new("b", NonAdminBackupSpec::default());

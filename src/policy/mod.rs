@@ -2,6 +2,7 @@
 //! reconciler apply exactly the same rules and both are tested without a cluster.
 
 mod bsl;
+mod dpa;
 pub use crate::duration;
 mod eval;
 mod lifecycle;
@@ -10,6 +11,7 @@ mod schedule;
 pub mod zero;
 
 pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
+pub use dpa::{from_dpa, FromDpa};
 pub use eval::*;
 pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
 pub use schedule::{check_expression, evaluate_schedule, ScheduleRules, TEMPLATE_PREFIX as SCHEDULE_TEMPLATE_PREFIX};

@@ -452,3 +452,18 @@ pub async fn own_location(
     })
     .await;
 }
+
+/// `hack/velero-up.sh ARG` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups
+/// from the bucket at start) or `--stop-velero`.
+pub fn velero_up(cluster: &Cluster, arg: &str) {
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
+        .arg(arg)
+        .env("CLUSTER_DIR", cluster.get("CLUSTER_DIR"))
+        .output()
+        .expect("running hack/velero-up.sh");
+    assert!(
+        out.status.success(),
+        "velero-up.sh {arg}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

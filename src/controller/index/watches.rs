@@ -327,8 +327,11 @@ pub fn tenant_stream<K: Tenant>(
 pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
     use crate::controller::write::CompactStatus;
     o.meta_mut().managed_fields = None;
+    // One without nac's identity label did not come through nac's webhook (OADP's controller made it): it keeps
+    // its spec, which the status mirror judges against the current policy (`Tenant::refused_now`).
+    let admitted_by_nac = K::ORIGIN.is_tagged(o.meta());
     o.make_compact();
-    if o.status_ref().is_some_and(CompactStatus::is_settled) {
+    if admitted_by_nac && o.status_ref().is_some_and(CompactStatus::is_settled) {
         o.leave_out_spec();
     }
 }

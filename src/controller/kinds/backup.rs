@@ -278,6 +278,16 @@ impl Tenant for NonAdminBackup {
         self.spec.leave_out_spec();
     }
 
+    /// A backup sync made is a copy of what Velero ran, not a request: not judged.
+    fn refused_now(nab: &Self, policy: &Policy) -> Option<String> {
+        if nab.labels().contains_key(NAB_SYNCED_FROM_NACUUID_LABEL) {
+            return None;
+        }
+        let ns = nab.namespace().unwrap_or_default();
+        let outcome = evaluate_backup(&to_map(&nab.spec.backup_spec), policy, &ns);
+        (!outcome.allowed()).then(|| refused_now_message(&outcome.message()))
+    }
+
     fn spec_left_out(&self) -> bool {
         self.spec.spec_left_out()
     }
@@ -576,6 +586,14 @@ pub async fn recheck_rights(
     Ok(Ok(()))
 }
 
+/// The PolicyCompliant=False message of a NonAdminBackup whose spec the current policy refuses.
+pub fn refused_now_message(refusal: &str) -> String {
+    format!(
+        "the current policy would refuse this NonAdminBackup if it were created now: {refusal}. Its Velero Backup \
+         is kept and stays restorable"
+    )
+}
+
 /// The Velero BackupSpec for a NonAdminBackup: the policy and tenant rules applied, then the exclusions. `Err`
 /// carries the message for an invalid spec.
 pub fn velero_backup_spec(nab: &NonAdminBackup, policy: &Policy) -> Result<BackupSpec, String> {
@@ -799,7 +817,21 @@ async fn request_deletion(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: 
     })
     .await?;
     if nab.metadata.deletion_timestamp.is_none() {
-        delete_if_present(api, &nab.name_any(), &ctx.metrics, "NonAdminBackup").await?;
+        ctx.metrics.write("NonAdminBackup");
+        match api
+            .delete(&nab.name_any(), &kube::api::DeleteParams::background())
+            .await
+        {
+            // The object as deleted is nac's last write: a reconcile queued meanwhile reads it again (and sees the
+            // deletion) instead of deleting it a second time from a cache behind it.
+            Ok(deleted) => {
+                if let Some(o) = deleted.left() {
+                    ctx.recent.record(&o);
+                }
+            }
+            Err(e) if crate::controller::write::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
         tracing::info!(nab = %key_of(nab), "deleteBackup requested; NonAdminBackup marked for deletion");
     }
     Ok(Action::await_change())
@@ -917,7 +949,7 @@ mod tests {
         use crate::api::{NonAdminPhase, VeleroBackupRef};
         use crate::controller::watches::tenant_store_copy;
         let id = nacuuid_with("team-a", "nightly", U);
-        let stored = |phase: NonAdminPhase| {
+        let stored_as = |phase: NonAdminPhase, labelled: bool| {
             let mut n = NonAdminBackup::new(
                 "nightly",
                 NonAdminBackupSpec {
@@ -927,6 +959,10 @@ mod tests {
                 },
             );
             n.metadata.namespace = Some("team-a".into());
+            if labelled {
+                // nac's webhook stamped it.
+                n.metadata.labels = Some(labels(&[(NAB_ORIGIN_NACUUID_LABEL, &id)]));
+            }
             n.status = Some(NonAdminBackupStatus {
                 phase: Some(phase),
                 velero_backup: Some(VeleroBackupRef {
@@ -943,6 +979,7 @@ mod tests {
             tenant_store_copy::<NonAdminBackup>(&mut n);
             n
         };
+        let stored = |phase: NonAdminPhase| stored_as(phase, true);
         let settled = stored(NonAdminPhase::Created);
         assert!(settled.spec_left_out());
         assert_eq!(settled.spec.backup_spec.included_namespaces, None);
@@ -960,6 +997,39 @@ mod tests {
             assert!(!pending.spec_left_out());
             assert_eq!(pending.spec.backup_spec.ttl.as_deref(), Some("1h0m0s"));
         }
+        // Made by OADP's controller (no identity label): its spec is judged against the current policy, so kept.
+        let adopted = stored_as(NonAdminPhase::Created, false);
+        assert!(!adopted.spec_left_out());
+        assert_eq!(adopted.spec.backup_spec.ttl.as_deref(), Some("1h0m0s"));
+    }
+
+    #[test]
+    fn what_the_current_policy_would_refuse_is_told_and_a_synced_copy_is_not_judged() {
+        let strict = policy("backup: {maxTtl: 2160h}");
+        let mut n = nab(json!({"ttl": "4000h0m0s"}));
+        let refused = NonAdminBackup::refused_now(&n, &strict).expect("a TTL above maxTtl is refused now");
+        assert!(
+            refused.starts_with("the current policy would refuse this NonAdminBackup if it were created now: ")
+                && refused.contains("4000h0m0s is above the maximum 2160h0m0s")
+                && refused.ends_with("Its Velero Backup is kept and stays restorable"),
+            "{refused}"
+        );
+        assert_eq!(
+            NonAdminBackup::refused_now(&nab(json!({"ttl": "72h0m0s"})), &strict),
+            None
+        );
+        n.metadata.labels = Some(labels(&[(NAB_SYNCED_FROM_NACUUID_LABEL, "x")]));
+        assert_eq!(NonAdminBackup::refused_now(&n, &strict), None);
+        // The condition: set while refused, gone when not.
+        let mut s = NonAdminBackupStatus::default();
+        status::refused_now(&mut s, Some(&refused), now_seconds());
+        let c = crate::controller::conditions::find(&s.conditions, POLICY_COMPLIANT).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", REFUSED_BY_CURRENT_POLICY)
+        );
+        status::refused_now(&mut s, None, now_seconds());
+        assert!(s.conditions.is_empty());
     }
 
     fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {

@@ -458,7 +458,7 @@ impl Kind for NonAdminBackupStorageLocation {
             set(api, &obj, ctx, &Stage::NotApproved(phase), Some(&nacuuid)).await?;
             return Ok(Action::await_change());
         }
-        let approved = requested.requested_spec.clone();
+        let approved = with_enforced(requested.requested_spec.clone(), &policy);
         let secret = match sync_secret(ctx, &obj, &nacuuid, &approved).await? {
             Ok(s) => s,
             Err(detail) => {
@@ -757,7 +757,7 @@ async fn sync_location(
                      refusing to use it"
                 )));
             }
-            if have.spec == wanted.spec {
+            if have.spec == wanted.spec || have.spec == oadp_form(&wanted.spec) {
                 return Ok((Synced::Unchanged, have));
             }
             let mut next = have.clone();
@@ -768,6 +768,46 @@ async fn sync_location(
             Ok((Synced::Updated, put))
         }
     }
+}
+
+/// The approved spec with what the policy enforces filled in where it is left out. OADP's non-admin controller
+/// kept the tenant's own spec in the request and filled the enforced fields in only when it built the Velero BSL,
+/// so a location it approved keeps them under nac (a request nac made holds them already).
+fn with_enforced(approved: BackupStorageLocationSpec, policy: &Policy) -> BackupStorageLocationSpec {
+    let outcome = evaluate_bsl(&crate::velero::exclusions::to_map(&approved), policy);
+    if !outcome.allowed() {
+        return approved;
+    }
+    serde_json::from_value(serde_json::Value::Object(outcome.spec)).unwrap_or(approved)
+}
+
+/// A Velero BSL spec as oadp-operator's helper (`UpdateBackupStorageLocation`) writes it for aws: the default
+/// port dropped from `s3Url`, and `checksumAlgorithm: ""` when the config names none (checksums off, for
+/// S3-compatible stores). A location OADP's controller made so is the approved one: rewriting it would change
+/// how Velero talks to the bucket.
+fn oadp_form(spec: &BackupStorageLocationSpec) -> BackupStorageLocationSpec {
+    let mut s = spec.clone();
+    if s.provider == "aws" {
+        if let Some(c) = s.config.as_mut() {
+            if let Some(u) = c.get_mut("s3Url") {
+                *u = without_default_port(u);
+            }
+            c.entry("checksumAlgorithm".to_string()).or_default();
+        }
+    }
+    s
+}
+
+fn without_default_port(url: &str) -> String {
+    for (scheme, port) in [("http://", ":80"), ("https://", ":443")] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            if let Some(h) = host.strip_suffix(port) {
+                return format!("{scheme}{h}{path}");
+            }
+        }
+    }
+    url.to_string()
 }
 
 /// Removes the Velero BSL and the Secret copy (revoked, rejected or deleted); the request stays unless deleting.
@@ -902,6 +942,52 @@ mod tests {
             proptest::prop_assert!(!p.split('/').any(|s| s == ".." || s == "." || s.is_empty()), "{}", p);
             proptest::prop_assert!(!b.spec.default);
         }
+    }
+
+    #[test]
+    fn a_location_oadps_controller_made_is_the_approved_one() {
+        let mut approved = spec();
+        approved.provider = "aws".into();
+        approved.config = Some(BTreeMap::from([
+            ("region".to_string(), "us-east-1".to_string()),
+            ("s3Url".to_string(), "https://s3.example.com:443/base".to_string()),
+        ]));
+        let wanted = build_location(&nabsl(), "u1", "velero", &approved);
+        // As oadp-operator's helper wrote it: port dropped, checksums off.
+        let mut oadp = wanted.spec.clone();
+        let c = oadp.config.as_mut().unwrap();
+        c.insert("s3Url".into(), "https://s3.example.com/base".into());
+        c.insert("checksumAlgorithm".into(), String::new());
+        assert_eq!(oadp_form(&wanted.spec), oadp);
+        // A checksum the tenant chose, and a port that is not the default, stay.
+        let mut chosen = wanted.spec.clone();
+        chosen
+            .config
+            .as_mut()
+            .unwrap()
+            .insert("checksumAlgorithm".into(), "CRC32".into());
+        assert_eq!(oadp_form(&chosen).config.unwrap()["checksumAlgorithm"], "CRC32");
+        assert_eq!(without_default_port("http://10.0.0.1:9000"), "http://10.0.0.1:9000");
+        assert_eq!(without_default_port("http://minio:80"), "http://minio");
+        // Another provider: as approved.
+        let mut gcp = wanted.spec.clone();
+        gcp.provider = "gcp".into();
+        assert_eq!(oadp_form(&gcp), gcp);
+    }
+
+    #[test]
+    fn what_the_policy_enforces_is_filled_into_a_request_oadps_controller_made() {
+        let policy =
+            crate::policy::Policy::parse("nonAdminBSL: {enabled: true, enforceBSLSpec: {config: {region: eu-west-1}}}")
+                .unwrap();
+        let mut approved = spec();
+        approved.config = None;
+        approved.default = false;
+        let filled = with_enforced(approved.clone(), &policy);
+        assert_eq!(filled.config.unwrap()["region"], "eu-west-1");
+        // What nac itself requested holds it already: unchanged.
+        let again = with_enforced(with_enforced(approved.clone(), &policy), &policy);
+        assert_eq!(again, with_enforced(approved, &policy));
     }
 
     #[test]
