@@ -304,6 +304,46 @@ async fn create_warned(client: &Client, ns: &str, name: &str, spec: Value) -> Ve
         .collect()
 }
 
+/// nac runs here with `rights.authorizers: rbac` (the harness): an answer lasts until an RBAC change, seen through
+/// nac's watches, could reach it. A revoked right is then applied within `rbac::SETTLE` of the change, well before
+/// `CACHE_TTL` would have let the first answers expire.
+#[tokio::test]
+async fn a_revoked_right_is_applied_as_soon_as_nac_sees_the_rbac_change() {
+    env().await;
+    let c = Cluster::load();
+    let admin = c.admin().await;
+    let ns = unique_ns("rbac-watch");
+    ensure_namespace(&admin, &ns).await;
+    let user = format!("user-{ns}");
+    grant_editor(&admin, &ns, &user).await;
+    let client = c.as_user(&user).await;
+    let spec = json!({ "includedResources": ["secrets", "configmaps"] });
+    let first = create_warned(&client, &ns, "first", spec.clone()).await;
+    assert!(!first.iter().any(|w| w.contains("left out")), "{first:?}");
+    let answered = std::time::Instant::now();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)
+        .delete(&format!("{user}-admin"), &Default::default())
+        .await
+        .unwrap();
+    let bound = nac::rights::rbac::SETTLE + Duration::from_secs(2);
+    assert!(
+        bound < nac::rights::CACHE_TTL,
+        "the bound must tell the watch from the lifetime"
+    );
+    for i in 0.. {
+        let warnings = create_warned(&client, &ns, &format!("next-{i}"), spec.clone()).await;
+        if warnings.iter().any(|w| w.contains("left out of the backup")) {
+            break;
+        }
+        assert!(
+            answered.elapsed() < bound,
+            "the revoked right still applies {:?} after the first answers: {warnings:?}",
+            answered.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_revoked_right_is_applied_to_backups_within_the_cache_lifetime() {
     env().await;

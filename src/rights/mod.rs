@@ -28,7 +28,8 @@ pub const BACKUP_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/backup-rights"
 /// How long an answer of the API server about one right is reused when nac cannot see every change that could
 /// alter it: another authorizer than RBAC may decide (`rights.authorizers: other`, the default), or its watches
 /// of the RBAC objects are not live. A right revoked is applied to the next backup within this; with
-/// `rights.authorizers: rbac` and live watches, as soon as the change reaches nac's watch (see [`rbac`]).
+/// `rights.authorizers: rbac` and live watches, within [`rbac::SETTLE`] of the change reaching nac's watch (see
+/// [`rbac`]).
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
 /// How long the list of namespaced resource kinds is reused (new CRDs are seen within this).
 const KINDS_TTL: Duration = Duration::from_secs(60);

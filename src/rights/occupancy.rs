@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long whether a kind holds objects in a namespace is reused (it only words a warning).
-pub const SEEN_TTL: Duration = Duration::from_secs(60);
+pub const SEEN_TTL: Duration = Duration::from_secs(300);
 /// How long whether nac may list a kind is reused while no ClusterRole or ClusterRoleBinding changes.
 const LISTABLE_TTL: Duration = Duration::from_secs(600);
 

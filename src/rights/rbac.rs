@@ -7,6 +7,11 @@
 //! namespaces by RoleBindings; aggregation rewrites `edit` and `admin` when a CRD's role appears): its change
 //! drops every answer. A failed watch drops every answer, and until its next complete list answers last only
 //! [`super::CACHE_TTL`], as without watches.
+//!
+//! The API server's RBAC authorizer learns of a change through a watch of its own, which may lag nac's: an answer
+//! asked right after nac saw a change could still be the old one. Every change therefore stales answers twice:
+//! when nac sees it, and [`SETTLE`] later. A revoked right is applied to the next backup within [`SETTLE`] of the
+//! change reaching nac (in practice at once).
 
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -17,6 +22,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How long after a change it is staled again (the API server's authorizer has caught up by then).
+pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// Which RBAC changes an answer was given under: equal stamps, no change that could reach it since.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,12 +132,25 @@ where
         let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
         while let Some(event) = events.next().await {
             match event {
-                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => epochs.changed(o.meta().namespace.as_deref()),
+                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => {
+                    let namespace = o.meta().namespace.clone();
+                    epochs.changed(namespace.as_deref());
+                    let epochs = epochs.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(SETTLE).await;
+                        epochs.changed(namespace.as_deref());
+                    });
+                }
                 Ok(Event::Init) | Ok(Event::InitApply(_)) => {}
                 Ok(Event::InitDone) => {
                     // Whatever changed while the watch was down is in this list: everything is asked again.
                     epochs.changed_all();
                     epochs.set_live(index, true);
+                    let epochs = epochs.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(SETTLE).await;
+                        epochs.changed_all();
+                    });
                     pause = Duration::from_secs(1);
                 }
                 Err(e) => {
