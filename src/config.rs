@@ -184,7 +184,7 @@ impl Default for RightsSettings {
     fn default() -> Self {
         RightsSettings {
             authorizers: Authorizers::Other,
-            cache_lifetime_secs: 600,
+            cache_lifetime_secs: 3600,
         }
     }
 }

@@ -500,7 +500,7 @@ async fn reviews_answered(admin: &Client) -> (f64, f64) {
     (count("subjectaccessreviews"), count("selfsubjectaccessreviews"))
 }
 
-/// The many-tenant configuration (ADMISSION_TENANTS=N, N > 1): `nac` and `cel` only, each round's creates spread
+/// The many-tenant configuration (ADMISSION_TENANTS=N, N > 1): `nac` and `cel` only (and `nac-baseline`), each round's creates spread
 /// over N tenants made once (each its own user in its own namespace, Kubernetes' `admin` role and nac's editor
 /// role there), create `i` by tenant `i % N`; reviews asked per create and the API server's CPU per create, per
 /// round. The run lasts several of nac's rights-answer lifetimes (`rights.cache_lifetime_secs`, set by
@@ -523,8 +523,13 @@ async fn many_tenants(env: &Env, procs: &Procs, admin: &Client, tenants: usize, 
     let start = Instant::now();
     let plain = nab("template");
     let mut per_round: Vec<(usize, Config, f64, f64)> = Vec::new();
+    // With ADMISSION_BASELINE_BIN, that build too (before and after a change in one run).
+    let many: Vec<Config> = configs()
+        .into_iter()
+        .filter(|c| matches!(c, Config::Nac | Config::Baseline | Config::Cel))
+        .collect();
     for round in 0..rounds {
-        for config in order(&[Config::Nac, Config::Cel], round) {
+        for config in order(&many, round) {
             configure(env, procs, admin, config, &apis[0]).await;
             let cpu = Cpu::new(env, procs.of(env, config));
             let (before, reviews) = (cpu.sample(), reviews_answered(admin).await);
@@ -543,11 +548,14 @@ async fn many_tenants(env: &Env, procs: &Procs, admin: &Client, tenants: usize, 
             per_round.push((round, config, p50, p99));
         }
     }
-    println!("\nnac against cel within each round, p50 and p99:");
+    println!("\nAgainst cel within each round, p50 and p99:");
     for r in 0..rounds {
         let of = |k: Config| per_round.iter().find(|x| x.0 == r && x.1 == k).unwrap();
-        let (a, b) = (of(Config::Nac), of(Config::Cel));
-        println!("  round {r}: {:.2}x, {:.2}x", a.2 / b.2, a.3 / b.3);
+        let cel = of(Config::Cel);
+        for c in many.iter().filter(|c| **c != Config::Cel) {
+            let x = of(*c);
+            println!("  round {r}, {}: {:.2}x, {:.2}x", c.name(), x.2 / cel.2, x.3 / cel.3);
+        }
     }
     delete_cel(admin).await;
 }
