@@ -534,7 +534,7 @@ async fn many_tenants(env: &Env, procs: &Procs, admin: &Client, tenants: usize, 
             let cpu = Cpu::new(env, procs.of(env, config));
             let (before, reviews) = (cpu.sample(), reviews_answered(admin).await);
             let at = start.elapsed().as_secs_f64();
-            let (lat, wall) = measure(&apis, &format!("r{round}-"), n, in_flight, &plain).await;
+            let (lat, wall) = measure(&apis, &format!("r{round}-{}-", config.name()), n, in_flight, &plain).await;
             let (after, reviews_after) = (cpu.sample(), reviews_answered(admin).await);
             let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
             println!(
