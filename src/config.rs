@@ -286,6 +286,9 @@ mod tests {
         assert_eq!(s.webhook.listen.to_string(), "0.0.0.0:9443");
         assert_eq!(s.metrics.listen.to_string(), "0.0.0.0:8080");
         assert_eq!(s.policy.configmap, "nac-policy");
+        // Safe unless told otherwise: another authorizer than RBAC may decide, answers kept 10 s.
+        assert_eq!(s.rights.authorizers, Authorizers::Other);
+        assert_eq!(s.rights.cache_lifetime_secs, 3600);
     }
 
     #[test]
