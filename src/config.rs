@@ -13,6 +13,7 @@ pub struct Settings {
     pub policy: PolicySettings,
     pub controllers: ControllerSettings,
     pub log: LogSettings,
+    pub rights: RightsSettings,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -98,6 +99,28 @@ pub enum LogFormat {
     Json,
 }
 
+/// How long nac reuses the API server's answers about a requester's rights (`crate::rights`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RightsSettings {
+    /// Which authorizers can allow a tenant's request in this cluster: `other` (the default) when one besides
+    /// RBAC may (a webhook authorizer, whose rules nac cannot see), `rbac` when RBAC is the only one.
+    pub authorizers: Authorizers,
+    /// With `authorizers: rbac`: how long an answer is reused at most while nac's watches of the RBAC objects see
+    /// no change that could reach it (the safety net should a change go unseen).
+    pub cache_lifetime_secs: u64,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Authorizers {
+    /// Answers kept 10 s (and dropped sooner on an RBAC change nac sees).
+    #[default]
+    Other,
+    /// Answers kept until an RBAC change could reach them, at most `cache_lifetime_secs`.
+    Rbac,
+}
+
 fn default_namespace() -> String {
     std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "nac-system".to_string())
 }
@@ -153,6 +176,15 @@ impl Default for LeaderElectionSettings {
             lease_duration_secs: 15,
             renew_interval_secs: 5,
             identity: None,
+        }
+    }
+}
+
+impl Default for RightsSettings {
+    fn default() -> Self {
+        RightsSettings {
+            authorizers: Authorizers::Other,
+            cache_lifetime_secs: 3600,
         }
     }
 }
@@ -225,6 +257,9 @@ impl Settings {
         if self.controllers.enabled && self.controllers.velero_namespace.is_empty() {
             return bad("controllers.velero_namespace", "must not be empty");
         }
+        if !(10..=86_400).contains(&self.rights.cache_lifetime_secs) {
+            return bad("rights.cache_lifetime_secs", "must be between 10 and 86400");
+        }
         let le = &self.controllers.leader_election;
         if le.enabled && le.renew_interval_secs * 2 > le.lease_duration_secs {
             return bad(
@@ -251,6 +286,9 @@ mod tests {
         assert_eq!(s.webhook.listen.to_string(), "0.0.0.0:9443");
         assert_eq!(s.metrics.listen.to_string(), "0.0.0.0:8080");
         assert_eq!(s.policy.configmap, "nac-policy");
+        // Safe unless told otherwise: another authorizer than RBAC may decide, answers kept 10 s.
+        assert_eq!(s.rights.authorizers, Authorizers::Other);
+        assert_eq!(s.rights.cache_lifetime_secs, 3600);
     }
 
     #[test]
@@ -290,6 +328,12 @@ mod tests {
         assert!(e.to_string().contains("webhook.listen"), "{e}");
         let e = Settings::load_from(None, env(&[("NAC_WEBHOOK__CERT_RELOAD_SECS", "60")])).unwrap_err();
         assert!(e.to_string().contains("webhook.cert_reload_secs"), "{e}");
+        let e = Settings::load_from(None, env(&[("NAC_RIGHTS__AUTHORIZERS", "abac")])).unwrap_err();
+        assert!(e.to_string().contains("abac"), "{e}");
+        let e = Settings::load_from(None, env(&[("NAC_RIGHTS__CACHE_LIFETIME_SECS", "1")])).unwrap_err();
+        assert!(e.to_string().contains("rights.cache_lifetime_secs"), "{e}");
+        let s = Settings::load_from(None, env(&[("NAC_RIGHTS__AUTHORIZERS", "rbac")])).unwrap();
+        assert_eq!(s.rights.authorizers, Authorizers::Rbac);
         let mut f = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();
         writeln!(f, "metrcs: {{}}").unwrap();
         let e = Settings::load_from(Some(f.path()), env(&[])).unwrap_err();

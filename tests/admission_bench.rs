@@ -30,6 +30,9 @@
 //! 2-core machine a create is CPU-bound: that is where its latency goes). ADMISSION_CONFIGS=a,b runs a subset
 //! (`none`, `nac` and `cel` always); ADMISSION_PERF=<dir> records `perf` profiles of the API server and nac.
 //!
+//! ADMISSION_TENANTS=N (N > 1) runs the many-tenant configuration instead (`many_tenants`): `nac` and `cel` with
+//! each round's creates spread over N tenants, the reviews nac asks per create and the API server's CPU per create.
+//!
 //! `make admission-bench` (its own control plane in .cluster-admission, started and stopped there).
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
@@ -352,9 +355,9 @@ async fn as_nac_stores(env: &Env, procs: &Procs, admin: &Client) -> NonAdminBack
 }
 
 /// `n` creates, `in_flight` at a time: each call's latency, and the wall time of them all. Each create sends
-/// `template` under its own name.
+/// `template` under its own name, create `i` as the tenant `apis[i % apis.len()]`.
 async fn measure(
-    api: &Api<NonAdminBackup>,
+    apis: &[Api<NonAdminBackup>],
     prefix: &str,
     n: usize,
     in_flight: usize,
@@ -363,7 +366,7 @@ async fn measure(
     let start = Instant::now();
     let mut lat: Vec<Duration> = futures::stream::iter(0..n)
         .map(|i| {
-            let api = api.clone();
+            let api = apis[i % apis.len()].clone();
             let name = format!("{prefix}{i}");
             let mut o = template.clone();
             o.metadata.name = Some(name.clone());
@@ -483,18 +486,94 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
 
+/// SubjectAccessReviews (nac's questions about requesters' rights) and SelfSubjectAccessReviews (nac's about its
+/// own, see `rights::occupancy`) the API server has answered so far.
+async fn reviews_answered(admin: &Client) -> (f64, f64) {
+    let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(req).await.unwrap();
+    let count = |resource: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{") && l.contains(&format!("resource=\"{resource}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (count("subjectaccessreviews"), count("selfsubjectaccessreviews"))
+}
+
+/// The many-tenant configuration (ADMISSION_TENANTS=N, N > 1): `nac` and `cel` only (and `nac-baseline`), each round's creates spread
+/// over N tenants made once (each its own user in its own namespace, Kubernetes' `admin` role and nac's editor
+/// role there), create `i` by tenant `i % N`; reviews asked per create and the API server's CPU per create, per
+/// round. The run lasts several of nac's rights-answer lifetimes (`rights.cache_lifetime_secs`, set by
+/// ADMISSION_RIGHTS_LIFETIME, default 60 s, shorter than the default so a short run passes it).
+async fn many_tenants(env: &Env, procs: &Procs, admin: &Client, tenants: usize, n: usize, in_flight: usize) {
+    let rounds = env_usize("ADMISSION_ROUNDS", 5);
+    let made = Instant::now();
+    let mut apis = Vec::new();
+    for t in 0..tenants {
+        let (ns, user, _) = new_tenant(&format!("adm-t{t}")).await;
+        apis.push(Api::<NonAdminBackup>::namespaced(user, &ns));
+    }
+    println!(
+        "{tenants} tenants made in {:.0} s; {n} creates per run spread over them, {in_flight} in flight, {rounds} rounds, \
+         nac and cel interleaved (the order rotated each round)",
+        made.elapsed().as_secs_f64()
+    );
+    println!("| round | s since start | configuration | p50 ms | p99 ms | creates/s | reviews/create | self-reviews/create | API server CPU ms/create |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let start = Instant::now();
+    let plain = nab("template");
+    let mut per_round: Vec<(usize, Config, f64, f64)> = Vec::new();
+    // With ADMISSION_BASELINE_BIN, that build too (before and after a change in one run).
+    let many: Vec<Config> = configs()
+        .into_iter()
+        .filter(|c| matches!(c, Config::Nac | Config::Baseline | Config::Cel))
+        .collect();
+    for round in 0..rounds {
+        for config in order(&many, round) {
+            configure(env, procs, admin, config, &apis[0]).await;
+            let cpu = Cpu::new(env, procs.of(env, config));
+            let (before, reviews) = (cpu.sample(), reviews_answered(admin).await);
+            let at = start.elapsed().as_secs_f64();
+            let (lat, wall) = measure(&apis, &format!("r{round}-{}-", config.name()), n, in_flight, &plain).await;
+            let (after, reviews_after) = (cpu.sample(), reviews_answered(admin).await);
+            let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
+            println!(
+                "| {round} | {at:.0} | {} | {p50:.1} | {p99:.1} | {:.0} | {:.3} | {:.3} | {:.2} |",
+                config.name(),
+                n as f64 / wall.as_secs_f64(),
+                (reviews_after.0 - reviews.0) / n as f64,
+                (reviews_after.1 - reviews.1) / n as f64,
+                (after[0] - before[0]) / n as f64,
+            );
+            per_round.push((round, config, p50, p99));
+        }
+    }
+    println!("\nAgainst cel within each round, p50 and p99:");
+    for r in 0..rounds {
+        let of = |k: Config| per_round.iter().find(|x| x.0 == r && x.1 == k).unwrap();
+        let cel = of(Config::Cel);
+        for c in many.iter().filter(|c| **c != Config::Cel) {
+            let x = of(*c);
+            println!("  round {r}, {}: {:.2}x, {:.2}x", c.name(), x.2 / cel.2, x.3 / cel.3);
+        }
+    }
+    delete_cel(admin).await;
+}
+
 #[tokio::test]
 async fn admission_configurations_side_by_side() {
     let n = env_usize("ADMISSION_CREATES", 2000);
     let in_flight = env_usize("ADMISSION_IN_FLIGHT", 16);
     let rounds = env_usize("ADMISSION_ROUNDS", 3);
+    let tenants = env_usize("ADMISSION_TENANTS", 1);
     // nac logs as installed (info), not at the tests' debug level: a line per review is not what runs.
     let info = || vec![("NAC_LOG__LEVEL".to_string(), "info".to_string())];
+    let lifetime = std::env::var("ADMISSION_RIGHTS_LIFETIME").unwrap_or_else(|_| "60".into());
     let env = Env::start(
         POLICY,
         NacOptions {
             controllers: false,
-            extra_env: info(),
+            extra_env: [info(), vec![("NAC_RIGHTS__CACHE_LIFETIME_SECS".into(), lifetime)]].concat(),
             ..Default::default()
         },
     )
@@ -526,6 +605,9 @@ async fn admission_configurations_side_by_side() {
         b.wait_ready().await;
     }
     let procs = Procs { h1, baseline };
+    if tenants > 1 {
+        return many_tenants(&env, &procs, &admin, tenants, n, in_flight).await;
+    }
     let plain = nab("template");
     let sized = if configs().contains(&Config::NoneNacSized) {
         as_nac_stores(&env, &procs, &admin).await
@@ -546,11 +628,12 @@ async fn admission_configurations_side_by_side() {
             let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
             configure(&env, &procs, &admin, config, &api).await;
             let template = if config == Config::NoneNacSized { &sized } else { &plain };
-            measure(&api, "warm-", 200, in_flight, template).await;
+            let api = std::slice::from_ref(&api);
+            measure(api, "warm-", 200, in_flight, template).await;
             let cpu = Cpu::new(&env, procs.of(&env, config));
             let before = cpu.sample();
             let perf = perf_start(&cpu, &format!("{}-{round}", config.name()));
-            let (lat, wall) = measure(&api, "b-", n, in_flight, template).await;
+            let (lat, wall) = measure(api, "b-", n, in_flight, template).await;
             perf_stop(perf);
             let after = cpu.sample();
             let slot = &mut spent.iter_mut().find(|s| s.0 == config).unwrap().1;

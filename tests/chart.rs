@@ -569,6 +569,12 @@ fn rbac_is_least_privilege() {
                 set(&["roles", "clusterroles"]),
                 set(&["get"])
             ),
+            // When rights answers go stale: the metadata of every RBAC object, watched.
+            (
+                set(&["rbac.authorization.k8s.io"]),
+                set(&["roles", "rolebindings", "clusterroles", "clusterrolebindings"]),
+                set(&["list", "watch"])
+            ),
         ]
     );
     // Velero objects: only in the Velero namespace.

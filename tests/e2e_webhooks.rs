@@ -304,26 +304,83 @@ async fn create_warned(client: &Client, ns: &str, name: &str, spec: Value) -> Ve
         .collect()
 }
 
-#[tokio::test]
-async fn a_revoked_right_is_applied_to_backups_within_the_cache_lifetime() {
+/// A fresh namespace owned by its user (nac's editor role and Kubernetes' `admin`): (admin, namespace, user, the
+/// user's client).
+async fn namespace_owner(prefix: &str) -> (Client, String, String, Client) {
     env().await;
     let c = Cluster::load();
     let admin = c.admin().await;
-    let ns = unique_ns("rights");
+    let ns = unique_ns(prefix);
     ensure_namespace(&admin, &ns).await;
     let user = format!("user-{ns}");
     grant_editor(&admin, &ns, &user).await;
     let client = c.as_user(&user).await;
+    (admin, ns, user, client)
+}
+
+/// Takes Kubernetes' `admin` role in `ns` from `user` (nac's editor role stays).
+async fn revoke_ownership(admin: &Client, ns: &str, user: &str) {
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns)
+        .delete(&format!("{user}-admin"), &Default::default())
+        .await
+        .unwrap();
+}
+
+/// nac runs here with `rights.authorizers: rbac` (the harness): an answer lasts until an RBAC change, seen through
+/// nac's watches, could reach it. A revoked right is then applied within `rbac::SETTLE` of the change, well before
+/// `CACHE_TTL` would have let the first answers expire.
+#[tokio::test]
+async fn a_revoked_right_is_applied_as_soon_as_nac_sees_the_rbac_change() {
+    let (admin, ns, user, client) = namespace_owner("rbac-watch").await;
+    // The namespace holds a Secret and no Deployment: the warning names the Secrets first (nac may list them, as
+    // the chart installs it and as an admin).
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "app"}, "stringData": {"k": "v"}})).unwrap();
+    Api::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let spec = json!({ "includedResources": ["secrets", "deployments.apps"] });
+    let first = create_warned(&client, &ns, "first", spec.clone()).await;
+    assert!(!first.iter().any(|w| w.contains("left out")), "{first:?}");
+    let answered = std::time::Instant::now();
+    revoke_ownership(&admin, &ns, &user).await;
+    let bound = nac::rights::rbac::SETTLE + Duration::from_secs(2);
+    assert!(
+        bound < nac::rights::CACHE_TTL,
+        "the bound must tell the watch from the lifetime"
+    );
+    let warning = 'seen: {
+        for i in 0.. {
+            let warnings = create_warned(&client, &ns, &format!("next-{i}"), spec.clone()).await;
+            if let Some(w) = warnings.iter().find(|w| w.contains("left out of the backup")) {
+                break 'seen w.clone();
+            }
+            assert!(
+                answered.elapsed() < bound,
+                "the revoked right still applies {:?} after the first answers: {warnings:?}",
+                answered.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        unreachable!()
+    };
+    assert!(
+        warning.contains("spec.backupSpec: secrets, deployments.apps left out of the backup (1 holds objects there"),
+        "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_right_is_applied_to_backups_within_the_cache_lifetime() {
+    let (admin, ns, user, client) = namespace_owner("rights").await;
     let kinds = ["secrets", "configmaps", "deployments.apps"];
     let spec = json!({ "includedResources": kinds });
     // A namespace owner may list all three: nothing of theirs is left out.
     let first = create_warned(&client, &ns, "first", spec.clone()).await;
     assert!(!first.iter().any(|w| w.contains("left out")), "{first:?}");
     // Ownership revoked: only the backup role remains.
-    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), &ns)
-        .delete(&format!("{user}-admin"), &Default::default())
-        .await
-        .unwrap();
+    revoke_ownership(&admin, &ns, &user).await;
     tokio::time::sleep(nac::rights::CACHE_TTL + Duration::from_secs(1)).await;
     let second = create_warned(&client, &ns, "second", spec).await;
     let left_out = second.iter().find(|w| w.contains("left out of the backup")).cloned();

@@ -8,7 +8,9 @@
 //! `make scale` (or: cargo test --release --features e2e,scale --test scale_run -- --nocapture); smaller runs
 //! with SCALE_NAMESPACES / SCALE_PER_NAMESPACE. Memory side by side: SCALE_RESTART_BINARIES=a,b restarts nac
 //! alternately with those builds over the settled NABs (SCALE_RESTART_ROUNDS rounds), and SCALE_RESTART_ONLY
-//! skips the creates to do that over the NABs an earlier run left.
+//! skips the creates to do that over the NABs an earlier run left. SCALE_CONTROLLERS_OFF=1 runs nac with its
+//! controllers off and only times the creates (webhooks on): what the creates cost without the reconcilers, the
+//! reference for the time to all Created.
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
 mod common;
@@ -95,7 +97,19 @@ async fn scale_run() {
     let namespaces = env_usize("SCALE_NAMESPACES", 1000);
     let per_ns = env_usize("SCALE_PER_NAMESPACE", 10);
     let concurrency = env_usize("SCALE_CONCURRENCY", 16);
-    let env = Env::start("backup:\n  maxTtl: 2160h\n", NacOptions::default()).await;
+    let controllers = std::env::var_os("SCALE_CONTROLLERS_OFF").is_none();
+    let env = Env::start(
+        "backup:\n  maxTtl: 2160h\n",
+        NacOptions {
+            controllers,
+            ..Default::default()
+        },
+    )
+    .await;
+    if !controllers {
+        create_only(&env, namespaces, per_ns, concurrency).await;
+        return;
+    }
     // SCALE_RESTART_ONLY: no new NABs; the restarts below go over the settled NABs of an earlier run.
     let total = if std::env::var_os("SCALE_RESTART_ONLY").is_some() {
         let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
@@ -150,12 +164,15 @@ async fn restart_over_settled(env: &Env, total: usize, binary: Option<&str>) -> 
     (on_restart, peak, env.nac.rss_kib().unwrap_or(0))
 }
 
-/// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
-/// queue as Velero does (asserting the bounds on writes per advance and per drain).
-async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
-    let total = namespaces * per_ns;
-    let run = unique_ns("scale");
+/// SubjectAccessReviews the API server has answered so far (nac's questions about requesters' rights).
+async fn reviews_answered(admin: &kube::Client) -> f64 {
+    let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(req).await.unwrap();
+    counter(&text, "apiserver_request_total{", "resource=\"subjectaccessreviews\"")
+}
 
+/// `namespaces` fresh tenants of run `run`, each its own user in its own namespace.
+async fn tenants(env: &Env, run: &str, namespaces: usize) -> Vec<(String, kube::Client)> {
     let mut tenants = Vec::new();
     for i in 0..namespaces {
         let ns = format!("{run}-{i}");
@@ -164,7 +181,60 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         grant_editor(&env.admin, &ns, &user).await;
         tenants.push((ns, env.cluster.as_user(&user).await));
     }
+    tenants
+}
+
+/// `per_ns` creates in each tenant's namespace, `concurrency` at a time: when each was accepted.
+async fn create_all(
+    tenants: &[(String, kube::Client)],
+    per_ns: usize,
+    concurrency: usize,
+) -> Vec<((String, String), Instant)> {
+    let jobs: Vec<_> = tenants
+        .iter()
+        .flat_map(|(ns, c)| (0..per_ns).map(move |j| (ns.clone(), c.clone(), format!("b{j}"))))
+        .collect();
+    futures::stream::iter(jobs)
+        .map(|(ns, c, name)| async move {
+            let api: Api<NonAdminBackup> = Api::namespaced(c, &ns);
+            let nab: NonAdminBackup = serde_json::from_value(json!({
+                "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+                "metadata": {"name": name}, "spec": {"backupSpec": {}}
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &nab).await.unwrap();
+            ((ns, name), Instant::now())
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await
+}
+
+/// The creates alone, nac's controllers off (SCALE_CONTROLLERS_OFF).
+async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
+    let run = unique_ns("scale-off");
+    let tenants = tenants(env, &run, namespaces).await;
+    let reviews = reviews_answered(&env.admin).await;
+    let start = Instant::now();
+    create_all(&tenants, per_ns, concurrency).await;
+    let took = start.elapsed();
+    let reviews = reviews_answered(&env.admin).await - reviews;
+    let total = namespaces * per_ns;
+    println!("\n| measure (controllers off) | value |\n|---|---|");
+    println!("| NABs / namespaces | {total} / {namespaces} |");
+    println!("| all creates accepted (webhooks only) | {:.1} s |", took.as_secs_f64());
+    println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
+}
+
+/// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
+/// queue as Velero does (asserting the bounds on writes per advance and per drain).
+async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
+    let total = namespaces * per_ns;
+    let run = unique_ns("scale");
+
+    let tenants = tenants(env, &run, namespaces).await;
     let writes_before = api_writes(&env.nac.metrics_text().await);
+    let reviews_before = reviews_answered(&env.admin).await;
 
     // Watch every NAB: when did each become Created?
     let seen: Arc<Mutex<HashMap<(String, String), Instant>>> = Arc::default();
@@ -183,24 +253,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     });
 
     let start = Instant::now();
-    let jobs: Vec<_> = tenants
-        .iter()
-        .flat_map(|(ns, c)| (0..per_ns).map(move |j| (ns.clone(), c.clone(), format!("b{j}"))))
-        .collect();
-    let created_at: Vec<((String, String), Instant)> = futures::stream::iter(jobs)
-        .map(|(ns, c, name)| async move {
-            let api: Api<NonAdminBackup> = Api::namespaced(c, &ns);
-            let nab: NonAdminBackup = serde_json::from_value(json!({
-                "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
-                "metadata": {"name": name}, "spec": {"backupSpec": {}}
-            }))
-            .unwrap();
-            api.create(&PostParams::default(), &nab).await.unwrap();
-            ((ns, name), Instant::now())
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
+    let created_at = create_all(&tenants, per_ns, concurrency).await;
     let creates_done = start.elapsed();
 
     let velero: Api<Backup> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
@@ -216,10 +269,14 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         (n >= total).then(|| start.elapsed())
     })
     .await;
-    eventually(Duration::from_secs(120), "all NABs seen Created", || async {
-        (seen.lock().unwrap().len() >= total).then_some(())
+    let all_created = eventually(Duration::from_secs(120), "all NABs seen Created", || async {
+        let seen = seen.lock().unwrap();
+        (seen.len() >= total).then(|| seen.values().max().map(|t| t.duration_since(start)))
     })
-    .await;
+    .await
+    .unwrap_or_default();
+    // Webhook and reconciler together (one cache of answers serves both).
+    let reviews = reviews_answered(&env.admin).await - reviews_before;
     // Let status updates settle (queue positions), then count writes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     watch.abort();
@@ -241,6 +298,11 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         creates_done.as_secs_f64()
     );
     println!("| all Velero Backups created | {:.1} s |", all_backups.as_secs_f64());
+    println!("| all NABs Created | {:.1} s |", all_created.as_secs_f64());
+    println!(
+        "| SubjectAccessReviews per NAB (webhook and reconciler) | {:.3} |",
+        reviews / total as f64
+    );
     println!("| create→Created p50 | {} ms |", percentile(&lat, 0.5).as_millis());
     println!("| create→Created p99 | {} ms |", percentile(&lat, 0.99).as_millis());
     println!("| create→Created max | {} ms |", lat.last().unwrap().as_millis());

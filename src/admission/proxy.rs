@@ -649,28 +649,52 @@ async fn backup_rights(
             ),
         )),
         _ => {
-            let warning = left_out_warning(path, &denied, &who.username, namespace);
+            let kinds: Vec<&crate::rights::Kind> = denied
+                .iter()
+                .filter_map(|d| included.iter().copied().find(|k| k.filter_name() == *d))
+                .collect();
+            let occupied = access.occupied(namespace, &kinds).await;
+            let warning = left_out_warning(path, &denied, &occupied, &who.username, namespace);
             Ok((record, Some(warning)))
         }
     }
 }
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
-/// controllers' kinds): it names a few; the Velero Backup's spec, mirrored in the status, lists them all.
-fn left_out_warning(path: &str, denied: &[String], user: &str, namespace: &str) -> String {
+/// controllers' kinds, mostly empty in a tenant's namespace): it names a few, those that hold objects first, and
+/// counts those that hold none; the Velero Backup's spec, mirrored in the status, lists them all.
+fn left_out_warning(path: &str, denied: &[String], occupied: &[Option<bool>], user: &str, namespace: &str) -> String {
     const SHOWN: usize = 6;
-    let shown = if denied.len() > SHOWN {
+    let (ordered, empty) = crate::rights::occupancy::by_occupancy(denied, occupied);
+    let holding = occupied.iter().filter(|o| **o == Some(true)).count();
+    let shown = if ordered.len() > SHOWN {
         format!(
-            "{} and {} more kinds (status.veleroBackup.spec lists them all once the backup is made)",
-            denied[..SHOWN].join(", "),
-            denied.len() - SHOWN
+            "{} and {} more kinds",
+            ordered[..SHOWN].join(", "),
+            ordered.len() - SHOWN
         )
     } else {
-        denied.join(", ")
+        ordered.join(", ")
+    };
+    let mut notes = Vec::new();
+    let verb = |n: usize| if n == 1 { "holds" } else { "hold" };
+    if holding > 0 {
+        notes.push(format!("{holding} {} objects there", verb(holding)));
+    }
+    if empty > 0 {
+        notes.push(format!("{empty} {} none", verb(empty)));
+    }
+    if ordered.len() > SHOWN {
+        notes.push("status.veleroBackup.spec lists them all once the backup is made".to_string());
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
     };
     format!(
-        "{path}: {shown} left out of the backup: {user} may not list them in namespace {namespace} (policy \
-         rights.backup: exclude)"
+        "{path}: {shown} left out of the backup{notes}: {user} may not list them in namespace {namespace} \
+         (policy rights.backup: exclude)"
     )
 }
 
@@ -870,10 +894,11 @@ mod tests {
     #[test]
     fn a_long_list_of_left_out_kinds_is_cut_in_the_warning() {
         let kinds: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
-        let w = left_out_warning("spec.backupSpec", &kinds, "alice", "team-a");
+        let w = left_out_warning("spec.backupSpec", &kinds, &[], "alice", "team-a");
         assert!(
             w.starts_with(
-                "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds (status.veleroBackup.spec lists them all"
+                "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds left out of the backup \
+                 (status.veleroBackup.spec lists them all"
             ),
             "{w}"
         );
@@ -881,7 +906,24 @@ mod tests {
             w.ends_with("alice may not list them in namespace team-a (policy rights.backup: exclude)"),
             "{w}"
         );
-        assert!(left_out_warning("spec.backupSpec", &kinds[..2], "alice", "team-a")
-            .starts_with("spec.backupSpec: k0, k1 left out"));
+        assert!(left_out_warning("spec.backupSpec", &kinds[..2], &[], "alice", "team-a")
+            .starts_with("spec.backupSpec: k0, k1 left out of the backup: alice"));
+    }
+
+    #[test]
+    fn the_warning_names_first_the_kinds_that_hold_objects() {
+        // Velero's kinds sort first and hold nothing in a tenant's namespace; the Secrets are what matters.
+        let mut kinds: Vec<String> = (0..8).map(|i| format!("k{i}.velero.io")).collect();
+        kinds.push("secrets".into());
+        let mut occupied = vec![Some(false); 6];
+        occupied.extend([None, None, Some(true)]);
+        let w = left_out_warning("spec.backupSpec", &kinds, &occupied, "alice", "team-a");
+        assert!(
+            w.starts_with(
+                "spec.backupSpec: secrets, k6.velero.io, k7.velero.io, k0.velero.io, k1.velero.io, k2.velero.io and \
+                 3 more kinds left out of the backup (1 holds objects there; 6 hold none; status.veleroBackup.spec"
+            ),
+            "{w}"
+        );
     }
 }

@@ -7,6 +7,8 @@
 //! read Secrets would get the namespace's Secrets into a bucket they control.
 
 pub mod contents;
+pub mod occupancy;
+pub mod rbac;
 pub mod restore;
 
 use futures::future::BoxFuture;
@@ -23,7 +25,11 @@ pub const REQUESTER_ANNOTATION: &str = "nac.oadp.openshift.io/requester";
 /// Annotation recording the rights decision for a NonAdminBackup (stamped at admission, nac's alone).
 pub const BACKUP_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/backup-rights";
 
-/// How long an answer of the API server about one right is reused.
+/// How long an answer of the API server about one right is reused when nac cannot see every change that could
+/// alter it: another authorizer than RBAC may decide (`rights.authorizers: other`, the default), or its watches
+/// of the RBAC objects are not live. A right revoked is applied to the next backup within this; with
+/// `rights.authorizers: rbac` and live watches, within [`rbac::SETTLE`] of the change reaching nac's watch (see
+/// [`rbac`]).
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
 /// How long the list of namespaced resource kinds is reused (new CRDs are seen within this).
 const KINDS_TTL: Duration = Duration::from_secs(60);
@@ -299,6 +305,12 @@ pub trait Access: Send + Sync {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<PolicyRule>>, String>>;
+    /// For each of `kinds`: whether it holds objects in `namespace`, `None` when nac cannot tell (it words
+    /// warnings only; see [`occupancy`]). By default nothing is known.
+    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+        let _ = namespace;
+        Box::pin(async move { vec![None; kinds.len()] })
+    }
 }
 
 /// Whether `who` may `verb` every object of `kind` in `namespace`.
@@ -335,8 +347,69 @@ pub async fn unreadable(
 }
 
 type Key = (Requester, Question);
-/// An answer and when it was given; empty while it is being asked.
-type Answer = Arc<tokio::sync::OnceCell<(bool, Instant)>>;
+
+/// An answer and when it was given (empty while it is being asked), under the RBAC state it was asked in.
+struct Cell {
+    stamp: rbac::Stamp,
+    answer: tokio::sync::OnceCell<(bool, Instant)>,
+}
+type Answer = Arc<Cell>;
+
+/// How long answers last and what makes them stale.
+pub struct Freshness {
+    pub epochs: Arc<rbac::Epochs>,
+    /// RBAC is the only authorizer (`rights.authorizers: rbac`): with live watches an answer lasts until a
+    /// change could reach it, at most `lifetime`.
+    pub rbac_only: bool,
+    pub lifetime: Duration,
+}
+
+impl Freshness {
+    /// Answers kept [`CACHE_TTL`], nothing watched (tests, and nac before its watches run).
+    pub fn short() -> Freshness {
+        Freshness {
+            epochs: Arc::default(),
+            rbac_only: false,
+            lifetime: CACHE_TTL,
+        }
+    }
+
+    fn lifetime(&self) -> Duration {
+        if self.rbac_only && self.epochs.live() {
+            self.lifetime
+        } else {
+            CACHE_TTL
+        }
+    }
+
+    /// Whether an answer about `namespace` given at `at` under `stamp` still holds.
+    fn holds(&self, stamp: rbac::Stamp, namespace: &str, at: Instant) -> bool {
+        stamp == self.epochs.stamp(namespace) && at.elapsed() < self.lifetime()
+    }
+}
+
+/// A map that drops what is no longer fresh when it grows past a bound that follows its live size (so a cache
+/// of many fresh answers is not swept on every insert).
+struct Swept<K, V> {
+    map: HashMap<K, V>,
+    sweep_at: usize,
+}
+
+impl<K: std::hash::Hash + Eq, V> Swept<K, V> {
+    fn new() -> Self {
+        Swept {
+            map: HashMap::new(),
+            sweep_at: 10_000,
+        }
+    }
+
+    fn sweep_if_large(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
+        if self.map.len() > self.sweep_at {
+            self.map.retain(keep);
+            self.sweep_at = (self.map.len() * 2).max(10_000);
+        }
+    }
+}
 
 /// One user's answer over a whole list of kinds (what an admission review asks: ~70 questions), kept while the
 /// oldest answer it was made from is fresh, so a review costs one lookup instead of one per kind.
@@ -347,13 +420,18 @@ struct Decision {
     kinds: Vec<(String, String)>,
     refused: Vec<String>,
     oldest: Instant,
+    stamp: rbac::Stamp,
 }
 
 impl Decision {
-    fn answers(&self, verb: &str, namespace: &str, kinds: &[&Kind]) -> bool {
+    fn holds(&self, fresh: &Freshness) -> bool {
+        fresh.holds(self.stamp, &self.namespace, self.oldest)
+    }
+
+    fn answers(&self, verb: &str, namespace: &str, kinds: &[&Kind], fresh: &Freshness) -> bool {
         self.verb == verb
             && self.namespace == namespace
-            && self.oldest.elapsed() < CACHE_TTL
+            && self.holds(fresh)
             && self.kinds.len() == kinds.len()
             && self
                 .kinds
@@ -363,50 +441,72 @@ impl Decision {
     }
 }
 
-/// [`Access`] against the API server: discovery, SubjectAccessReviews (each answer cached for [`CACHE_TTL`]) and
-/// role reads.
+/// [`Access`] against the API server: discovery, SubjectAccessReviews (each answer cached as long as
+/// [`Freshness`] says) and role reads.
 pub struct KubeAccess {
     client: kube::Client,
-    /// One cell per question: concurrent askers of a question that is not answered (or whose answer expired)
+    fresh: Freshness,
+    /// One cell per question: concurrent askers of a question that is not answered (or whose answer is stale)
     /// wait for one SubjectAccessReview instead of each sending their own.
-    answers: Mutex<HashMap<Key, Answer>>,
+    answers: Mutex<Swept<Key, Answer>>,
     /// Whole decisions per user, made from `answers` (never older than they are).
-    decisions: Mutex<HashMap<Requester, Vec<Decision>>>,
+    decisions: Mutex<Swept<Requester, Vec<Decision>>>,
     kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
+    occupancy: occupancy::KubeOccupancy,
 }
 
 impl KubeAccess {
+    /// Answers kept [`CACHE_TTL`].
     pub fn new(client: kube::Client) -> KubeAccess {
+        KubeAccess::with(client, Freshness::short())
+    }
+
+    pub fn with(client: kube::Client, fresh: Freshness) -> KubeAccess {
         KubeAccess {
+            occupancy: occupancy::KubeOccupancy::new(client.clone(), fresh.epochs.clone()),
             client,
-            answers: Mutex::new(HashMap::new()),
-            decisions: Mutex::new(HashMap::new()),
+            fresh,
+            answers: Mutex::new(Swept::new()),
+            decisions: Mutex::new(Swept::new()),
             kinds: tokio::sync::Mutex::new(None),
         }
     }
 
-    /// The answer to `q` and when it was given (one SubjectAccessReview per question and [`CACHE_TTL`]).
+    /// The answer to `q` and when it was given (one SubjectAccessReview per question while its answer holds).
     async fn ask_at(&self, who: &Requester, q: &Question) -> Result<(bool, Instant), String> {
         let key: Key = (who.clone(), q.clone());
-        let fresh = |c: &tokio::sync::OnceCell<(bool, Instant)>| c.get().is_none_or(|(_, at)| at.elapsed() < CACHE_TTL);
+        // Taken before the question is sent: an RBAC change while it is answered stales the answer.
+        let stamp = self.fresh.epochs.stamp(&q.namespace);
+        let fresh = |c: &Cell| {
+            c.stamp == stamp
+                && c.answer
+                    .get()
+                    .is_none_or(|(_, at)| at.elapsed() < self.fresh.lifetime())
+        };
         let cell = {
             let mut answers = self.answers.lock().expect("rights cache");
-            match answers.get(&key) {
-                // Answered and fresh, or being asked right now.
+            match answers.map.get(&key) {
+                // Answered and fresh, or being asked right now under the same RBAC state.
                 Some(c) if fresh(c) => c.clone(),
                 _ => {
-                    // Expired answers go when the cache grows; it never holds more than a TTL's worth.
-                    if answers.len() > 10_000 {
-                        answers.retain(|_, c| fresh(c));
-                    }
-                    let c = Arc::new(tokio::sync::OnceCell::new());
-                    answers.insert(key, c.clone());
+                    // Stale answers go when the cache grows.
+                    answers.sweep_if_large(|(_, q), c| {
+                        c.answer
+                            .get()
+                            .is_none_or(|(_, at)| self.fresh.holds(c.stamp, &q.namespace, *at))
+                    });
+                    let c = Arc::new(Cell {
+                        stamp,
+                        answer: tokio::sync::OnceCell::new(),
+                    });
+                    answers.map.insert(key, c.clone());
                     c
                 }
             }
         };
         // A failed review leaves the cell empty: the next asker tries again.
         let a = cell
+            .answer
             .get_or_try_init(|| async { Ok::<_, String>((self.review(who, q).await?, Instant::now())) })
             .await?;
         Ok(*a)
@@ -525,42 +625,59 @@ impl Access for KubeAccess {
         kinds: &'a [&'a Kind],
     ) -> BoxFuture<'a, Result<Vec<String>, String>> {
         Box::pin(async move {
-            if let Some(d) = self.decisions.lock().expect("rights cache").get(who) {
-                if let Some(d) = d.iter().find(|d| d.answers(verb, namespace, kinds)) {
+            if let Some(d) = self.decisions.lock().expect("rights cache").map.get(who) {
+                if let Some(d) = d.iter().find(|d| d.answers(verb, namespace, kinds, &self.fresh)) {
                     return Ok(d.refused.clone());
                 }
             }
-            let answers = futures::future::join_all(kinds.iter().map(|k| async move {
-                let q = Question::on(k, verb, namespace);
-                self.ask_at(who, &q).await
-            }))
-            .await;
+            // Taken before any question is sent (see `ask_at`).
+            let stamp = self.fresh.epochs.stamp(namespace);
             let (mut refused, mut oldest) = (Vec::new(), Instant::now());
-            for (k, a) in kinds.iter().zip(answers) {
-                let (allowed, at) = a?;
-                oldest = oldest.min(at);
-                if !allowed {
-                    refused.push(k.filter_name());
+            // A requester whose rights cover every kind in the namespace (a namespace owner bound to a role of
+            // `*`) is answered by one review instead of one per kind.
+            let every = Question {
+                verb: verb.into(),
+                group: "*".into(),
+                resource: "*".into(),
+                namespace: namespace.into(),
+                ..Default::default()
+            };
+            let (all, at) = match kinds.len() {
+                0 | 1 => (false, oldest),
+                _ => self.ask_at(who, &every).await?,
+            };
+            oldest = oldest.min(at);
+            if !all {
+                let answers = futures::future::join_all(kinds.iter().map(|k| async move {
+                    let q = Question::on(k, verb, namespace);
+                    self.ask_at(who, &q).await
+                }))
+                .await;
+                for (k, a) in kinds.iter().zip(answers) {
+                    let (allowed, at) = a?;
+                    oldest = oldest.min(at);
+                    if !allowed {
+                        refused.push(k.filter_name());
+                    }
                 }
             }
             refused.sort();
             refused.dedup();
             let mut decisions = self.decisions.lock().expect("rights cache");
-            // Like the answers, expired decisions go when the cache grows.
-            if decisions.len() > 10_000 {
-                decisions.retain(|_, d| {
-                    d.retain(|d| d.oldest.elapsed() < CACHE_TTL);
-                    !d.is_empty()
-                });
-            }
-            let mine = decisions.entry(who.clone()).or_default();
-            mine.retain(|d| (d.verb != verb || d.namespace != namespace) && d.oldest.elapsed() < CACHE_TTL);
+            // Like the answers, stale decisions go when the cache grows.
+            decisions.sweep_if_large(|_, d| {
+                d.retain(|d| d.holds(&self.fresh));
+                !d.is_empty()
+            });
+            let mine = decisions.map.entry(who.clone()).or_default();
+            mine.retain(|d| (d.verb != verb || d.namespace != namespace) && d.holds(&self.fresh));
             mine.push(Decision {
                 verb: verb.into(),
                 namespace: namespace.into(),
                 kinds: kinds.iter().map(|k| (k.group.clone(), k.resource.clone())).collect(),
                 refused: refused.clone(),
                 oldest,
+                stamp,
             });
             Ok(refused)
         })
@@ -589,6 +706,10 @@ impl Access for KubeAccess {
             })
         })
     }
+
+    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+        Box::pin(self.occupancy.occupied(namespace, kinds))
+    }
 }
 
 /// [`Access`] from a fixed table: the kinds, the (user, verb, target) answers that are "no" (target as
@@ -599,6 +720,8 @@ pub struct Fixed {
     pub denied: Vec<(String, String, String)>,
     /// (kind, namespace or "" for ClusterRoles, name) and the rules.
     pub roles: Vec<((RoleKind, String, String), Vec<PolicyRule>)>,
+    /// Kinds (filter names) that hold objects in every namespace; the others hold none.
+    pub holding: Vec<String>,
 }
 
 impl Fixed {
@@ -617,6 +740,7 @@ impl Fixed {
             ]),
             denied: Vec::new(),
             roles: Vec::new(),
+            holding: vec!["configmaps".into(), "secrets".into()],
         }
     }
 }
@@ -657,6 +781,15 @@ impl Access for Fixed {
                 .iter()
                 .find(|((k, n, m), _)| *k == kind && n == ns && m == name)
                 .map(|(_, r)| r.clone()))
+        })
+    }
+
+    fn occupied<'a>(&'a self, _: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+        Box::pin(async move {
+            kinds
+                .iter()
+                .map(|k| Some(self.holding.contains(&k.filter_name())))
+                .collect()
         })
     }
 }
@@ -841,7 +974,9 @@ mod tests {
                     .await
                     .unwrap();
                 let sar: Value = serde_json::from_slice(&body).unwrap();
-                let allowed = sar["spec"]["resourceAttributes"]["resource"] != "secrets";
+                // Not every kind (`*`): each is asked on its own.
+                let resource = &sar["spec"]["resourceAttributes"]["resource"];
+                let allowed = resource != "secrets" && resource != "*";
                 let answer = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                                     "spec": {}, "status": {"allowed": allowed}});
                 reply(send, 201, &answer);
@@ -867,9 +1002,109 @@ mod tests {
         assert_eq!(refused(&access, &bob, "list", "team-a", &kinds[..1]).await, secrets);
         assert_eq!(refused(&access, &alice, "list", "team-b", &kinds[..2]).await, secrets);
         drop(access);
-        // alice in team-a: 3; bob: 1; alice in team-b: 2 (the sub-list in team-a was answered question by question
-        // from the cache).
-        assert_eq!(server.await.unwrap(), 6);
+        // alice in team-a: every kind (`*`), then 3; bob: 1 (one kind is asked on its own); alice in team-b: `*`
+        // and 2 (the sub-list in team-a was answered question by question from the cache).
+        assert_eq!(server.await.unwrap(), 8);
+    }
+
+    /// A mock API server answering SubjectAccessReviews with `allowed(resource)`, counting them.
+    fn reviews_answered(mut handle: MockApi, allowed: fn(&str) -> bool) -> tokio::task::JoinHandle<Vec<String>> {
+        tokio::spawn(async move {
+            let mut asked = Vec::new();
+            while let Some((req, send)) = handle.next_request().await {
+                let body = axum::body::to_bytes(axum::body::Body::new(req.into_body()), 1 << 20)
+                    .await
+                    .unwrap();
+                let sar: Value = serde_json::from_slice(&body).unwrap();
+                let attrs = &sar["spec"]["resourceAttributes"];
+                let resource = attrs["resource"].as_str().unwrap().to_string();
+                asked.push(format!("{}/{resource}", attrs["namespace"].as_str().unwrap()));
+                let answer = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                    "spec": {}, "status": {"allowed": allowed(&resource)}});
+                reply(send, 201, &answer);
+            }
+            asked
+        })
+    }
+
+    fn some_kinds() -> Vec<Kind> {
+        vec![
+            Kind::new("", "secrets", "Secret", &[]),
+            Kind::new("", "pods", "Pod", &["po"]),
+            Kind::new("apps", "deployments", "Deployment", &["deploy"]),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_requester_who_may_read_every_kind_costs_one_review() {
+        let (access, handle) = mock_api();
+        let server = reviews_answered(handle, |_| true);
+        let all = some_kinds();
+        let kinds: Vec<&Kind> = all.iter().collect();
+        let alice = user("alice");
+        assert_eq!(refused(&access, &alice, "list", "team-a", &kinds).await, Ok(vec![]));
+        assert_eq!(
+            refused(&access, &alice, "list", "team-a", &kinds[..2]).await,
+            Ok(vec![])
+        );
+        drop(access);
+        assert_eq!(server.await.unwrap(), ["team-a/*"]);
+    }
+
+    #[tokio::test]
+    async fn an_rbac_change_stales_the_answers_it_could_reach() {
+        let (service, handle) = tower_test::mock::pair();
+        let fresh = Freshness {
+            epochs: Arc::default(),
+            rbac_only: true,
+            lifetime: Duration::from_secs(3600),
+        };
+        let epochs = fresh.epochs.clone();
+        for w in 0..4 {
+            epochs.set_live(w, true);
+        }
+        assert_eq!(
+            fresh.lifetime(),
+            Duration::from_secs(3600),
+            "live watches: the long lifetime"
+        );
+        let access = KubeAccess::with(kube::Client::new(service, "default"), fresh);
+        let server = reviews_answered(handle, |r| r != "*" && r != "secrets");
+        let all = some_kinds();
+        let kinds: Vec<&Kind> = all.iter().collect();
+        let alice = user("alice");
+        let secrets = Ok(vec!["secrets".to_string()]);
+        for ns in ["team-a", "team-b"] {
+            assert_eq!(refused(&access, &alice, "list", ns, &kinds).await, secrets);
+        }
+        // A RoleBinding in team-a changed: team-a is asked again, team-b's answers hold.
+        epochs.changed(Some("team-a"));
+        for ns in ["team-a", "team-b"] {
+            assert_eq!(refused(&access, &alice, "list", ns, &kinds).await, secrets);
+        }
+        // A ClusterRoleBinding changed: everything is asked again.
+        epochs.changed(None);
+        assert_eq!(refused(&access, &alice, "list", "team-b", &kinds).await, secrets);
+        // A watch failed: the short lifetime until it lists again.
+        epochs.set_live(3, false);
+        assert_eq!(access.fresh.lifetime(), CACHE_TTL);
+        drop(access);
+        let asked = server.await.unwrap();
+        let count = |ns: &str| asked.iter().filter(|a| a.starts_with(ns)).count();
+        assert_eq!((count("team-a/"), count("team-b/")), (8, 8), "{asked:?}");
+    }
+
+    #[test]
+    fn other_authorizers_keep_answers_short() {
+        let fresh = Freshness {
+            epochs: Arc::default(),
+            rbac_only: false,
+            lifetime: Duration::from_secs(3600),
+        };
+        for w in 0..4 {
+            fresh.epochs.set_live(w, true);
+        }
+        assert_eq!(fresh.lifetime(), CACHE_TTL);
     }
 
     #[test]

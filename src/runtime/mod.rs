@@ -196,6 +196,23 @@ async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("the SelfSubjectReview names no user"))
 }
 
+/// The rights cache, with its watches of the RBAC objects (run until the process ends): with
+/// `rights.authorizers: rbac` an answer lasts until an RBAC change could reach it.
+fn rights_access(client: &kube::Client, settings: &crate::config::RightsSettings) -> Arc<dyn crate::rights::Access> {
+    let fresh = crate::rights::Freshness {
+        epochs: Arc::default(),
+        rbac_only: settings.authorizers == crate::config::Authorizers::Rbac,
+        lifetime: Duration::from_secs(settings.cache_lifetime_secs),
+    };
+    tokio::spawn(crate::rights::rbac::watch(client.clone(), fresh.epochs.clone()));
+    tracing::info!(
+        authorizers = ?settings.authorizers,
+        lifetime_secs = if fresh.rbac_only { settings.cache_lifetime_secs } else { crate::rights::CACHE_TTL.as_secs() },
+        "rights answers kept until an RBAC change could reach them, at most the lifetime"
+    );
+    Arc::new(crate::rights::KubeAccess::with(client.clone(), fresh))
+}
+
 /// `nac serve`.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
@@ -262,9 +279,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         }
     }
     // One cache of answers about requesters' rights for the webhooks and the reconcilers.
-    let access = client
-        .as_ref()
-        .map(|c| Arc::new(crate::rights::KubeAccess::new(c.clone())) as Arc<dyn crate::rights::Access>);
+    let access = client.as_ref().map(|c| rights_access(c, &settings.rights));
+    if client.is_none() {
+        // Not silent: every create that needs the check is refused with a reason, and the log says so up front.
+        tracing::warn!(
+            "no cluster connection (policy.file set, controllers off): the rights check cannot ask the API server, \
+             so every NonAdminBackup and NonAdminSchedule create is refused unless the policy sets rights.backup: off"
+        );
+    }
     let state = Arc::new(AdmissionState {
         policy: store.clone(),
         metrics: metrics.clone(),

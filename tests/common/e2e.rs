@@ -176,8 +176,12 @@ impl NacProcess {
         let logf = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            // NAC_E2E_BIN, when set, runs another build (the scale run's side-by-side restarts).
-            .arg(r#""${NAC_E2E_BIN:-$0}" serve & p=$!; cat >/dev/null; kill -TERM $p 2>/dev/null; wait $p"#)
+            // NAC_E2E_BIN, when set, runs another build (the scale run's side-by-side restarts), without the
+            // settings older builds refuse as unknown.
+            .arg(concat!(
+                r#"[ -z "$NAC_E2E_BIN" ] || unset NAC_RIGHTS__AUTHORIZERS; "#,
+                r#""${NAC_E2E_BIN:-$0}" serve & p=$!; cat >/dev/null; kill -TERM $p 2>/dev/null; wait $p"#
+            ))
             .arg(env!("CARGO_BIN_EXE_nac"))
             .env("KUBECONFIG", cluster.get("KUBECONFIG"))
             .env("NAC_WEBHOOK__LISTEN", webhook.to_string())
@@ -189,6 +193,8 @@ impl NacProcess {
             .env("NAC_CONTROLLERS__VELERO_NAMESPACE", VELERO_NAMESPACE)
             .env("NAC_CONTROLLERS__LEADER_ELECTION__IDENTITY", &opts.identity)
             .env("NAC_LOG__LEVEL", "info,nac=debug")
+            // The local control plane authorizes with Node and RBAC only: rights answers last until an RBAC change.
+            .env("NAC_RIGHTS__AUTHORIZERS", "rbac")
             .stdin(Stdio::piped())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
