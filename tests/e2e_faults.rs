@@ -1,0 +1,369 @@
+//! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup is
+//! InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero uploads,
+//! the API server restarted while the webhooks take traffic and nac writes statuses, nac's leader killed
+//! between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not yet gone).
+//!
+//! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
+//! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
+//! state that tells the truth, no duplicate or orphaned Velero object, nothing stuck behind a finalizer, no data
+//! gone that nobody asked to delete; nac never panicked. Each prints one `fault:` line (the workload, the time to
+//! recover, the counts) for BENCHMARKS.md. One test at a time: they stop and start the one Velero server.
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use common::faults::*;
+use common::velero::*;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use nac::api::NonAdminBackup;
+use nac::naming::NAB_ORIGIN_NACUUID_LABEL;
+use nac::velero::DeleteBackupRequest;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, OnceCell};
+
+static NAC: OnceCell<Env> = OnceCell::const_new();
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// The real-Velero tests' policy without backup sync: a Velero Backup deleted on purpose must not come back
+/// from the bucket as a new NonAdminBackup while the final check counts.
+const POLICY: &str = "
+enforceBackupSpec:
+  ttl: 72h0m0s
+  snapshotVolumes: false
+  storageLocation: default
+backup:
+  maxTtl: 2160h
+";
+
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async {
+        use_velero(VeleroMode::Real);
+        Env::start(POLICY, NacOptions::default()).await
+    })
+    .await
+}
+
+fn velero_name(n: &Value) -> String {
+    n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()
+}
+
+fn report(fault: &str, workload: &str, recovered: Duration, tally: &Tally) {
+    println!(
+        "fault: {fault} | {workload} | recovered in {:.1}s | {tally}",
+        recovered.as_secs_f64()
+    );
+}
+
+/// Velero killed while a backup is InProgress (held there by a stalled S3 server, so the kill lands mid-run):
+/// while Velero is down the backup shows InProgress and the next one waits in the queue; once Velero is back it
+/// marks the backup Failed, the NonAdminBackup says Velero stopped mid-run and how to retry, the queued backup
+/// completes, and a retry completes.
+#[tokio::test]
+async fn velero_killed_mid_backup() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, admin) = new_tenant("fault-vk").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("before", json!({})))
+        .await
+        .unwrap();
+    let before = velero_name(&completed(&nabs, "before").await);
+
+    Part::S3.signal("STOP");
+    nabs.create(&PostParams::default(), &nab("inflight", json!({})))
+        .await
+        .unwrap();
+    nabs.create(&PostParams::default(), &nab("queued", json!({})))
+        .await
+        .unwrap();
+    velero_phase(&nabs, "inflight", &["InProgress"]).await;
+    Part::Velero.signal("KILL");
+    Part::S3.signal("CONT");
+    // Down: the user sees the run as it was, and the next backup waiting behind it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let n = serde_json::to_value(nabs.get("inflight").await.unwrap()).unwrap();
+    assert_eq!(n["status"]["veleroBackup"]["status"]["phase"], "InProgress", "{n}");
+    let q = serde_json::to_value(nabs.get("queued").await.unwrap()).unwrap();
+    assert_eq!(q["status"]["queueInfo"]["estimatedQueuePosition"], 1, "{q}");
+
+    let t0 = Instant::now();
+    velero_up(&[]);
+    let n = velero_phase(&nabs, "inflight", &["Failed"]).await;
+    let recovered = t0.elapsed();
+    assert!(
+        n["status"]["veleroBackup"]["status"]["failureReason"]
+            .as_str()
+            .unwrap()
+            .contains("during the server starting"),
+        "{n}"
+    );
+    let events = eventually(T, "the BackupFailed Event", || async {
+        let e = events_of(&admin, &ns, "inflight", "BackupFailed").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0].contains("Velero stopped while this backup ran")
+            && events[0].contains("To try again, create a new NonAdminBackup"),
+        "{events:?}"
+    );
+    let queued = velero_name(&completed(&nabs, "queued").await);
+    // The retry the Event advises.
+    nabs.create(&PostParams::default(), &nab("retry", json!({})))
+        .await
+        .unwrap();
+    let retry = velero_name(&completed(&nabs, "retry").await);
+
+    let tally = final_check(&admin, &[&ns], &[before, queued, retry], &[], T).await;
+    assert_eq!(tally.states.get("Completed"), Some(&3), "{tally}");
+    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    assert_no_panic(&env.nac);
+    report(
+        "Velero kill -9 mid-backup",
+        "4 NABs (1 InProgress, 1 queued)",
+        recovered,
+        &tally,
+    );
+}
+
+/// The S3 server stalls (SIGSTOP: a network stall) while Velero uploads, then dies (kill -9: its port refuses):
+/// the backup in flight fails with Velero's reason and the retry advice; Velero marks its location Unavailable;
+/// once the S3 server is back on its port the location is Available again and a retry completes. Data written
+/// before the fault stays.
+#[tokio::test]
+async fn s3_server_gone_mid_upload() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, admin) = new_tenant("fault-s3").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("before", json!({})))
+        .await
+        .unwrap();
+    let before = velero_name(&completed(&nabs, "before").await);
+
+    Part::S3.signal("STOP");
+    nabs.create(&PostParams::default(), &nab("inflight", json!({})))
+        .await
+        .unwrap();
+    velero_phase(&nabs, "inflight", &["InProgress"]).await;
+    Part::S3.signal("KILL");
+    let n = velero_phase(&nabs, "inflight", &["Failed", "Completed", "PartiallyFailed"]).await;
+    assert_eq!(n["status"]["veleroBackup"]["status"]["phase"], "Failed", "{n}");
+    let bsls: Api<nac::velero::BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_json(&bsls, "default", T, "the location Unavailable", |b| {
+        b["status"]["phase"] == "Unavailable"
+    })
+    .await;
+
+    let t0 = Instant::now();
+    velero_up(&[]);
+    wait_json(&bsls, "default", T, "the location Available again", |b| {
+        b["status"]["phase"] == "Available"
+    })
+    .await;
+    let recovered = t0.elapsed();
+    eventually(T, "the BackupFailed Event", || async {
+        let e = events_of(&admin, &ns, "inflight", "BackupFailed").await;
+        e.iter()
+            .any(|m| m.contains("To try again, create a new NonAdminBackup"))
+            .then_some(())
+    })
+    .await;
+    nabs.create(&PostParams::default(), &nab("retry", json!({})))
+        .await
+        .unwrap();
+    let retry = velero_name(&completed(&nabs, "retry").await);
+
+    let tally = final_check(&admin, &[&ns], &[before, retry], &[], T).await;
+    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
+    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    assert_no_panic(&env.nac);
+    report(
+        "S3 server SIGSTOP then kill -9 mid-upload",
+        "3 NABs (1 uploading)",
+        recovered,
+        &tally,
+    );
+}
+
+/// The API server restarted while users create NonAdminBackups (one a second) and nac writes the statuses of
+/// those in flight: every create either failed with an error or was admitted with nac's identity (finalizer,
+/// nacuuid label once reconciled); nothing is refused once the API server is back; every backup completes, once.
+/// (Velero itself is slow to recover here: its watches are refused while the new API server's RBAC warms up, and
+/// it then picks up new Backups on its one-minute resync, a few a minute.)
+#[tokio::test]
+async fn api_server_restart_under_webhook_traffic() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, admin) = new_tenant("fault-api").await;
+    workload(&admin, &ns).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (stop, ns) = (stop.clone(), ns.clone());
+        let cluster = Cluster::load();
+        let user = cluster.as_user(&format!("user-{ns}")).await;
+        tokio::spawn(async move {
+            let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+            let mut outcomes = Vec::new();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("w{i:03}");
+                let r = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    nabs.create(&PostParams::default(), &nab(&name, json!({}))),
+                )
+                .await;
+                outcomes.push((name, matches!(r, Ok(Ok(_))), Instant::now()));
+                i += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            outcomes
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::task::spawn_blocking(|| restart_apiserver(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let outcomes = traffic.await.unwrap();
+    let refused: Vec<&String> = outcomes.iter().filter(|(_, ok, _)| !ok).map(|(n, ..)| n).collect();
+    assert!(
+        !refused.is_empty(),
+        "no create failed while the API server was down: {outcomes:?}"
+    );
+    // One outage: once a create went through after it, none is refused.
+    let first_refused = outcomes.iter().position(|(_, ok, _)| !ok).unwrap();
+    let last_refused = outcomes.iter().rposition(|(_, ok, _)| !ok).unwrap();
+    assert!(
+        outcomes[first_refused..=last_refused].iter().all(|(_, ok, _)| !ok),
+        "creates refused after the API server was back: {outcomes:?}"
+    );
+    assert!(
+        last_refused + 3 < outcomes.len(),
+        "creates still refused at the end: {outcomes:?}"
+    );
+    let down = outcomes[last_refused + 1].2 - outcomes[first_refused].2;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let mut kept = Vec::new();
+    for (name, ok, _) in &outcomes {
+        let got = nabs.get_opt(name).await.unwrap();
+        if !ok {
+            // Refused or timed out: a create the API server stored anyway (its answer lost) still has its identity.
+            if let Some(n) = got {
+                assert!(n.metadata.finalizers.is_some(), "{name} stored without nac's finalizer");
+            }
+            continue;
+        }
+        let n = got.unwrap_or_else(|| panic!("{name} was created and is gone"));
+        assert!(
+            n.metadata.finalizers.is_some(),
+            "{name} admitted without nac's finalizer"
+        );
+    }
+    let t1 = Instant::now();
+    for n in nabs.list(&ListParams::default()).await.unwrap().items {
+        let name = n.metadata.name.unwrap();
+        kept.push(velero_name(&completed(&nabs, &name).await));
+        let labels = nabs.get(&name).await.unwrap().metadata.labels.unwrap_or_default();
+        assert!(
+            labels.contains_key(NAB_ORIGIN_NACUUID_LABEL),
+            "{name} has no nacuuid label"
+        );
+    }
+    let settled = t1.elapsed();
+    let tally = final_check(&admin, &[&ns], &kept, &[], T).await;
+    assert_eq!(tally.states.get("Completed"), Some(&kept.len()), "{tally}");
+    assert_no_panic(&env.nac);
+    assert_eq!(http_get(env.nac.metrics, "/readyz").await.unwrap().0, 200);
+    report(
+        "API server restart under webhook traffic",
+        &format!(
+            "{} creates (1/s), {} refused while down ({:.0} s), {} NABs",
+            outcomes.len(),
+            refused.len(),
+            down.as_secs_f64(),
+            kept.len()
+        ),
+        down + settled,
+        &tally,
+    );
+}
+
+/// nac's leader killed (kill -9) between the two steps of deletes: a NonAdminBackup with `deleteBackup` whose
+/// DeleteBackupRequest is made but not yet processed (Velero is stopped), and a plain delete made while no nac
+/// runs. Once nac and Velero are back: the first's data is gone from the bucket (asked for), the second's stays
+/// (not asked for), both NonAdminBackups are gone, one DeleteBackupRequest was ever made and none is left.
+#[tokio::test]
+async fn leader_killed_mid_delete() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, admin) = new_tenant("fault-del").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let mut names = Vec::new();
+    for name in ["wipe", "plain", "keep"] {
+        nabs.create(&PostParams::default(), &nab(name, json!({})))
+            .await
+            .unwrap();
+        names.push(velero_name(&completed(&nabs, name).await));
+    }
+    let (wipe, plain, keep) = (names[0].clone(), names[1].clone(), names[2].clone());
+
+    velero_up(&["--stop-velero"]);
+    nabs.patch(
+        "wipe",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"deleteBackup": true}})),
+    )
+    .await
+    .unwrap();
+    let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let sel = format!("{NAB_ORIGIN_NACUUID_LABEL}={wipe}");
+    eventually(T, "the DeleteBackupRequest made", || async {
+        (dbrs
+            .list(&ListParams::default().labels(&sel))
+            .await
+            .unwrap()
+            .items
+            .len()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    let n = wait_json(&nabs, "wipe", T, "wipe Deleting", |n| {
+        n["status"]["phase"] == "Deleting"
+    })
+    .await;
+    assert_eq!(condition_of(&n, "Deleting").0, "True", "{n}");
+
+    let pid = env.nac.nac_pid().expect("nac runs");
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    // No nac: a plain delete waits behind the finalizer, and says nothing yet.
+    nabs.delete("plain", &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(nabs.get("plain").await.unwrap().metadata.deletion_timestamp.is_some());
+
+    let t0 = Instant::now();
+    env.nac.restart().await;
+    velero_up(&["--restart"]);
+    wait_gone(&nabs, "wipe", T, "wipe gone").await;
+    wait_gone(&nabs, "plain", T, "plain gone").await;
+    let recovered = t0.elapsed();
+
+    let tally = final_check(&admin, &[&ns], &[plain, keep], &[wipe], T).await;
+    assert_eq!(tally.states.get("Completed"), Some(&1), "{tally}");
+    assert_no_panic(&env.nac);
+    report(
+        "nac leader kill -9 mid-delete (DeleteBackupRequest made, NAB not yet gone)",
+        "3 NABs (1 deleteBackup, 1 plain delete, 1 kept)",
+        recovered,
+        &tally,
+    );
+}
