@@ -1,7 +1,7 @@
 //! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup is
 //! InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero uploads,
-//! the API server restarted while the webhooks take traffic and nac writes statuses, nac's leader killed
-//! between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not yet gone).
+//! the API server restarted and etcd paused while the webhooks take traffic and nac writes statuses, nac's
+//! leader killed between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not yet gone).
 //!
 //! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
 //! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
@@ -191,23 +191,41 @@ async fn s3_server_gone_mid_upload() {
 }
 
 /// The API server restarted while users create NonAdminBackups (one a second) and nac writes the statuses of
-/// those in flight: every create either failed with an error or was admitted with nac's identity (finalizer,
-/// nacuuid label once reconciled); nothing is refused once the API server is back; every backup completes, once.
-/// (Velero itself is slow to recover here: its watches are refused while the new API server's RBAC warms up, and
-/// it then picks up new Backups on its one-minute resync, a few a minute.)
+/// those in flight. (Velero itself is slow to recover here: its watches are refused while the new API server's
+/// RBAC warms up, and it then picks up new Backups on its one-minute resync, a few a minute.)
 #[tokio::test]
 async fn api_server_restart_under_webhook_traffic() {
+    under_traffic("fault-api", "API server restart under webhook traffic", true, || {
+        restart_apiserver(5)
+    })
+    .await;
+}
+
+/// etcd paused for 10 s (SIGSTOP: a storage stall; the API server stays up and times requests out) while users
+/// create NonAdminBackups and nac writes statuses.
+#[tokio::test]
+async fn etcd_paused_under_webhook_traffic() {
+    under_traffic("fault-etcd", "etcd paused 10 s under webhook traffic", false, || {
+        Part::Etcd.signal("STOP");
+        std::thread::sleep(Duration::from_secs(10));
+        Part::Etcd.signal("CONT");
+    })
+    .await;
+}
+
+/// Creates a NonAdminBackup a second while `inject` runs (3 s after the first): every create either failed
+/// with an error or was admitted with nac's identity (finalizer, nacuuid label once reconciled); the creates
+/// refused (`refusals`: some must be) form one outage, and none is refused once it is over; every backup
+/// completes, once.
+async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl FnOnce() + Send + 'static) {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant("fault-api").await;
+    let (ns, user, admin) = new_tenant(prefix).await;
     workload(&admin, &ns).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let traffic = {
-        let (stop, ns) = (stop.clone(), ns.clone());
-        let cluster = Cluster::load();
-        let user = cluster.as_user(&format!("user-{ns}")).await;
+        let (stop, nabs) = (stop.clone(), Api::<NonAdminBackup>::namespaced(user.clone(), &ns));
         tokio::spawn(async move {
-            let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
             let mut outcomes = Vec::new();
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -225,33 +243,37 @@ async fn api_server_restart_under_webhook_traffic() {
         })
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
-    tokio::task::spawn_blocking(|| restart_apiserver(5)).await.unwrap();
+    tokio::task::spawn_blocking(inject).await.unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let outcomes = traffic.await.unwrap();
     let refused: Vec<&String> = outcomes.iter().filter(|(_, ok, _)| !ok).map(|(n, ..)| n).collect();
-    assert!(
-        !refused.is_empty(),
-        "no create failed while the API server was down: {outcomes:?}"
-    );
-    // One outage: once a create went through after it, none is refused.
-    let first_refused = outcomes.iter().position(|(_, ok, _)| !ok).unwrap();
-    let last_refused = outcomes.iter().rposition(|(_, ok, _)| !ok).unwrap();
-    assert!(
-        outcomes[first_refused..=last_refused].iter().all(|(_, ok, _)| !ok),
-        "creates refused after the API server was back: {outcomes:?}"
-    );
-    assert!(
-        last_refused + 3 < outcomes.len(),
-        "creates still refused at the end: {outcomes:?}"
-    );
-    let down = outcomes[last_refused + 1].2 - outcomes[first_refused].2;
+    assert_eq!(!refused.is_empty(), refusals, "refusals during the fault: {outcomes:?}");
+    if let (Some(first), Some(last)) = (
+        outcomes.iter().position(|(_, ok, _)| !ok),
+        outcomes.iter().rposition(|(_, ok, _)| !ok),
+    ) {
+        assert!(
+            outcomes[first..=last].iter().all(|(_, ok, _)| !ok),
+            "creates refused after the fault was over: {outcomes:?}"
+        );
+        assert!(
+            last + 3 < outcomes.len(),
+            "creates still refused at the end: {outcomes:?}"
+        );
+    }
+    // The longest a user waited between two answers, beyond the 1 s between creates.
+    let down = outcomes
+        .windows(2)
+        .map(|w| w[1].2 - w[0].2)
+        .max()
+        .unwrap()
+        .saturating_sub(Duration::from_secs(1));
     let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
-    let mut kept = Vec::new();
     for (name, ok, _) in &outcomes {
         let got = nabs.get_opt(name).await.unwrap();
         if !ok {
-            // Refused or timed out: a create the API server stored anyway (its answer lost) still has its identity.
+            // Refused or timed out: a create stored anyway (its answer lost) still has its identity.
             if let Some(n) = got {
                 assert!(n.metadata.finalizers.is_some(), "{name} stored without nac's finalizer");
             }
@@ -264,6 +286,7 @@ async fn api_server_restart_under_webhook_traffic() {
         );
     }
     let t1 = Instant::now();
+    let mut kept = Vec::new();
     for n in nabs.list(&ListParams::default()).await.unwrap().items {
         let name = n.metadata.name.unwrap();
         kept.push(velero_name(&completed(&nabs, &name).await));
@@ -281,9 +304,9 @@ async fn api_server_restart_under_webhook_traffic() {
     assert_no_panic(&env.nac);
     assert_eq!(http_get(env.nac.metrics, "/readyz").await.unwrap().0, 200);
     report(
-        "API server restart under webhook traffic",
+        fault,
         &format!(
-            "{} creates (1/s), {} refused while down ({:.0} s), {} NABs",
+            "{} creates (1/s), {} refused, longest wait {:.0} s, {} NABs",
             outcomes.len(),
             refused.len(),
             down.as_secs_f64(),

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 pub enum Part {
     Velero,
     S3,
+    Etcd,
 }
 
 impl Part {
@@ -28,6 +29,7 @@ impl Part {
         match self {
             Part::Velero => "VELERO_PID",
             Part::S3 => "S3_PID",
+            Part::Etcd => "ETCD_PID",
         }
     }
 
@@ -35,6 +37,7 @@ impl Part {
         match self {
             Part::Velero => "velero",
             Part::S3 => "versitygw",
+            Part::Etcd => "etcd",
         }
     }
 
