@@ -16,7 +16,7 @@ use common::e2e::*;
 use common::faults::*;
 use common::velero::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nac::api::NonAdminBackup;
+use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest};
 use nac::naming::NAB_ORIGIN_NACUUID_LABEL;
 use nac::velero::DeleteBackupRequest;
 use serde_json::{json, Value};
@@ -35,6 +35,9 @@ enforceBackupSpec:
   storageLocation: default
 backup:
   maxTtl: 2160h
+nonAdminBSL:
+  enabled: true
+  requireApproval: true
 ";
 
 async fn env() -> &'static Env {
@@ -388,6 +391,83 @@ async fn leader_killed_mid_delete() {
     report(
         "nac leader kill -9 mid-delete (DeleteBackupRequest made, NAB not yet gone)",
         "3 NABs (1 deleteBackup, 1 plain delete, 1 kept)",
+        recovered,
+        &tally,
+    );
+}
+
+/// The S3 server gone (kill -9, its port refusing) while a tenant's storage location is validated and while a
+/// download request is answered: the location shows Velero's `Unavailable` with its reason, and once the S3
+/// server is back on its port it turns `Available` by itself; the download request is answered (Velero signs
+/// the URL without the store) and its URL works once the store is back. One BackupStorageLocation and one Secret
+/// copy for the location throughout; the data in both buckets untouched.
+#[tokio::test]
+async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, admin) = new_tenant("fault-loc").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    nabs.create(&PostParams::default(), &nab("before", json!({})))
+        .await
+        .unwrap();
+    let before = velero_name(&completed(&nabs, "before").await);
+    nabs.create(
+        &PostParams::default(),
+        &nab("offsite", json!({"storageLocation": "own"})),
+    )
+    .await
+    .unwrap();
+    let offsite = velero_name(&completed(&nabs, "offsite").await);
+
+    Part::S3.signal("KILL");
+    let n = wait_json(&nabsls, "own", T, "location Unavailable while S3 is gone", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
+    })
+    .await;
+    assert!(
+        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{n}"
+    );
+    let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user.clone(), &ns);
+    let req: NonAdminDownloadRequest = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": "list"}, "spec": {"target": {"kind": "BackupResourceList", "name": "offsite"}}
+    }))
+    .unwrap();
+    nadrs.create(&PostParams::default(), &req).await.unwrap();
+    let d = wait_json(&nadrs, "list", T, "download request answered", |n| {
+        n["status"]["phase"] == "Created" || n["status"]["phase"] == "BackingOff"
+    })
+    .await;
+
+    let t0 = Instant::now();
+    velero_up(&[]);
+    wait_json(&nabsls, "own", T, "location Available again", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+    let recovered = t0.elapsed();
+    assert_eq!(d["status"]["phase"], "Created", "{d}");
+    let url = d["status"]["velero"]["status"]["downloadURL"].as_str().unwrap();
+    let (status, body) = fetch_url(url).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&gunzip_bytes(&body)).contains("app-config"));
+    assert!(files_in(&bucket, &format!("{ns}/p"), &offsite).contains(&format!("{offsite}.tar.gz")));
+
+    let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
+    assert_eq!(tally.states.get("Available"), Some(&1), "{tally}");
+    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
+    assert_no_panic(&env.nac);
+    report(
+        "S3 server kill -9 while a location is validated and a download answered",
+        "2 NABs (1 on the tenant's location), 1 NABSL, 1 NADR",
         recovered,
         &tally,
     );
