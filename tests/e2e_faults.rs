@@ -52,7 +52,23 @@ fn velero_name(n: &Value) -> String {
     n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()
 }
 
-fn report(fault: &str, workload: &str, recovered: Duration, tally: &Tally) {
+/// A fresh tenant with the small application: (namespace, user, admin, the user's NonAdminBackups).
+async fn tenant(prefix: &str) -> (String, kube::Client, kube::Client, Api<NonAdminBackup>) {
+    let (ns, user, admin) = new_tenant(prefix).await;
+    workload(&admin, &ns).await;
+    let nabs = Api::namespaced(user.clone(), &ns);
+    (ns, user, admin, nabs)
+}
+
+/// Creates NonAdminBackup `name` with `spec` and waits for it to complete; returns its Velero Backup's name.
+async fn backup(nabs: &Api<NonAdminBackup>, name: &str, spec: Value) -> String {
+    nabs.create(&PostParams::default(), &nab(name, spec)).await.unwrap();
+    velero_name(&completed(nabs, name).await)
+}
+
+/// The end of every fault: nac never panicked, and the fault's line for BENCHMARKS.md.
+fn report(env: &Env, fault: &str, workload: &str, recovered: Duration, tally: &Tally) {
+    assert_no_panic(&env.nac);
     println!(
         "fault: {fault} | {workload} | recovered in {:.1}s | {tally}",
         recovered.as_secs_f64()
@@ -67,13 +83,8 @@ fn report(fault: &str, workload: &str, recovered: Duration, tally: &Tally) {
 async fn velero_killed_mid_backup() {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant("fault-vk").await;
-    workload(&admin, &ns).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
-    nabs.create(&PostParams::default(), &nab("before", json!({})))
-        .await
-        .unwrap();
-    let before = velero_name(&completed(&nabs, "before").await);
+    let (ns, _, admin, nabs) = tenant("fault-vk").await;
+    let before = backup(&nabs, "before", json!({})).await;
 
     Part::S3.signal("STOP");
     nabs.create(&PostParams::default(), &nab("inflight", json!({})))
@@ -90,7 +101,14 @@ async fn velero_killed_mid_backup() {
     let n = serde_json::to_value(nabs.get("inflight").await.unwrap()).unwrap();
     assert_eq!(n["status"]["veleroBackup"]["status"]["phase"], "InProgress", "{n}");
     let q = serde_json::to_value(nabs.get("queued").await.unwrap()).unwrap();
-    assert_eq!(q["status"]["queueInfo"]["estimatedQueuePosition"], 1, "{q}");
+    // Behind the interrupted run (1 or 2: estimated from Velero's phases, which stopped changing with Velero).
+    let position = q["status"]["queueInfo"]["estimatedQueuePosition"].as_i64();
+    assert!(matches!(position, Some(1 | 2)), "{q}");
+    assert_eq!(
+        q["status"]["veleroBackup"]["status"]["phase"].as_str().unwrap_or("New"),
+        "New",
+        "{q}"
+    );
 
     let t0 = Instant::now();
     velero_up(&[]);
@@ -115,16 +133,13 @@ async fn velero_killed_mid_backup() {
     );
     let queued = velero_name(&completed(&nabs, "queued").await);
     // The retry the Event advises.
-    nabs.create(&PostParams::default(), &nab("retry", json!({})))
-        .await
-        .unwrap();
-    let retry = velero_name(&completed(&nabs, "retry").await);
+    let retry = backup(&nabs, "retry", json!({})).await;
 
     let tally = final_check(&admin, &[&ns], &[before, queued, retry], &[], T).await;
     assert_eq!(tally.states.get("Completed"), Some(&3), "{tally}");
     assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
-    assert_no_panic(&env.nac);
     report(
+        env,
         "Velero kill -9 mid-backup",
         "4 NABs (1 InProgress, 1 queued)",
         recovered,
@@ -140,13 +155,8 @@ async fn velero_killed_mid_backup() {
 async fn s3_server_gone_mid_upload() {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant("fault-s3").await;
-    workload(&admin, &ns).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
-    nabs.create(&PostParams::default(), &nab("before", json!({})))
-        .await
-        .unwrap();
-    let before = velero_name(&completed(&nabs, "before").await);
+    let (ns, _, admin, nabs) = tenant("fault-s3").await;
+    let before = backup(&nabs, "before", json!({})).await;
 
     Part::S3.signal("STOP");
     nabs.create(&PostParams::default(), &nab("inflight", json!({})))
@@ -176,16 +186,13 @@ async fn s3_server_gone_mid_upload() {
             .then_some(())
     })
     .await;
-    nabs.create(&PostParams::default(), &nab("retry", json!({})))
-        .await
-        .unwrap();
-    let retry = velero_name(&completed(&nabs, "retry").await);
+    let retry = backup(&nabs, "retry", json!({})).await;
 
     let tally = final_check(&admin, &[&ns], &[before, retry], &[], T).await;
     assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
     assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
-    assert_no_panic(&env.nac);
     report(
+        env,
         "S3 server SIGSTOP then kill -9 mid-upload",
         "3 NABs (1 uploading)",
         recovered,
@@ -223,11 +230,10 @@ async fn etcd_paused_under_webhook_traffic() {
 async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl FnOnce() + Send + 'static) {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant(prefix).await;
-    workload(&admin, &ns).await;
+    let (ns, _, admin, nabs) = tenant(prefix).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let traffic = {
-        let (stop, nabs) = (stop.clone(), Api::<NonAdminBackup>::namespaced(user.clone(), &ns));
+        let (stop, nabs) = (stop.clone(), nabs.clone());
         tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut i = 0;
@@ -252,7 +258,9 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     let outcomes = traffic.await.unwrap();
     let refused: Vec<&String> = outcomes.iter().filter(|(_, ok, _)| !ok).map(|(n, ..)| n).collect();
     assert_eq!(!refused.is_empty(), refusals, "refusals during the fault: {outcomes:?}");
-    if let (Some(first), Some(last)) = (
+    // How long users could not create: from the first refusal to the next create that went through, or else
+    // the longest wait for an answer (beyond the 1 s between creates).
+    let down = if let (Some(first), Some(last)) = (
         outcomes.iter().position(|(_, ok, _)| !ok),
         outcomes.iter().rposition(|(_, ok, _)| !ok),
     ) {
@@ -264,15 +272,15 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
             last + 3 < outcomes.len(),
             "creates still refused at the end: {outcomes:?}"
         );
-    }
-    // The longest a user waited between two answers, beyond the 1 s between creates.
-    let down = outcomes
-        .windows(2)
-        .map(|w| w[1].2 - w[0].2)
-        .max()
-        .unwrap()
-        .saturating_sub(Duration::from_secs(1));
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+        outcomes[last + 1].2 - outcomes[first].2
+    } else {
+        outcomes
+            .windows(2)
+            .map(|w| w[1].2 - w[0].2)
+            .max()
+            .unwrap()
+            .saturating_sub(Duration::from_secs(1))
+    };
     for (name, ok, _) in &outcomes {
         let got = nabs.get_opt(name).await.unwrap();
         if !ok {
@@ -304,12 +312,12 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     // The next tests (and test binaries) get a Velero with fresh watches, not one still backing off.
     velero_up(&["--restart"]);
     assert_eq!(tally.states.get("Completed"), Some(&kept.len()), "{tally}");
-    assert_no_panic(&env.nac);
     assert_eq!(http_get(env.nac.metrics, "/readyz").await.unwrap().0, 200);
     report(
+        env,
         fault,
         &format!(
-            "{} creates (1/s), {} refused, longest wait {:.0} s, {} NABs",
+            "{} creates (1/s), {} refused, creates failing or waiting {:.0} s, {} NABs",
             outcomes.len(),
             refused.len(),
             down.as_secs_f64(),
@@ -328,17 +336,10 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
 async fn leader_killed_mid_delete() {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant("fault-del").await;
-    workload(&admin, &ns).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
-    let mut names = Vec::new();
-    for name in ["wipe", "plain", "keep"] {
-        nabs.create(&PostParams::default(), &nab(name, json!({})))
-            .await
-            .unwrap();
-        names.push(velero_name(&completed(&nabs, name).await));
-    }
-    let (wipe, plain, keep) = (names[0].clone(), names[1].clone(), names[2].clone());
+    let (ns, _, admin, nabs) = tenant("fault-del").await;
+    let wipe = backup(&nabs, "wipe", json!({})).await;
+    let plain = backup(&nabs, "plain", json!({})).await;
+    let keep = backup(&nabs, "keep", json!({})).await;
 
     velero_up(&["--stop-velero"]);
     nabs.patch(
@@ -387,8 +388,8 @@ async fn leader_killed_mid_delete() {
 
     let tally = final_check(&admin, &[&ns], &[plain, keep], &[wipe], T).await;
     assert_eq!(tally.states.get("Completed"), Some(&1), "{tally}");
-    assert_no_panic(&env.nac);
     report(
+        env,
         "nac leader kill -9 mid-delete (DeleteBackupRequest made, NAB not yet gone)",
         "3 NABs (1 deleteBackup, 1 plain delete, 1 kept)",
         recovered,
@@ -405,24 +406,13 @@ async fn leader_killed_mid_delete() {
 async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, admin) = new_tenant("fault-loc").await;
-    workload(&admin, &ns).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let (ns, user, admin, nabs) = tenant("fault-loc").await;
     let bucket = format!("loc-{ns}");
     create_bucket(&bucket);
     let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
     own_location(&admin, &nabsls, &ns, &bucket).await;
-    nabs.create(&PostParams::default(), &nab("before", json!({})))
-        .await
-        .unwrap();
-    let before = velero_name(&completed(&nabs, "before").await);
-    nabs.create(
-        &PostParams::default(),
-        &nab("offsite", json!({"storageLocation": "own"})),
-    )
-    .await
-    .unwrap();
-    let offsite = velero_name(&completed(&nabs, "offsite").await);
+    let before = backup(&nabs, "before", json!({})).await;
+    let offsite = backup(&nabs, "offsite", json!({"storageLocation": "own"})).await;
 
     Part::S3.signal("KILL");
     let n = wait_json(&nabsls, "own", T, "location Unavailable while S3 is gone", |n| {
@@ -464,8 +454,8 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
     let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
     assert_eq!(tally.states.get("Available"), Some(&1), "{tally}");
     assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
-    assert_no_panic(&env.nac);
     report(
+        env,
         "S3 server kill -9 while a location is validated and a download answered",
         "2 NABs (1 on the tenant's location), 1 NABSL, 1 NADR",
         recovered,
