@@ -41,11 +41,22 @@ nonAdminBSL:
 ";
 
 async fn env() -> &'static Env {
-    NAC.get_or_init(|| async {
-        use_velero(VeleroMode::Real);
-        Env::start(POLICY, NacOptions::default()).await
-    })
-    .await
+    let env = NAC
+        .get_or_init(|| async {
+            use_velero(VeleroMode::Real);
+            Env::start(POLICY, NacOptions::default()).await
+        })
+        .await;
+    // Every fault starts from a whole environment, also after a test that failed with a part down.
+    for part in [Part::S3, Part::Etcd] {
+        if part.pid().is_some() {
+            part.signal("CONT");
+        }
+    }
+    if Part::Velero.pid().is_none() || Part::S3.pid().is_none() {
+        velero_up(&[]);
+    }
+    env
 }
 
 fn velero_name(n: &Value) -> String {
