@@ -56,8 +56,15 @@ async fn env() -> &'static Env {
     if Part::Velero.pid().is_none() || Part::S3.pid().is_none() {
         velero_up(&[]);
     }
+    if VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        velero_up(&["--restart"]);
+    }
     env
 }
+
+/// Set while a fault leaves Velero's watches backing off (the API server or etcd gone): the next test restarts
+/// Velero if the one that set it could not.
+static VELERO_STALE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn velero_name(n: &Value) -> String {
     n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()
@@ -263,6 +270,7 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
         })
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
+    VELERO_STALE.store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::task::spawn_blocking(inject).await.unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -311,7 +319,16 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     let mut kept = Vec::new();
     for n in nabs.list(&ListParams::default()).await.unwrap().items {
         let name = n.metadata.name.unwrap();
-        kept.push(velero_name(&completed(&nabs, &name).await));
+        // Longer than the usual wait: after an API server restart Velero takes new Backups only on its resync.
+        let n = wait_json(
+            &nabs,
+            &name,
+            Duration::from_secs(360),
+            "Completed after the fault",
+            |n| n["status"]["veleroBackup"]["status"]["phase"] == "Completed",
+        )
+        .await;
+        kept.push(velero_name(&n));
         let labels = nabs.get(&name).await.unwrap().metadata.labels.unwrap_or_default();
         assert!(
             labels.contains_key(NAB_ORIGIN_NACUUID_LABEL),
@@ -322,6 +339,7 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     let tally = final_check(&admin, &[&ns], &kept, &[], T).await;
     // The next tests (and test binaries) get a Velero with fresh watches, not one still backing off.
     velero_up(&["--restart"]);
+    VELERO_STALE.store(false, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(tally.states.get("Completed"), Some(&kept.len()), "{tally}");
     assert_eq!(http_get(env.nac.metrics, "/readyz").await.unwrap().0, 200);
     report(
