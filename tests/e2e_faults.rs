@@ -40,6 +40,12 @@ nonAdminBSL:
   requireApproval: true
 ";
 
+/// One fault at a time (they stop and start the one Velero), each from a whole environment.
+async fn start() -> (tokio::sync::MutexGuard<'static, ()>, &'static Env) {
+    let serial = SERIAL.lock().await;
+    (serial, env().await)
+}
+
 async fn env() -> &'static Env {
     let env = NAC
         .get_or_init(|| async {
@@ -116,8 +122,7 @@ fn report(env: &Env, fault: &str, workload: &str, recovered: Duration, tally: &T
 /// completes, and a retry completes.
 #[tokio::test]
 async fn velero_killed_mid_backup() {
-    let _serial = SERIAL.lock().await;
-    let env = env().await;
+    let (_serial, env) = start().await;
     let (ns, _, admin, nabs) = tenant("fault-vk").await;
     let before = backup(&nabs, "before", json!({})).await;
 
@@ -186,8 +191,7 @@ async fn velero_killed_mid_backup() {
 /// before the fault stays.
 #[tokio::test]
 async fn s3_server_gone_mid_upload() {
-    let _serial = SERIAL.lock().await;
-    let env = env().await;
+    let (_serial, env) = start().await;
     let (ns, _, admin, nabs) = tenant("fault-s3").await;
     let before = backup(&nabs, "before", json!({})).await;
 
@@ -262,8 +266,7 @@ async fn etcd_paused_under_webhook_traffic() {
 /// refused (`refusals`: some must be) form one outage, and none is refused once it is over; every backup
 /// completes, once.
 async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl FnOnce() + Send + 'static) {
-    let _serial = SERIAL.lock().await;
-    let env = env().await;
+    let (_serial, env) = start().await;
     let (ns, _, admin, nabs) = tenant(prefix).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let traffic = {
@@ -379,8 +382,7 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
 /// (not asked for), both NonAdminBackups are gone, one DeleteBackupRequest was ever made and none is left.
 #[tokio::test]
 async fn leader_killed_mid_delete() {
-    let _serial = SERIAL.lock().await;
-    let env = env().await;
+    let (_serial, env) = start().await;
     let (ns, _, admin, nabs) = tenant("fault-del").await;
     let wipe = backup(&nabs, "wipe", json!({})).await;
     let plain = backup(&nabs, "plain", json!({})).await;
@@ -449,8 +451,7 @@ async fn leader_killed_mid_delete() {
 /// copy for the location throughout; the data in both buckets untouched.
 #[tokio::test]
 async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() {
-    let _serial = SERIAL.lock().await;
-    let env = env().await;
+    let (_serial, env) = start().await;
     let (ns, user, admin, nabs) = tenant("fault-loc").await;
     let bucket = format!("loc-{ns}");
     create_bucket(&bucket);
