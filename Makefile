@@ -4,7 +4,7 @@ include make/velero.mk
 
 CARGO ?= cargo
 
-.PHONY: image image-rootfs node-up e2e-node build release install-plugin test unit lint docs-check e2e e2e-velero run bench scale velero-bench admission-bench chart-test chart-lint clean
+.PHONY: image image-rootfs node-up e2e-node build release install-plugin test unit lint docs-check e2e e2e-velero e2e-faults run-signals-check run bench scale velero-bench admission-bench chart-test chart-lint clean
 
 build:
 	$(CARGO) build --bins
@@ -70,6 +70,19 @@ e2e-velero:
 	$(CARGO) build --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
 	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts --test e2e_plugin
+
+# Fault injection with the real parts (Velero or the S3 server killed mid-backup, the API server restarted under
+# webhook traffic, nac's leader killed mid-delete), against the `make cluster-up` environment in $(CLUSTER_DIR);
+# prints one `fault:` line per fault (BENCHMARKS.md). `make test` runs it with the other real-Velero tests.
+e2e-faults:
+	$(CARGO) build --bins
+	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
+	$(CARGO) test --features e2e --test e2e_faults -- --nocapture
+
+# `make run` stopped by Ctrl-C, SIGTERM and SIGHUP (to its process group and to make alone) leaves nothing
+# running; its own environments (.cluster-signals), one after the other.
+run-signals-check:
+	hack/run-signals-check.sh
 
 # The local environment (control plane, real Velero and S3 server) plus nac with the strict example policy and a
 # demo tenant, in the foreground until Ctrl-C, with a printed walkthrough.

@@ -125,8 +125,9 @@ if ((${#missing[@]})); then
 fi
 
 mkdir -p "$CLUSTER_DIR" "$PKI/webhook"
-# A fresh cluster gets a fresh bucket: Velero would otherwise sync an earlier run's backups into it.
-rm -rf "$CLUSTER_DIR/s3" "$CLUSTER_DIR/velero"
+# A fresh cluster gets a fresh bucket: Velero would otherwise sync an earlier run's backups into it. A restart of
+# the API server keeps them: the bucket and Velero's working files belong to the running Velero and S3 server.
+$restart_apiserver || rm -rf "$CLUSTER_DIR/s3" "$CLUSTER_DIR/velero"
 
 # --- certificates -----------------------------------------------------------
 # new_ca DIR CN: DIR/ca.key, DIR/ca.crt

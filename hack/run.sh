@@ -21,7 +21,12 @@ started_cluster=0
 nac_pid=
 RUN_NODE=${RUN_NODE:-$( ((EUID == 0)) && [[ -z ${KUBECONFIG:-} ]] && echo 1 || echo 0)}
 cleanup() {
-	trap - EXIT INT TERM HUP
+	# Nothing interrupts the cleanup: a stop often brings two signals (`timeout` signals make, make passes it on,
+	# then `timeout` signals the whole group), and a second one, with the default action back, ended this script
+	# mid-cleanup and left the environment running. Every step below ends by itself (cluster-down.sh kills what
+	# does not stop in time).
+	trap '' INT TERM HUP
+	trap - EXIT
 	if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
 	if [[ -n $nac_pid ]] && kill -0 "$nac_pid" 2>/dev/null; then
 		kill -TERM "$nac_pid" 2>/dev/null || true
@@ -36,7 +41,7 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+trap 'trap "" INT TERM HUP; exit 130' INT TERM HUP
 # `make run` stopped by a signal to make alone (a `timeout`, a CI cancellation) would leave this script, and all
 # it started, running: it follows make (or whatever started it) and stops when that is gone.
 parent=${RUN_PARENT_PID:-$PPID}

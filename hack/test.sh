@@ -5,10 +5,12 @@
 # every one started here is stopped on exit, also on failure or Ctrl-C:
 #   $CLUSTER_DIR         (.cluster-test)   VELERO_MODE=fake: tests that play Velero by patching status (queue
 #                                          races, failures, HA, restarts) and the webhook/policy tests;
-#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs);
+#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs;
+#                                          tests/e2e_faults.rs kills its parts, one test binary at a time);
 #   $NODE_CLUSTER_DIR    (.cluster-node)   NODE=1 (root): a real node, nac installed by Helm from its image,
 #                                          Velero and its node agent in pods (tests/e2e_node.rs).
-# The documentation check (hack/docs-check.sh) starts and stops a `make run` environment of its own (.cluster-docs).
+# The documentation check (hack/docs-check.sh) starts and stops a `make run` environment of its own (.cluster-docs),
+# and hack/run-signals-check.sh four (.cluster-signals, one after the other) to stop them with signals.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +61,9 @@ cargo test --features e2e 2>&1 | tee "$results"
 
 echo "== documentation: the README's and the guides' command blocks against a make run environment (.cluster-docs)"
 DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$PWD/.cluster-docs} hack/docs-check.sh blocks
+
+echo "== make run stopped by Ctrl-C, SIGTERM, SIGHUP leaves nothing running (its own environments, .cluster-signals)"
+SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$PWD/.cluster-signals} hack/run-signals-check.sh
 
 echo "== Helm chart (its own control plane in .cluster-chart)"
 CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh

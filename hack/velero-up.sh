@@ -71,8 +71,12 @@ start_s3() {
 		return 0
 	fi
 	mkdir -p "$S3_DIR"
+	# Started again (it died or was killed): on its old port first, where every storage location points.
+	local prev
+	prev=$(env_get S3_PORT)
 	for _ in 1 2 3; do
-		port=$(free_port)
+		port=${prev:-$(free_port)}
+		prev=
 		ROOT_ACCESS_KEY_ID=$S3_ACCESS_KEY ROOT_SECRET_ACCESS_KEY=$S3_SECRET_KEY \
 			setsid "$BIN_DIR/versitygw" --port "$S3_HOST:$port" --quiet posix "$S3_DIR" \
 			</dev/null >"$CLUSTER_DIR/versitygw.log" 2>&1 &

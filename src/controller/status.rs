@@ -300,10 +300,15 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
                 } else {
                     String::new()
                 };
+                let retry = if p == "PartiallyFailed" {
+                    String::new()
+                } else {
+                    retry_advice(kind, new.failure.as_deref())
+                };
                 out.push(note(
                     true,
                     &format!("{kind}{p}"),
-                    format!("Velero {kind} {p}{failure}{counts}"),
+                    format!("Velero {kind} {p}{failure}{counts}{retry}"),
                 ))
             }
             _ => {}
@@ -318,6 +323,26 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
         }
     }
     out
+}
+
+/// Velero's reason for a run it found unfinished at its start (Velero 1.18: "found a backup with status
+/// \"InProgress\" during the server starting, mark it as \"Failed\"").
+const VELERO_RESTARTED: &str = "during the server starting";
+
+/// What a user of a failed run can do: Velero never runs a failed Backup or Restore again, so a new tenant object
+/// is the retry; when Velero failed it only because Velero itself stopped mid-run, the message says so in plain
+/// words, as nothing about the object needs changing.
+fn retry_advice(kind: &str, failure: Option<&str>) -> String {
+    let cause = if failure.is_some_and(|f| f.contains(VELERO_RESTARTED)) {
+        format!(
+            ". Velero stopped while this {} ran (it marks such runs Failed when it starts again); nothing in it \
+             needs changing",
+            kind.to_lowercase()
+        )
+    } else {
+        String::new()
+    };
+    format!("{cause}. To try again, create a new NonAdmin{kind}")
 }
 
 #[cfg(test)]
@@ -450,6 +475,29 @@ mod tests {
         let n = notes::<NonAdminBackup>(Some(&s), &s2);
         assert_eq!(reasons(&n), vec!["BackupFailed"]);
         assert!(n[0].warning && n[0].message.contains("no credentials"));
+        assert!(
+            n[0].message.ends_with("To try again, create a new NonAdminBackup"),
+            "{}",
+            n[0].message
+        );
+        assert!(!n[0].message.contains("Velero stopped"), "{}", n[0].message);
+    }
+
+    #[test]
+    fn a_backup_failed_by_a_restart_of_velero_says_so_and_how_to_retry() {
+        let s = created::<NonAdminBackup>(None, &view(Some("InProgress"), 1), t(0));
+        let mut failed = view(Some("Failed"), 0);
+        failed.mirrored.status.as_mut().unwrap().failure_reason =
+            Some(r#"found a backup with status "InProgress" during the server starting, mark it as "Failed""#.into());
+        let s2 = created::<NonAdminBackup>(Some(&s), &failed, t(1));
+        let n = notes::<NonAdminBackup>(Some(&s), &s2);
+        assert_eq!(reasons(&n), vec!["BackupFailed"]);
+        assert!(
+            n[0].message.contains("Velero stopped while this backup ran")
+                && n[0].message.ends_with("To try again, create a new NonAdminBackup"),
+            "{}",
+            n[0].message
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod https_client;
 #[cfg(feature = "e2e")]
 pub mod e2e;
 #[cfg(feature = "e2e")]
+pub mod faults;
+#[cfg(feature = "e2e")]
 pub mod oadp;
 #[cfg(feature = "e2e")]
 pub mod velero;

@@ -1,0 +1,363 @@
+//! Fault injection for the end-to-end tests with the real parts (`tests/e2e_faults.rs`): signals to one process
+//! of the local environment (kill -9, a pause and its end), starting it again, and the one final check every
+//! fault ends with: each tenant object in a final state that tells the truth, no duplicate or orphaned Velero
+//! object, nothing stuck behind a finalizer, no backup data gone that nobody asked to delete.
+
+use super::e2e::*;
+use super::velero::bucket_files;
+use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::api::{Api, ListParams};
+use kube::Client;
+use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminRestore};
+use nac::naming::{NABSL_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAR_ORIGIN_NACUUID_LABEL};
+use nac::velero::{Backup, BackupStorageLocation, DeleteBackupRequest, Restore};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A process of the local environment, as `$CLUSTER_DIR/env` records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Velero,
+    S3,
+    Etcd,
+}
+
+impl Part {
+    fn pid_key(self) -> &'static str {
+        match self {
+            Part::Velero => "VELERO_PID",
+            Part::S3 => "S3_PID",
+            Part::Etcd => "ETCD_PID",
+        }
+    }
+
+    fn exe(self) -> &'static str {
+        match self {
+            Part::Velero => "velero",
+            Part::S3 => "versitygw",
+            Part::Etcd => "etcd",
+        }
+    }
+
+    /// Its pid now (the env file is read again: a restart records a new one), checked to run its binary.
+    pub fn pid(self) -> Option<u32> {
+        let pid: u32 = Cluster::load().env.get(self.pid_key())?.parse().ok()?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+        let exe = exe.to_string_lossy();
+        (exe.trim_end_matches(" (deleted)").rsplit('/').next() == Some(self.exe())).then_some(pid)
+    }
+
+    /// Sends `signal` (KILL, STOP, CONT) to its process group: the scripts start every server with setsid, and
+    /// Velero's plugins are its children, so kill -9 takes them all, as a container's end would.
+    pub fn signal(self, signal: &str) {
+        let pid = self
+            .pid()
+            .unwrap_or_else(|| panic!("{self:?} is not running (no live {} in the env file)", self.pid_key()));
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg("--")
+            .arg(format!("-{pid}"))
+            .status()
+            .expect("running kill")
+            .success();
+        assert!(ok, "kill -{signal} -- -{pid} ({self:?})");
+        if signal == "KILL" {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::path::Path::new(&format!("/proc/{pid}/exe")).exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// `hack/velero-up.sh ARGS` for the test cluster; with no argument it starts what of Velero and the S3 server is
+/// not running (the S3 server again on its port, so every storage location still points at it).
+pub fn velero_up(args: &[&str]) {
+    let c = Cluster::load();
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
+        .args(args)
+        .env("CLUSTER_DIR", c.get("CLUSTER_DIR"))
+        .output()
+        .expect("running hack/velero-up.sh");
+    assert!(
+        out.status.success(),
+        "velero-up.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `hack/cluster-up.sh --restart-apiserver`, the API server down for `down_secs`.
+pub fn restart_apiserver(down_secs: u32) {
+    let c = Cluster::load();
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/cluster-up.sh"))
+        .arg("--restart-apiserver")
+        .env("CLUSTER_DIR", c.get("CLUSTER_DIR"))
+        .env("RESTART_DOWN_SECS", down_secs.to_string())
+        .output()
+        .expect("running hack/cluster-up.sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// What the final check counted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    /// Tenant objects (NonAdminBackups, NonAdminRestores, NonAdminBackupStorageLocations) at the end.
+    pub objects: usize,
+    /// Final states: `Completed`, `Failed` (Velero's phase, with its reason and Event), `BackingOff`, `Available`.
+    pub states: BTreeMap<String, usize>,
+    pub duplicates: usize,
+    pub orphans: usize,
+    pub stuck: usize,
+    pub lost: usize,
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let states: Vec<String> = self.states.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        write!(
+            f,
+            "objects {}, final states: {}; duplicates {}, orphans {}, stuck {}, data lost {}",
+            self.objects,
+            states.join(", "),
+            self.duplicates,
+            self.orphans,
+            self.stuck,
+            self.lost
+        )
+    }
+}
+
+/// Waits until everything of the tenants in `namespaces` is settled and true, then returns the counts; panics
+/// after `timeout` with what is still wrong. `kept` names Velero backups whose data must still be in the bucket
+/// (nobody asked to delete them); `deleted` those whose data the tenant asked to delete.
+pub async fn final_check(
+    admin: &Client,
+    namespaces: &[&str],
+    kept: &[String],
+    deleted: &[String],
+    timeout: Duration,
+) -> Tally {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (tally, problems) = survey(admin, namespaces, kept, deleted).await;
+        if problems.is_empty() {
+            return tally;
+        }
+        if Instant::now() > deadline {
+            panic!("not settled after {timeout:?} ({tally}):\n  {}", problems.join("\n  "));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn list<K>(api: Api<K>) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
+}
+
+fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    path.iter().fold(v, |v, k| &v[*k]).as_str().unwrap_or_default()
+}
+
+async fn survey(admin: &Client, namespaces: &[&str], kept: &[String], deleted: &[String]) -> (Tally, Vec<String>) {
+    let mut t = Tally::default();
+    let mut problems = Vec::new();
+    let vns = VELERO_NAMESPACE;
+    // nacuuid → tenant object, per kind.
+    let (mut nab_ids, mut nar_ids, mut nabsl_ids) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for ns in namespaces {
+        let events = list(Api::<Event>::namespaced(admin.clone(), ns)).await;
+        let event_of = |name: &str, reason: &str| {
+            events
+                .iter()
+                .find(|e| s(e, &["involvedObject", "name"]) == name && s(e, &["reason"]) == reason)
+                .map(|e| s(e, &["message"]).to_string())
+        };
+        for (kind, items, reference) in [
+            (
+                "NonAdminBackup",
+                list(Api::<NonAdminBackup>::namespaced(admin.clone(), ns)).await,
+                "veleroBackup",
+            ),
+            (
+                "NonAdminRestore",
+                list(Api::<NonAdminRestore>::namespaced(admin.clone(), ns)).await,
+                "veleroRestore",
+            ),
+        ] {
+            for o in items {
+                t.objects += 1;
+                let key = format!("{kind} {ns}/{}", s(&o, &["metadata", "name"]));
+                if !o["metadata"]["deletionTimestamp"].is_null() {
+                    t.stuck += 1;
+                    problems.push(format!("{key}: being deleted, still there: {:#}", o["status"]));
+                    continue;
+                }
+                let uuid = s(&o, &["status", reference, "nacuuid"]).to_string();
+                if kind == "NonAdminBackup" {
+                    &mut nab_ids
+                } else {
+                    &mut nar_ids
+                }
+                .insert(uuid);
+                let velero_kind = &kind["NonAdmin".len()..];
+                match (
+                    s(&o, &["status", "phase"]),
+                    s(&o, &["status", reference, "status", "phase"]),
+                ) {
+                    ("Created", p @ ("Completed" | "PartiallyFailed")) => *t.states.entry(p.into()).or_default() += 1,
+                    ("Created", p @ ("Failed" | "FailedValidation")) => {
+                        let reason = s(&o, &["status", reference, "status", "failureReason"]);
+                        let event = event_of(s(&o, &["metadata", "name"]), &format!("{velero_kind}{p}"));
+                        match event {
+                            Some(m) if !reason.is_empty() || p == "FailedValidation" => {
+                                *t.states.entry(p.into()).or_default() += 1;
+                                if !m.contains(&format!("create a new {kind}")) {
+                                    problems.push(format!(
+                                        "{key}: the {velero_kind}{p} Event does not say how to retry: {m}"
+                                    ));
+                                }
+                            }
+                            _ => problems.push(format!(
+                                "{key}: Velero phase {p} without its reason and a {velero_kind}{p} Event: {:#}",
+                                o["status"]
+                            )),
+                        }
+                    }
+                    ("BackingOff", _) if condition_of(&o, "Accepted").0 == "False" => {
+                        *t.states.entry("BackingOff".into()).or_default() += 1
+                    }
+                    (phase, velero) => problems.push(format!(
+                        "{key}: not final: phase {phase:?}, Velero phase {velero:?}: {:#}",
+                        o["status"]
+                    )),
+                }
+            }
+        }
+        for o in list(Api::<NonAdminBackupStorageLocation>::namespaced(admin.clone(), ns)).await {
+            t.objects += 1;
+            let key = format!("NonAdminBackupStorageLocation {ns}/{}", s(&o, &["metadata", "name"]));
+            if !o["metadata"]["deletionTimestamp"].is_null() {
+                t.stuck += 1;
+                problems.push(format!("{key}: being deleted, still there"));
+                continue;
+            }
+            nabsl_ids.insert(s(&o, &["status", "veleroBackupStorageLocation", "nacuuid"]).to_string());
+            match s(&o, &["status", "veleroBackupStorageLocation", "status", "phase"]) {
+                "Available" => *t.states.entry("Available".into()).or_default() += 1,
+                p => problems.push(format!("{key}: location phase {p:?}: {:#}", o["status"])),
+            }
+        }
+    }
+    let ours = |o: &Value, label: &str| -> Option<String> {
+        let ns = o["metadata"]["annotations"]
+            .as_object()
+            .and_then(|a| a.iter().find(|(k, _)| k.ends_with("-origin-namespace")))
+            .and_then(|(_, v)| v.as_str())?;
+        namespaces
+            .contains(&ns)
+            .then(|| s(o, &["metadata", "labels", label]).to_string())
+    };
+    // One Velero object per tenant object, and none without one.
+    for (what, items, label, ids) in [
+        (
+            "Backup",
+            list(Api::<Backup>::namespaced(admin.clone(), vns)).await,
+            NAB_ORIGIN_NACUUID_LABEL,
+            &nab_ids,
+        ),
+        (
+            "Restore",
+            list(Api::<Restore>::namespaced(admin.clone(), vns)).await,
+            NAR_ORIGIN_NACUUID_LABEL,
+            &nar_ids,
+        ),
+        (
+            "BackupStorageLocation",
+            list(Api::<BackupStorageLocation>::namespaced(admin.clone(), vns)).await,
+            NABSL_ORIGIN_NACUUID_LABEL,
+            &nabsl_ids,
+        ),
+        (
+            "Secret",
+            list(Api::<Secret>::namespaced(admin.clone(), vns)).await,
+            NABSL_ORIGIN_NACUUID_LABEL,
+            &nabsl_ids,
+        ),
+    ] {
+        let mut seen = BTreeMap::<String, usize>::new();
+        for o in &items {
+            let Some(uuid) = ours(o, label) else { continue };
+            *seen.entry(uuid.clone()).or_default() += 1;
+            // A Backup whose data is in the bucket outlives its NonAdminBackup by design: a plain delete removes
+            // only the object, Velero's sync brings it back, and its TTL ends it (gc.rs).
+            let in_bucket =
+                what == "Backup" && matches!(s(o, &["status", "phase"]), "Completed" | "PartiallyFailed" | "Failed");
+            if !ids.contains(&uuid) && !in_bucket {
+                t.orphans += 1;
+                problems.push(format!(
+                    "Velero {what} {} ({uuid}): its tenant object is gone",
+                    s(o, &["metadata", "name"])
+                ));
+            }
+        }
+        for (uuid, n) in seen.into_iter().filter(|(_, n)| *n > 1) {
+            t.duplicates += n - 1;
+            problems.push(format!("{n} Velero {what}s for {uuid}"));
+        }
+    }
+    // A DeleteBackupRequest is done once its NonAdminBackup is gone: none may stay.
+    for o in list(Api::<DeleteBackupRequest>::namespaced(admin.clone(), vns)).await {
+        if ours(&o, NAB_ORIGIN_NACUUID_LABEL).is_some() {
+            t.orphans += 1;
+            problems.push(format!(
+                "DeleteBackupRequest {} left: {:#}",
+                s(&o, &["metadata", "name"]),
+                o["status"]
+            ));
+        }
+    }
+    for b in kept {
+        if !bucket_files(b).contains(&format!("{b}.tar.gz")) {
+            t.lost += 1;
+            problems.push(format!(
+                "the data of backup {b} is gone from the bucket; nobody asked to delete it"
+            ));
+        }
+    }
+    for b in deleted {
+        if !bucket_files(b).is_empty() {
+            problems.push(format!(
+                "the data of backup {b} is still in the bucket: {:?}",
+                bucket_files(b)
+            ));
+        }
+    }
+    (t, problems)
+}
+
+/// The Events of `kind` object `name` in `ns` with `reason`: their messages.
+pub async fn events_of(admin: &Client, ns: &str, name: &str, reason: &str) -> Vec<String> {
+    list(Api::<Event>::namespaced(admin.clone(), ns))
+        .await
+        .iter()
+        .filter(|e| s(e, &["involvedObject", "name"]) == name && s(e, &["reason"]) == reason)
+        .map(|e| s(e, &["message"]).to_string())
+        .collect()
+}
+
+/// No panic in nac's log.
+pub fn assert_no_panic(nac: &NacProcess) {
+    let log = std::fs::read_to_string(&nac.log).unwrap_or_default();
+    assert!(!log.contains("panicked at"), "nac panicked:\n{}", nac.log_tail());
+}
