@@ -60,10 +60,10 @@ async fn env() -> &'static Env {
         }
     }
     if Part::Velero.pid().is_none() || Part::S3.pid().is_none() {
-        velero_up(&[]);
+        velero_up(&Cluster::load(), &[]);
     }
     if VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed) {
-        velero_up(&["--restart"]);
+        velero_up(&Cluster::load(), &["--restart"]);
     }
     env
 }
@@ -149,7 +149,7 @@ async fn velero_killed_mid_backup() {
     assert!(matches!(queued_phase, "New" | "Queued"), "{q}");
 
     let t0 = Instant::now();
-    velero_up(&[]);
+    velero_up(&Cluster::load(), &[]);
     let n = velero_phase(&nabs, "inflight", &["Failed"]).await;
     let recovered = t0.elapsed();
     assert!(
@@ -211,7 +211,7 @@ async fn s3_server_gone_mid_upload() {
     .await;
 
     let t0 = Instant::now();
-    velero_up(&[]);
+    velero_up(&Cluster::load(), &[]);
     wait_json(&bsls, "default", T, "the location Available again", |b| {
         b["status"]["phase"] == "Available"
     })
@@ -247,7 +247,7 @@ async fn api_server_restart_under_webhook_traffic() {
         // Velero's own recovery from it took from 2 to more than 7 minutes here (its watches refused while the
         // new API server's RBAC warms up, then new Backups only on its one-minute resync): an admin's restart
         // of Velero, so what is measured is nac's.
-        velero_up(&["--restart"]);
+        velero_up(&Cluster::load(), &["--restart"]);
     })
     .await;
 }
@@ -360,7 +360,7 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     let settled = t1.elapsed();
     let tally = final_check(&admin, &[&ns], &kept, &[], T).await;
     // The next tests (and test binaries) get a Velero with fresh watches, not one still backing off.
-    velero_up(&["--restart"]);
+    velero_up(&Cluster::load(), &["--restart"]);
     VELERO_STALE.store(false, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(tally.states.get("Completed"), Some(&kept.len()), "{tally}");
     assert_eq!(http_get(env.nac.metrics, "/readyz").await.unwrap().0, 200);
@@ -391,7 +391,7 @@ async fn leader_killed_mid_delete() {
     let plain = backup(&nabs, "plain", json!({})).await;
     let keep = backup(&nabs, "keep", json!({})).await;
 
-    velero_up(&["--stop-velero"]);
+    velero_up(&Cluster::load(), &["--stop-velero"]);
     nabs.patch(
         "wipe",
         &PatchParams::default(),
@@ -431,7 +431,7 @@ async fn leader_killed_mid_delete() {
 
     let t0 = Instant::now();
     env.nac.restart().await;
-    velero_up(&["--restart"]);
+    velero_up(&Cluster::load(), &["--restart"]);
     wait_gone(&nabs, "wipe", T, "wipe gone").await;
     wait_gone(&nabs, "plain", T, "plain gone").await;
     let recovered = t0.elapsed();
@@ -487,7 +487,7 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
     .await;
 
     let t0 = Instant::now();
-    velero_up(&[]);
+    velero_up(&Cluster::load(), &[]);
     wait_json(&nabsls, "own", T, "location Available again", |n| {
         n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
     })

@@ -202,7 +202,7 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     );
     ensure_namespace(&admin, &ns).await;
     grant_editor(&admin, &ns, &user_name).await;
-    velero_up(&env.cluster, "--restart");
+    velero_up(&env.cluster, &["--restart"]);
     let back = wait_json(&nabs, "old", T, "the backup OADP made synced back", |n| {
         n["status"]["veleroBackup"]["status"]["phase"] == "Completed"
     })

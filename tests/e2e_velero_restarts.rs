@@ -84,7 +84,7 @@ async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     ensure_namespace(&admin, &ns).await;
     grant_editor(&admin, &ns, &format!("user-{ns}")).await;
     own_location(&admin, &nabsls, &ns, &bucket).await;
-    velero_up(&env.cluster, "--restart");
+    velero_up(&env.cluster, &["--restart"]);
     wait_for(
         &velero,
         &vb_name,
@@ -193,7 +193,7 @@ async fn queue_positions_follow_the_real_queue() {
     let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
 
     // Velero is stopped: six backups, created one after the other across two namespaces, all wait in the queue.
-    velero_up(&env.cluster, "--stop-velero");
+    velero_up(&env.cluster, &["--stop-velero"]);
     let all: Vec<(&Api<NonAdminBackup>, String)> = (0..3)
         .flat_map(|i| [(&a1, format!("q{i}")), (&a2, format!("q{i}"))])
         .collect();
@@ -231,7 +231,7 @@ async fn queue_positions_follow_the_real_queue() {
     }
 
     // Velero starts and works through them: every backup completes and reports position 0.
-    velero_up(&env.cluster, "--restart");
+    velero_up(&env.cluster, &["--restart"]);
     eventually(Duration::from_secs(300), "all six Completed at position 0", || async {
         positions()
             .await

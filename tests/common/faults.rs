@@ -72,22 +72,6 @@ impl Part {
     }
 }
 
-/// `hack/velero-up.sh ARGS` for the test cluster; with no argument it starts what of Velero and the S3 server is
-/// not running (the S3 server again on its port, so every storage location still points at it).
-pub fn velero_up(args: &[&str]) {
-    let c = Cluster::load();
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
-        .args(args)
-        .env("CLUSTER_DIR", c.get("CLUSTER_DIR"))
-        .output()
-        .expect("running hack/velero-up.sh");
-    assert!(
-        out.status.success(),
-        "velero-up.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// `hack/cluster-up.sh --restart-apiserver`, the API server down for `down_secs`.
 pub fn restart_apiserver(down_secs: u32) {
     let c = Cluster::load();

@@ -453,17 +453,18 @@ pub async fn own_location(
     .await;
 }
 
-/// `hack/velero-up.sh ARG` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups
-/// from the bucket at start) or `--stop-velero`.
-pub fn velero_up(cluster: &Cluster, arg: &str) {
+/// `hack/velero-up.sh ARGS` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups
+/// from the bucket at start), `--stop-velero`, or with no argument it starts what of Velero and the S3 server is
+/// not running (the S3 server again on its port, so every storage location still points at it).
+pub fn velero_up(c: &Cluster, args: &[&str]) {
     let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/velero-up.sh"))
-        .arg(arg)
-        .env("CLUSTER_DIR", cluster.get("CLUSTER_DIR"))
+        .args(args)
+        .env("CLUSTER_DIR", c.get("CLUSTER_DIR"))
         .output()
         .expect("running hack/velero-up.sh");
     assert!(
         out.status.success(),
-        "velero-up.sh {arg}: {}",
+        "velero-up.sh {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
