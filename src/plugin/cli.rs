@@ -646,7 +646,8 @@ enum ScheduleVerb {
         /// Create it paused
         #[arg(long)]
         paused: bool,
-        /// Skip the run that would be due at once
+        /// Set spec.skipImmediately (one-shot). A new schedule is never due at creation, so this only records a
+        /// skip; it matters when an overdue schedule is unpaused (`schedule unpause --skip-immediately`)
         #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
         skip_immediately: Option<bool>,
         #[command(flatten)]
