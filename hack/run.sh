@@ -212,7 +212,9 @@ fi
 
 volumes=""
 if [[ $RUN_NODE == 1 ]]; then
-	running="nac is running as it ships: image $(cat target/image/nac-*.tar.name 2>/dev/null | head -n 1), 2 pods installed by
+	# The image the Deployment runs (target/image may also hold other tags, e.g. the node suite's upgrade image).
+	image=$("$KUBECTL" -n "$NAC_NS" get deployments -o jsonpath='{.items[0].spec.template.spec.containers[0].image}' 2>/dev/null)
+	running="nac is running as it ships: image ${image:-?}, 2 pods installed by
  Helm in $NAC_NS on node $NODE_NAME (kubectl -n $NAC_NS get pods); the API server calls its webhooks through the
  Service. Velero's server and node agent run in pods in ${VELERO_NAMESPACE:-openshift-adp}."
 	volumes="
