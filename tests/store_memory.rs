@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use nac::api::{NonAdminBackup, NonAdminBackupSpec};
 use nac::controller::backup::{mirrored, velero_backup_for, BackupView};
 use nac::controller::status::created;
-use nac::controller::watches::{tenant_store_copy, velero_store_copy};
+use nac::controller::tenant::{tenant_store_copy, velero_store_copy};
 use nac::naming::{nacuuid_with, NAB};
 use nac::policy::Policy;
 use nac::velero::Backup;

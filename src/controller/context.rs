@@ -1,10 +1,11 @@
 //! What every controller shares during one leadership term ([`Shared`]), the reconcile error, the per-object
 //! error backoff, the queue-depth gauge, and the small building blocks kinds keep their state in ([`Watched`]
-//! stores, [`Waiters`]), and [`Cx`], a kind's context. Nothing here knows a tenant kind.
+//! stores, [`Waiters`]). Nothing here knows a tenant kind, nor the term's view (a kind's context,
+//! [`Cx`](super::cx::Cx), adds it).
 
-use super::events::Recorder;
-use super::status::Note;
-use super::watches::Synced;
+pub use super::error::Error;
+use super::events::{Note, Recorder};
+use super::index::synced::Synced;
 use super::write::{HasStatus, RecentWrites};
 use super::Options;
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
@@ -16,41 +17,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Errors of a reconcile. `Waiting` is not a failure: the object waits for Velero and is polled at a fixed pace.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Waiting(String),
-    #[error("{0}")]
-    NotReady(String),
-    #[error("{0}")]
-    Inconsistent(String),
-    #[error("{0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-}
-
-impl Error {
-    pub fn is_waiting(&self) -> bool {
-        use kube::runtime::finalizer::Error as F;
-        match self {
-            Error::Waiting(_) => true,
-            Error::Finalizer(f) => matches!(
-                f.as_ref(),
-                F::ApplyFailed(Error::Waiting(_)) | F::CleanupFailed(Error::Waiting(_))
-            ),
-            _ => false,
-        }
-    }
-}
-
-impl From<kube::runtime::finalizer::Error<Error>> for Error {
-    fn from(e: kube::runtime::finalizer::Error<Error>) -> Self {
-        Error::Finalizer(Box::new(e))
-    }
-}
 
 /// Capped exponential backoff: `base`, `2·base`, `4·base`, ... up to `max`, by consecutive failures (1-based).
 pub fn backoff_delay(failures: u32, base: Duration, max: Duration) -> Duration {
@@ -203,8 +169,8 @@ impl<K: Waiter> Waiters<K> {
 }
 
 /// What every controller shares during one leadership term, whatever its kind: the client, the options, the live
-/// policy, metrics, the event recorder, nac's recent writes (the stale-cache guard), requesters' rights and
-/// backups' contents, and the per-object error backoff. Each kind's own stores, indexes and triggers live beside
+/// policy, metrics, the event recorder, nac's recent writes (the stale-cache guard), requesters' rights,
+/// and the per-object error backoff. Each kind's own stores, indexes and triggers live beside
 /// it, in its own state.
 pub struct Shared {
     pub client: Client,
@@ -213,9 +179,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     pub recorder: Arc<Recorder>,
     pub recent: RecentWrites,
-    /// Requesters' rights (restores are checked against the restoring user's) and where backups' contents are read.
+    /// Requesters' rights (restores are checked against the restoring user's).
     pub access: Arc<dyn crate::rights::Access>,
-    pub contents: Arc<dyn super::contents::ContentsSource>,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -236,9 +201,6 @@ impl Shared {
             recorder,
             recent: RecentWrites::default(),
             access,
-            contents: Arc::new(super::contents::VeleroContents {
-                limits: Default::default(),
-            }),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -405,22 +367,6 @@ where
             store: self.store.clone(),
             synced: self.synced.clone(),
         }
-    }
-}
-
-/// A kind's context for one term: the [`Shared`] core, the read-only [`View`](super::view::View) of every store
-/// (what it reads of other kinds), and its own state `S` (its stores, indexes, triggers and waiters). The
-/// background jobs run on `Cx<()>`.
-pub struct Cx<S> {
-    pub shared: Arc<Shared>,
-    pub view: Arc<super::view::View>,
-    pub own: S,
-}
-
-impl<S> std::ops::Deref for Cx<S> {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.shared
     }
 }
 

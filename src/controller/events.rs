@@ -14,7 +14,13 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Mutex;
 
-use super::status::Note;
+/// A Kubernetes Event to publish on an object after a status transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
 
 /// How long a published Event can still grow a series (as kube's recorder and client-go's broadcaster).
 const SERIES_TTL: SignedDuration = SignedDuration::from_mins(6);

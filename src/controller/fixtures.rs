@@ -3,7 +3,7 @@
 //! figures of the scale run. The API server side answers like a real one would (created objects echoed back with
 //! a uid and resourceVersion).
 
-use super::context::Cx;
+use super::cx::Cx;
 use super::events::Recorder;
 use super::view::Registry;
 use super::Options;
@@ -79,20 +79,21 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         ],
         ..crate::rights::Fixed::common()
     });
-    let mut shared = super::context::Shared::new(client, opts, store, metrics, recorder, access);
-    shared.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
+    let shared = Arc::new(super::context::Shared::new(
+        client, opts, store, metrics, recorder, access,
+    ));
+    // Every kind registers its stores, as in a term; the other kinds' watches never run here.
+    let mut reg = Registry::default();
+    let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
+    let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
+    let (mut nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
+    nar.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
         kinds: [("", "configmaps"), ("", "pods")]
             .iter()
             .map(|(g, r)| (g.to_string(), r.to_string()))
             .collect(),
         ..Default::default()
     }));
-    // Every kind registers its stores, as in a term; the other kinds' watches never run here.
-    let shared = Arc::new(shared);
-    let mut reg = Registry::default();
-    let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
-    let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
-    let (nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
     let _ = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
     let _ = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
     let _ = super::term::build::<NonAdminSchedule>(&shared, &mut reg);

@@ -3,15 +3,16 @@
 //! write with its Events, and the identity lookup. A kind brings only what differs through [`Kind`]; the kinds
 //! queued in Velero (backups, restores) add the second tier, [`Tenant`](super::tenant::Tenant), on top.
 
-use super::context::{key_of, Cx, Error, QueueDepth, Shared, Waiters, Watched};
-use super::gc::MadeBy;
-use super::status::Note;
-use super::term::Jobs;
+use super::context::{key_of, Error, QueueDepth, Shared, Waiters};
+use super::cx::Cx;
+use super::events::Note;
+use super::index::synced::Synced;
+use super::jobs::Jobs;
 use super::view::Registry;
-use super::watches::{self, Synced};
+use super::watches;
 use super::write::{update_status, with_finalizer, HasStatus, StatusUpdate};
 use crate::naming::{generate_nacuuid, is_nacuuid_for, Origin};
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::controller::Action;
@@ -36,7 +37,7 @@ pub trait Kind: HasStatus + Resource<Scope = NamespaceResourceScope> {
     const ORIGIN: Origin;
     /// Controller name in metrics and logs.
     const CONTROLLER: &'static str;
-    /// What the kind keeps for a term: its stores, indexes, triggers and waiters ([`Stores`] for one Velero
+    /// What the kind keeps for a term: its stores, indexes, triggers and waiters ([`Stores`](super::stores::Stores) for one Velero
     /// object per tenant object, [`KindState`](super::tenant::KindState) for a queued kind).
     type State: Build;
 
@@ -261,7 +262,7 @@ pub fn controller<K: Kind>(
         writer,
         synced,
         what,
-        move |o| jobs.gone(o),
+        move |o| jobs.gone(K::ORIGIN, o),
     );
     Controller::for_stream(objects, store).with_config(ControllerConfig::default().concurrency(ctx.opts.concurrency))
 }
@@ -292,23 +293,6 @@ pub fn made<K: Kind, V: VeleroSide>(
     )
 }
 
-/// The controller of a kind with one Velero object per tenant object ([`Stores`]): its objects, and the Velero
-/// objects nac made for them (`what`: the two watches' names), those whose tenant object is gone going to the
-/// collector. Its triggers are handed back for the kind to pace.
-pub fn one_to_one<K: Kind, V: VeleroSide>(
-    ctx: &Shared,
-    stores: &Stores<K, V>,
-    wiring: StoresWiring<K, V>,
-    jobs: &Jobs,
-    what: [&'static str; 2],
-) -> (Controller<K>, UnboundedReceiver<ObjectRef<K>>) {
-    let velero = self::made::<K, V>(ctx, wiring.velero, stores.velero.synced.clone(), what[1]);
-    let orphans = owner_or_orphan::<K, V>(stores.objects.store.clone(), jobs);
-    let controller = self::controller(ctx, wiring.objects, stores.objects.synced.clone(), jobs, what[0])
-        .watches_stream(velero, orphans);
-    (controller, wiring.triggers)
-}
-
 /// Maps a Velero object nac made back to its tenant object; one whose tenant object is not in `objects` goes to
 /// the collector.
 pub fn owner_or_orphan<K: Kind, V: Resource<DynamicType = ()>>(
@@ -322,53 +306,6 @@ pub fn owner_or_orphan<K: Kind, V: Resource<DynamicType = ()>>(
             jobs.orphan::<V>(v.meta().name.clone().unwrap_or_default());
         }
         Some(r)
-    }
-}
-
-/// What a kind with one Velero object per tenant object keeps for a term: its objects, the Velero objects nac made
-/// for them, the objects waiting for others, and the channel that triggers its reconciles.
-pub struct Stores<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
-    pub objects: Watched<K>,
-    pub velero: Watched<V>,
-    pub waiting: Arc<Waiters<K>>,
-    pub trigger: UnboundedSender<ObjectRef<K>>,
-}
-
-/// The write ends of [`Stores`], for its watches and triggers.
-pub struct StoresWiring<K: Kind, V: Resource<DynamicType = ()> + Clone + 'static> {
-    pub objects: Writer<K>,
-    pub velero: Writer<V>,
-    pub triggers: UnboundedReceiver<ObjectRef<K>>,
-}
-
-impl<K, V> Build for Stores<K, V>
-where
-    K: Kind + Clone + kube::runtime::reflector::Lookup<DynamicType = ()>,
-    V: VeleroSide + kube::runtime::reflector::Lookup<DynamicType = ()> + crate::naming::Tags,
-{
-    type Wiring = StoresWiring<K, V>;
-
-    /// Its stores (shared through the view), its waiters (woken through the view) and what the collector
-    /// collects of it: the Velero objects, once their tenant object is gone.
-    fn build(_shared: &Shared, reg: &mut Registry) -> (Self, StoresWiring<K, V>) {
-        let (objects, objects_writer) = reg.watched();
-        let (velero, velero_writer) = reg.watched();
-        let (trigger, triggers) = futures::channel::mpsc::unbounded();
-        let waiting = Arc::new(Waiters::default());
-        wake_on(reg, &waiting, &trigger);
-        reg.made(MadeBy::<K, V>::always());
-        let wiring = StoresWiring {
-            objects: objects_writer,
-            velero: velero_writer,
-            triggers,
-        };
-        let stores = Stores {
-            objects,
-            velero,
-            waiting,
-            trigger,
-        };
-        (stores, wiring)
     }
 }
 

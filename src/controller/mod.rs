@@ -2,22 +2,24 @@
 //! NonAdminDownloadRequest, NonAdminSchedule) into Velero objects and keep their status current. They run only on
 //! the replica holding the leader Lease (webhooks run everywhere); the runtime starts one [`term()`] per term.
 //!
-//! Layout, following the data flow (see `README.md` in this folder):
-//! - the shared core: `context` (`Shared`: client, options, policy, metrics, event recorder, recent writes,
-//!   rights and contents; `Cx<State>`, a kind's context; the reconcile `Error`), `view` (a term's read-only view
-//!   of every store, its wakers and hooks, what the kinds make), `term` (the list of kinds, the shared watch of
-//!   Velero's storage locations, `Jobs`), `status` and `conditions` (pure status planning), `write` (writes only
-//!   what changed, retries conflicts, creates idempotently).
+//! Layout, following the data flow (see `README.md` in this folder), each file importing only those above it:
+//! - the shared core: `error` (the reconcile `Error`), `events` (Events and their recorder), `write` (writes only
+//!   what changed, retries conflicts, creates idempotently), `context` (`Shared`: client, options, policy,
+//!   metrics, event recorder, recent writes, rights), `view` (a term's read-only view of every store, its wakers
+//!   and hooks, what the kinds make), `cx` (`Cx<State>`, a kind's context), `jobs` (what the watches send the
+//!   background jobs), `conditions` and `contents`.
+//! - `index/`, what the watches feed: `synced`, `watches`, `queue` (Velero queue positions), `velero` (what the
+//!   stores keep of the queued Velero objects), `counts` (per-volume progress), `interner`.
 //! - the skeleton, in two tiers: `kind` is the base every kind runs ([`Kind`](kind::Kind), [`Build`](kind::Build):
 //!   reconcile entry, finalizer, stale-cache guard, status write with Events, nacuuid lookup, error policy, and
-//!   the wiring helpers); `tenant` is the tier the kinds queued in Velero add on top
-//!   ([`Tenant`](tenant::Tenant): admission, create, queue position, status mirror).
-//! - `kinds/`, one file per kind with its own decisions, its state and its controller (its watches): `backup`,
-//!   `restore` (queued), `location`, `download`, `schedule`.
-//! - `index/`, what the watches feed: `watches`, `queue` (Velero queue positions), `counts` (DataUploads /
-//!   PodVolumeBackups per backup), `interner` (values shared between store copies).
+//!   the wiring helpers), with `stores` for kinds with one Velero object per tenant object; `status` (pure status
+//!   planning over [`Mirrors`](status::Mirrors)) and `tenant` are the tier the kinds queued in Velero add on top
+//!   ([`Tenant`](tenant::Tenant): admission, create, queue position, status mirror, their watches).
 //! - `background/`, the jobs beside the kinds: `sync` (backup sync) and `gc` (garbage collection of Velero
 //!   objects whose tenant object is gone).
+//! - `kinds/`, one file per kind with its own decisions, its state and its controller (its watches): `backup`,
+//!   `restore` (queued), `location`, `download`, `schedule`.
+//! - `term`, one leadership term: the list of kinds, the shared watch of Velero's storage locations, the jobs.
 //!
 //! Each is re-exported here (`controller::backup`, `controller::watches`, ...). Adding a kind: one API file, one
 //! kind file, one line in `term::kinds`, plus its `Origin` and (with webhooks) its `ProxyKind` entry.
@@ -26,20 +28,24 @@ pub mod background;
 pub mod conditions;
 pub mod contents;
 pub mod context;
+pub mod cx;
+pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod index;
+pub mod jobs;
 pub mod kind;
 pub mod kinds;
 pub mod status;
+pub mod stores;
 pub mod tenant;
 pub mod term;
 pub mod view;
 pub mod write;
 
 pub use background::{gc, sync};
-pub use context::Error;
+pub use error::Error;
 pub use index::{counts, interner, queue, watches};
 pub use kinds::{backup, download, location, restore, schedule};
 pub use term::term;

@@ -4,10 +4,12 @@
 //! Pure functions of (old status, observation, now). The reconciler writes the result only when it differs from
 //! what is stored, so a settled object costs no writes; on a write conflict it re-reads the object and plans again
 //! from the fresh status. A kind supplies its words ([`Words`]), its status accessors ([`TenantStatus`]) and its
-//! mirror of the Velero object ([`Tenant::mirror`]).
+//! mirror of the Velero object ([`Mirrors::mirror`]).
 
 use super::conditions::{advance_phase, find, set_condition};
-use super::tenant::Tenant;
+use super::events::Note;
+use super::kind::Kind;
+use super::write::HasStatus;
 use crate::api::condition::*;
 use crate::api::{NonAdminPhase, QueueInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -43,6 +45,21 @@ pub trait TenantStatus: Clone + Default + PartialEq + std::fmt::Debug + Send + S
     fn summary(&self) -> Summary<'_>;
 }
 
+/// What status planning needs of a queued kind: its words, and how its status mirrors the observations of its
+/// Velero object. The queued tier ([`Tenant`](super::tenant::Tenant)) builds on it.
+pub trait Mirrors: Kind + HasStatus<Status: TenantStatus> {
+    /// Reasons and messages of its conditions and events.
+    const WORDS: Words;
+    /// What the status mirrors of the Velero object.
+    type View: Send + Sync;
+
+    /// The queue position in a view.
+    fn position(view: &Self::View) -> i64;
+
+    /// Copies a view into the status (the Velero object reference and the kind's counters).
+    fn mirror(status: &mut Self::Status, view: &Self::View);
+}
+
 /// First sight (and no valid policy to validate against yet): only the phase New.
 pub fn first_sight<S: TenantStatus>(old: Option<&S>) -> S {
     let mut s = old.cloned().unwrap_or_default();
@@ -52,7 +69,7 @@ pub fn first_sight<S: TenantStatus>(old: Option<&S>) -> S {
     s
 }
 
-fn set_accepted<K: Tenant>(s: &mut K::Status, now: Timestamp) {
+fn set_accepted<K: Mirrors>(s: &mut K::Status, now: Timestamp) {
     let w = K::WORDS;
     set_condition(
         s.conditions_mut(),
@@ -75,13 +92,13 @@ pub const RESOURCES_LEFT_OUT: &str = "ResourcesLeftOut";
 pub const REQUESTER_RIGHTS_EXCEEDED: &str = "RequesterRightsExceeded";
 
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
-pub fn rejected<K: Tenant>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
+pub fn rejected<K: Mirrors>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
     refused::<K>(old, K::WORDS.invalid_reason, message, now)
 }
 
 /// Refused with `reason` (a spec problem, a source that cannot be used, a wait that timed out): BackingOff until
 /// the user changes the object. A wait that led here is over: its Queued condition goes.
-pub fn refused<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
+pub fn refused<K: Mirrors>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
     advance_phase(s.phase_mut(), NonAdminPhase::BackingOff);
     set_condition(s.conditions_mut(), ACCEPTED, false, reason, message, now);
@@ -92,7 +109,7 @@ pub fn refused<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, 
 
 /// Valid, and waiting for what it depends on: phase New, Accepted, Queued=False with what it waits for and until
 /// when; no queue position (it is in no queue yet).
-pub fn waiting<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
+pub fn waiting<K: Mirrors>(old: Option<&K::Status>, reason: &str, message: &str, now: Timestamp) -> K::Status {
     let mut s = validated::<K>(old, now);
     set_condition(s.conditions_mut(), QUEUED, false, reason, message, now);
     *s.queue_info_mut() = None;
@@ -100,14 +117,14 @@ pub fn waiting<K: Tenant>(old: Option<&K::Status>, reason: &str, message: &str, 
 }
 
 /// The spec is valid but the Velero object could not be created yet (the reconcile failed and is retried).
-pub fn validated<K: Tenant>(old: Option<&K::Status>, now: Timestamp) -> K::Status {
+pub fn validated<K: Mirrors>(old: Option<&K::Status>, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
     set_accepted::<K>(&mut s, now);
     s
 }
 
 /// The spec is valid and has a nacuuid, the Velero object is not created yet (the nacuuid is persisted first).
-pub fn accepted<K: Tenant>(
+pub fn accepted<K: Mirrors>(
     old: Option<&K::Status>,
     nacuuid: &str,
     velero_namespace: &str,
@@ -119,7 +136,7 @@ pub fn accepted<K: Tenant>(
 }
 
 /// The Velero object exists: phase Created, Queued, and the kind's mirror of it.
-pub fn created<K: Tenant>(old: Option<&K::Status>, view: &K::View, now: Timestamp) -> K::Status {
+pub fn created<K: Mirrors>(old: Option<&K::Status>, view: &K::View, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
     advance_phase(s.phase_mut(), NonAdminPhase::Created);
     set_accepted::<K>(&mut s, now);
@@ -161,7 +178,7 @@ pub fn refused_now<S: TenantStatus>(s: &mut S, refused: Option<&str>, now: Times
 }
 
 /// The Velero object nac created is gone, deleted outside nac. Reported, never re-created.
-pub fn missing<K: Tenant>(old: Option<&K::Status>, velero_namespace: &str, name: &str, now: Timestamp) -> K::Status {
+pub fn missing<K: Mirrors>(old: Option<&K::Status>, velero_namespace: &str, name: &str, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
     let w = K::WORDS;
     let message = format!(
@@ -186,14 +203,6 @@ pub fn deleting<S: TenantStatus>(old: Option<&S>, message: &str, now: Timestamp)
 }
 
 // ---- Events ----
-
-/// A Kubernetes Event to publish on the object after a status transition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    pub warning: bool,
-    pub reason: String,
-    pub message: String,
-}
 
 fn note(warning: bool, reason: &str, message: impl Into<String>) -> Note {
     Note {
@@ -222,7 +231,7 @@ fn cond<'a>(s: &'a Summary, t: &str) -> Option<(&'a str, &'a str, &'a str)> {
 }
 
 /// Events for a status transition of a tenant object.
-pub fn notes<K: Tenant>(old: Option<&K::Status>, new: &K::Status) -> Vec<Note> {
+pub fn notes<K: Mirrors>(old: Option<&K::Status>, new: &K::Status) -> Vec<Note> {
     let empty = Summary {
         phase: None,
         conditions: &[],

@@ -6,82 +6,34 @@
 //! [`queued_kind!`](crate::queued_kind).
 
 use super::conditions::{find, now_seconds};
-use super::context::{key_of, key_of_ref, Cx, Error, QueueDepth, Shared, Waiters};
-use super::kind::{ensure_nacuuid, nacuuid, set_status, Kind};
-use super::queue::Observed;
+use super::context::{key_of, key_of_ref, Error, QueueDepth, Shared, Waiters};
+use super::counts::{PhaseCounts, Volumes};
+use super::cx::Cx;
+use super::index::synced::Synced;
+use super::index::velero::{StoreCopy, VeleroObject};
+use super::kind::{ensure_nacuuid, nacuuid, set_status};
 use super::queue::QueueIndex;
-use super::status::{self, TenantStatus, Words};
+use super::status::{self, Mirrors, TenantStatus};
 use super::view::Registry;
-use super::watches;
-use super::watches::Synced;
-use super::write::{create_or_get, delete_if_present, HasStatus};
+use super::watches::{self, VolumeProgress, WatchIndex};
+use super::write::CompactStatus;
+use super::write::{create_or_get, delete_if_present};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
+use crate::metrics::Metrics;
 use crate::policy::Policy;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
+use futures::{Stream, TryStreamExt};
 use kube::runtime::controller::Action;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{store::Writer, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
-
-/// What nac's store keeps of a Velero object nac made. By default all of it; a kind whose objects carry what the
-/// reconcilers read only to mirror it (a Backup's resource lists) keeps a compact copy with a fingerprint of the
-/// rest, and the status mirror reads the object itself when it has to write.
-pub trait StoreCopy {
-    fn make_compact(&mut self) {}
-    fn is_compact(&self) -> bool {
-        false
-    }
-}
-
-/// A Velero object nac creates for a tenant object and whose queue it indexes.
-pub trait VeleroObject:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + StoreCopy
-    + crate::naming::Tags
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-    type Spec: Send + Sync;
-    /// Velero's kind ("Backup"), for messages and the write counter.
-    const KIND: &'static str;
-    /// What the queue index needs of it.
-    fn observe(&self) -> Observed;
-    /// Drops everything but the queue fields (Velero objects nac did not make are only counted in the queue).
-    fn keep_queue_fields_only(&mut self);
-    /// Velero's phase of it.
-    fn phase(&self) -> Option<&str>;
-}
-
-/// The spec a Velero object nac did not make keeps in the store (it is only counted in the queue).
-pub trait EmptySpec {
-    fn empty() -> Self;
-}
-
-impl EmptySpec for crate::velero::RestoreSpec {
-    fn empty() -> Self {
-        Default::default()
-    }
-}
-
-impl EmptySpec for Arc<crate::velero::BackupSpec> {
-    fn empty() -> Self {
-        crate::velero::empty_backup_spec()
-    }
-}
 
 /// The table entries of a tenant kind's types: its Velero object's queue fields and its status's common fields.
 /// `failure` turns the Velero object's status into the failure text events quote.
@@ -92,7 +44,7 @@ macro_rules! tenant_types {
         unfinished: $unfinished:path, failure: $failure:expr,
         status: $status:ty, reference: $field:ident, $reference:ty $(,)?
     ) => {
-        impl $crate::controller::tenant::VeleroObject for $velero {
+        impl $crate::controller::index::velero::VeleroObject for $velero {
             type Spec = $spec;
             const KIND: &'static str = $kind;
 
@@ -112,7 +64,7 @@ macro_rules! tenant_types {
             }
 
             fn keep_queue_fields_only(&mut self) {
-                self.spec = $crate::controller::tenant::EmptySpec::empty();
+                self.spec = $crate::controller::index::velero::EmptySpec::empty();
                 if let Some(s) = self.status.as_mut() {
                     *s = $vstatus {
                         phase: s.phase.take(),
@@ -170,12 +122,8 @@ macro_rules! tenant_types {
 }
 
 /// One tenant kind's own decisions; everything else is the skeleton below.
-pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
-    /// Reasons and messages of its conditions and events.
-    const WORDS: Words;
+pub trait Tenant: Mirrors {
     type Velero: VeleroObject;
-    /// What the status mirrors of the Velero object.
-    type View: Send + Sync;
 
     /// The kind's stores, queue index and triggers in the context.
     fn state(ctx: &Cx<Self::State>) -> &KindState<Self>;
@@ -238,12 +186,6 @@ pub trait Tenant: Kind + HasStatus<Status: TenantStatus> {
 
     /// The observations of the Velero object the status mirrors.
     fn view(ctx: &Cx<Self::State>, velero: &Self::Velero, nacuuid: &str) -> impl Future<Output = Self::View> + Send;
-
-    /// The queue position in a view.
-    fn position(view: &Self::View) -> i64;
-
-    /// Copies a view into the status (the Velero object reference and the kind's counters).
-    fn mirror(status: &mut Self::Status, view: &Self::View);
 }
 
 /// The base entries ([`Kind`]) every queued kind takes from the skeleton below, for inside its `impl Kind`:
@@ -258,20 +200,20 @@ macro_rules! queued_kind {
         fn notes(
             old: Option<&Self::Status>,
             new: &Self::Status,
-        ) -> Vec<$crate::controller::status::Note> {
+        ) -> Vec<$crate::controller::events::Note> {
             $crate::controller::status::notes::<Self>(old, new)
         }
 
-        fn depth(ctx: &$crate::controller::context::Cx<Self::State>) -> Option<&$crate::controller::context::QueueDepth> {
+        fn depth(ctx: &$crate::controller::cx::Cx<Self::State>) -> Option<&$crate::controller::context::QueueDepth> {
             Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).depth)
         }
 
-        fn waiting(ctx: &$crate::controller::context::Cx<Self::State>) -> Option<&$crate::controller::context::Waiters<Self>> {
+        fn waiting(ctx: &$crate::controller::cx::Cx<Self::State>) -> Option<&$crate::controller::context::Waiters<Self>> {
             Some(&<Self as $crate::controller::tenant::Tenant>::state(ctx).waiting)
         }
 
         fn ready(
-            ctx: &$crate::controller::context::Cx<Self::State>,
+            ctx: &$crate::controller::cx::Cx<Self::State>,
         ) -> impl std::future::Future<Output = Result<(), $crate::controller::Error>> + Send {
             $crate::controller::tenant::ready::<Self>(ctx)
         }
@@ -279,7 +221,7 @@ macro_rules! queued_kind {
         fn apply(
             api: &kube::Api<Self>,
             obj: std::sync::Arc<Self>,
-            ctx: &$crate::controller::context::Cx<Self::State>,
+            ctx: &$crate::controller::cx::Cx<Self::State>,
         ) -> impl std::future::Future<Output = Result<kube::runtime::controller::Action, $crate::controller::Error>> + Send
         {
             $crate::controller::tenant::apply(api, obj, ctx)
@@ -714,7 +656,7 @@ where
     let client = ctx.client.clone();
     let config = ControllerConfig::default().concurrency(ctx.opts.concurrency);
     let (c1, c2, c3, c4) = (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
-    let objects = watches::tenant_stream(
+    let objects = tenant_stream(
         Api::<K>::all(client.clone()),
         wiring.objects,
         K::state(ctx).objects_synced.clone(),
@@ -736,7 +678,7 @@ where
         }
         r
     });
-    let velero = watches::velero_stream(
+    let velero = velero_stream(
         Api::namespaced(client, &ctx.opts.velero_namespace),
         K::state(ctx),
         wiring.velero,
@@ -763,4 +705,143 @@ where
                 r
             }),
         )
+}
+
+// ---- The watches of a queued kind ----
+
+/// A tenant kind's objects for its controller (all namespaces), reflected into `writer`; `synced` is marked after
+/// the first list, `deleted` hears each object's delete event (garbage collection).
+pub fn tenant_stream<K: Tenant>(
+    api: Api<K>,
+    writer: Writer<K>,
+    synced: Synced,
+    deleted: impl Fn(&K) + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
+    let s = watches::watcher(api)
+        .default_backoff()
+        .modify(tenant_store_copy::<K>)
+        .reflect(writer)
+        .inspect_ok(move |ev| match ev {
+            Event::InitDone => synced.mark(),
+            Event::Delete(o) => deleted(o),
+            _ => {}
+        })
+        .applied_objects();
+    watches::log_errors(s, K::CONTROLLER)
+}
+
+/// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
+/// and the kind's compact copy.
+pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+    // One without nac's identity label did not come through nac's webhook (OADP's controller made it): it keeps
+    // its spec, which the status mirror judges against the current policy (`Tenant::refused_now`).
+    let admitted_by_nac = K::ORIGIN.is_tagged(o.meta());
+    o.make_compact();
+    if admitted_by_nac && o.status_ref().is_some_and(CompactStatus::is_settled) {
+        o.leave_out_spec();
+    }
+}
+
+/// What a tenant kind's Velero store keeps of a Velero object: of nac's own a compact copy, of the others (only
+/// counted in the queue) the queue fields.
+pub fn velero_store_copy<K: Tenant>(v: &mut K::Velero) {
+    v.meta_mut().managed_fields = None;
+    if K::keeps(v) {
+        v.make_compact();
+    } else {
+        v.keep_queue_fields_only();
+    }
+}
+
+/// The Velero objects of a tenant kind (Backups, Restores) in the Velero namespace. All of them feed the queue
+/// index (admins' objects wait in the same Velero queue, as OADP's controller counts them); only nac's (with the
+/// kind's nacuuid label) are kept in the store and trigger reconciles. Queue moves trigger the tenant objects whose
+/// position changed.
+pub fn velero_stream<K: Tenant>(
+    api: Api<K::Velero>,
+    state: &KindState<K>,
+    mut writer: Writer<K::Velero>,
+    metrics: Arc<Metrics>,
+) -> impl Stream<Item = Result<K::Velero, watcher::Error>> + Send
+where
+    QueueIndex: WatchIndex<K::Velero>,
+{
+    let store = writer.as_reader();
+    let index = state.queue.clone();
+    let synced = state.synced.clone();
+    let trigger = state.trigger.clone();
+    let s = watches::watcher(api)
+        .default_backoff()
+        .modify(velero_store_copy::<K>)
+        .map_ok(move |ev| {
+            // The index first: once the store reports ready, positions must be complete too.
+            let changed = index.lock().expect("queue lock").apply(&ev);
+            watches::apply_filtered(&mut writer, &ev, |v: &K::Velero| K::keeps(v));
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
+            }
+            trigger.send(changed);
+            watches::set_gauge(&metrics, <K::Velero as VeleroObject>::KIND, store.len());
+            ev
+        })
+        .touched_objects();
+    watches::log_errors(s, <K::Velero as VeleroObject>::KIND)
+}
+
+/// Per-volume objects of a queued kind's Velero objects (a backup's DataUploads and PodVolumeBackups, a restore's
+/// DataDownloads and PodVolumeRestores): counted by owner and phase; a change of a count triggers the tenant
+/// object of that owner. Only feeds `counts`, so the stream yields nothing. `synced` is marked after the first
+/// list, or when the kind does not exist (no such objects to count).
+pub fn volume_count_stream<V: VolumeProgress, K: Tenant>(
+    api: Api<V>,
+    counts: Arc<Mutex<PhaseCounts>>,
+    synced: Synced,
+    owners: &KindState<K>,
+    what: &'static str,
+) -> impl Stream<Item = ()> + Send {
+    let trigger = owners.trigger.clone();
+    let s = kube::runtime::watcher(api, watches::config().labels(V::OWNER_LABEL))
+        .default_backoff()
+        .inspect_err({
+            let synced = synced.clone();
+            move |e| watches::mark_if_missing(&synced, e)
+        })
+        .map_ok(move |ev| {
+            let changed = counts.lock().expect("counts lock").apply(&ev);
+            if matches!(ev, Event::InitDone) {
+                synced.mark();
+            }
+            trigger.send(changed);
+        });
+    watches::log_errors(s, what).map(|_| ())
+}
+
+/// Counts the per-volume progress of a queued kind's Velero objects into `volumes` (data mover `D`, file system
+/// `F`), triggering their tenant objects, until `stop`.
+pub async fn count_volumes<D: VolumeProgress, F: VolumeProgress, K: Tenant>(
+    api: (Api<D>, Api<F>),
+    volumes: &Volumes,
+    owners: &KindState<K>,
+    what: [&'static str; 2],
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let d = volume_count_stream(
+        api.0,
+        volumes.data_mover.clone(),
+        volumes.data_mover_synced.clone(),
+        owners,
+        what[0],
+    );
+    let f = volume_count_stream(
+        api.1,
+        volumes.file_system.clone(),
+        volumes.file_system_synced.clone(),
+        owners,
+        what[1],
+    );
+    futures::stream::select(d, f)
+        .take_until(stop.cancelled_owned())
+        .for_each(|_| async {})
+        .await
 }

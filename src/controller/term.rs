@@ -1,7 +1,9 @@
 //! One leadership term: the [`Shared`] core, the list of kinds (each builds its own context and wires its own
 //! watches), the watch of Velero's storage locations that several kinds read, and the background jobs.
 
-use super::context::{Cx, Shared};
+use super::context::Shared;
+use super::cx::Cx;
+use super::jobs::Jobs;
 use super::kind::{Build, Kind};
 use super::view::{Registry, View};
 use super::watches;
@@ -12,10 +14,9 @@ use crate::api::{
 use crate::metrics::Metrics;
 use crate::policy::live::PolicyStore;
 use crate::velero::BackupStorageLocation;
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -116,38 +117,4 @@ pub async fn term(
     tokio::join!(running, locations, jobs_done);
     tracing::info!("controllers stopped");
     Ok(())
-}
-
-/// Where the kinds' watches send what the background jobs act on: the collector's triggers and the names of Velero
-/// Backups for backup sync.
-#[derive(Clone)]
-pub struct Jobs {
-    pub gc: UnboundedSender<gc::Trigger>,
-    pub sync: UnboundedSender<String>,
-}
-
-impl Jobs {
-    pub fn new() -> (Self, UnboundedReceiver<gc::Trigger>, UnboundedReceiver<String>) {
-        let (gc, gc_rx) = futures::channel::mpsc::unbounded();
-        let (sync, sync_rx) = futures::channel::mpsc::unbounded();
-        (Jobs { gc, sync }, gc_rx, sync_rx)
-    }
-
-    /// A tenant object went: the collector looks at what was made for it.
-    pub fn gone<K: Kind>(&self, obj: &K) {
-        let _ = self.gc.unbounded_send(gc::gone(K::ORIGIN, obj));
-    }
-
-    /// A Velero object of type `V` whose tenant object is not in the store: the collector decides.
-    pub fn orphan<V: Resource<DynamicType = ()>>(&self, name: String) {
-        let kind = V::kind(&()).into_owned();
-        let _ = self
-            .gc
-            .unbounded_send(gc::Trigger::Object(gc::Candidate { kind, name }));
-    }
-
-    /// Backup sync looks at Velero Backup `name`.
-    pub fn sync(&self, name: String) {
-        let _ = self.sync.unbounded_send(name);
-    }
 }

@@ -19,9 +19,11 @@
 //! A store that says "orphan" is confirmed with a read of the origin from the API server before anything is
 //! deleted, and the delete is conditional on the object's uid: a lagging cache never costs a live object.
 
-use crate::controller::context::{Cx, Shared};
+use crate::controller::context::Shared;
+use crate::controller::cx::Cx;
+use crate::controller::jobs::{Candidate, Trigger};
 use crate::controller::kind::{Kind, VeleroSide};
-use crate::controller::view::View;
+use crate::controller::view::{Collect, Presence, View};
 use crate::naming::{Origin, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
 use crate::velero::{Backup, DeleteBackupRequest};
 use futures::channel::mpsc::UnboundedReceiver;
@@ -35,36 +37,6 @@ use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One kind of Velero object a tenant kind makes, as the collector sees it: where its objects are stored, which
-/// tenant kind they are made for, the kind's own reason to keep one, and how one is deleted. Each tenant kind
-/// registers its own (see [`MadeBy`]); the collector knows none of them.
-pub trait Collect: Send + Sync {
-    /// The Velero object's kind (its key in triggers, logs and metrics).
-    fn kind(&self) -> &str;
-    /// The tenant kind it is made for.
-    fn origin(&self) -> Origin;
-    /// The names of the stored objects carrying the origin's label that pass `keep`. Only the names are copied:
-    /// a sweep looks at every object nac made (10,000 metadata copies were ~20 MiB at once).
-    fn names_where(&self, view: &View, keep: &dyn Fn(&dyn Tags) -> bool) -> Vec<String>;
-    /// The stored object's metadata and the kind's own reason to keep it.
-    fn stored(&self, view: &View, velero_namespace: &str, name: &str) -> Option<(ObjectMeta, Option<&'static str>)>;
-    /// The origin's presence as the stores show it.
-    fn owner_in_store(&self, view: &View, namespace: &str, name: &str) -> Presence;
-    /// The origin's presence as the API server has it (the confirmation before a delete).
-    fn owner_in_api<'a>(
-        &'a self,
-        client: Client,
-        namespace: &'a str,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Presence, kube::Error>>;
-    fn delete<'a>(
-        &'a self,
-        shared: &'a Shared,
-        name: &'a str,
-        dp: &'a DeleteParams,
-    ) -> BoxFuture<'a, Result<(), kube::Error>>;
-}
 
 /// Velero objects of type `V` made for tenant kind `K`.
 pub struct MadeBy<K, V> {
@@ -165,14 +137,6 @@ where
     }
 }
 
-/// Is the origin there, and with which identity?
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Presence {
-    Missing,
-    /// It exists; its identity, when it has one recorded yet.
-    Present(Option<String>),
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Keep(&'static str),
@@ -237,26 +201,6 @@ pub fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
 pub fn delete_request_kept(r: &DeleteBackupRequest) -> Option<&'static str> {
     (r.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Processed"))
         .then_some("Velero is still deleting the backup's data")
-}
-
-/// What a sweep or a trigger looks at: one Velero object, by kind ([`Collect::kind`]) and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Candidate {
-    pub kind: String,
-    pub name: String,
-}
-
-/// What makes the collector look.
-#[derive(Clone, Debug)]
-pub enum Trigger {
-    /// A tenant object went: the objects made for it.
-    Gone {
-        origin: Origin,
-        namespace: String,
-        name: String,
-    },
-    /// A Velero object whose origin the store does not have.
-    Object(Candidate),
 }
 
 /// The objects made for `origin` `namespace/name` that the stores hold.
@@ -419,15 +363,6 @@ pub async fn run(ctx: Arc<Cx<()>>, mut triggers: UnboundedReceiver<Trigger>) {
                 next_sweep = tokio::time::Instant::now() + period(&ctx).unwrap_or(Duration::from_secs(3600));
             }
         }
-    }
-}
-
-/// The trigger for a tenant object's delete event.
-pub fn gone<K: Resource>(origin: Origin, obj: &K) -> Trigger {
-    Trigger::Gone {
-        origin,
-        namespace: obj.meta().namespace.clone().unwrap_or_default(),
-        name: obj.meta().name.clone().unwrap_or_default(),
     }
 }
 

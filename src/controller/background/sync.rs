@@ -18,9 +18,9 @@
 
 use crate::api::{NonAdminBackup, NonAdminBackupSpec};
 use crate::controller::context::key_of;
-use crate::controller::context::Cx;
-use crate::controller::status::Note;
-use crate::controller::tenant::StoreCopy;
+use crate::controller::cx::Cx;
+use crate::controller::events::Note;
+use crate::controller::index::velero::StoreCopy;
 use crate::controller::view::View;
 use crate::naming::{
     is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,

@@ -1,8 +1,8 @@
 //! Counts of Velero's per-volume objects (DataUploads, PodVolumeBackups) by owning backup and phase, kept
 //! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
 
+use super::synced::Synced;
 use crate::api::{DataMoverDataUploads, FileSystemPodVolumeBackups};
-use crate::controller::watches::Synced;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,4 +4,6 @@
 pub mod counts;
 pub mod interner;
 pub mod queue;
+pub mod synced;
+pub mod velero;
 pub mod watches;

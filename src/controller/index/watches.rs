@@ -4,9 +4,6 @@
 //! controllers (a missing optional Velero CRD must not pause the others).
 
 use crate::controller::counts::PhaseCounts;
-use crate::controller::queue::QueueIndex;
-use crate::controller::tenant::KindState;
-use crate::controller::tenant::{StoreCopy, Tenant, VeleroObject};
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::{VELERO_BACKUP_NAME_LABEL, VELERO_RESTORE_NAME_LABEL};
 use crate::velero::{BackupStorageLocation, DataDownload, DataUpload, PodVolumeBackup, PodVolumeRestore};
@@ -18,35 +15,9 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Whether a watch has completed its first list. Unlike `Store::wait_until_ready` (a oneshot that wakes only
-/// its last poller), any number of reconciles may wait on it at once.
-#[derive(Clone, Debug)]
-pub struct Synced(Arc<tokio::sync::watch::Sender<bool>>);
-
-impl Default for Synced {
-    fn default() -> Self {
-        Synced(Arc::new(tokio::sync::watch::channel(false).0))
-    }
-}
-
-impl Synced {
-    pub fn mark(&self) {
-        self.0.send_replace(true);
-    }
-
-    pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Waits up to `timeout`; returns whether it is synced.
-    pub async fn wait(&self, timeout: std::time::Duration) -> bool {
-        let mut rx = self.0.subscribe();
-        let synced = matches!(tokio::time::timeout(timeout, rx.wait_for(|v| *v)).await, Ok(Ok(_)));
-        synced
-    }
-}
+use super::synced::Synced;
 
 /// Collects items and releases each distinct one once per `every`: a queue advance or a burst of DataUpload
 /// progress then costs one reconcile (and at most one write) per object and interval, not one per event. An item
@@ -169,7 +140,7 @@ impl<T: Eq + std::hash::Hash + Clone + Unpin> Stream for Coalesce<T> {
 }
 
 /// Drops (after logging) the errors of a watch stream that already backs off on its own.
-fn log_errors<S, K>(stream: S, what: &'static str) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+pub fn log_errors<S, K>(stream: S, what: &'static str) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
     S: Stream<Item = Result<K, watcher::Error>> + Send,
     K: Send,
@@ -186,7 +157,7 @@ where
 }
 
 /// Applies a watch event to a store, keeping only objects `keep` accepts (an object that stops matching leaves).
-fn apply_filtered<K>(writer: &mut Writer<K>, ev: &Event<K>, keep: impl Fn(&K) -> bool)
+pub fn apply_filtered<K>(writer: &mut Writer<K>, ev: &Event<K>, keep: impl Fn(&K) -> bool)
 where
     K: kube::runtime::reflector::Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -198,7 +169,7 @@ where
     }
 }
 
-fn set_gauge(metrics: &Metrics, kind: &str, n: usize) {
+pub fn set_gauge(metrics: &Metrics, kind: &str, n: usize) {
     metrics
         .velero_objects
         .get_or_create(&KindLabels { kind: kind.to_string() })
@@ -230,25 +201,6 @@ pub trait WatchIndex<K> {
             }
             Event::InitDone => self.relist_done(),
         }
-    }
-}
-
-/// Velero's queue, keyed by Velero object name.
-impl<V: VeleroObject> WatchIndex<V> for QueueIndex {
-    fn upsert_object(&mut self, o: &V) -> Vec<String> {
-        self.upsert(o.observe())
-    }
-    fn remove_object(&mut self, o: &V) -> Vec<String> {
-        self.remove(&o.name_any())
-    }
-    fn relist_start(&mut self) {
-        self.start_relist()
-    }
-    fn relist_object(&mut self, o: &V) {
-        self.relist_item(o.observe())
-    }
-    fn relist_done(&mut self) -> Vec<String> {
-        self.finish_relist()
     }
 }
 
@@ -301,53 +253,7 @@ impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
     }
 }
 
-/// A tenant kind's objects for its controller (all namespaces), reflected into `writer`; `synced` is marked after
-/// the first list, `deleted` hears each object's delete event (garbage collection).
-pub fn tenant_stream<K: Tenant>(
-    api: Api<K>,
-    writer: Writer<K>,
-    synced: Synced,
-    deleted: impl Fn(&K) + Send + 'static,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
-    let s = watcher(api)
-        .default_backoff()
-        .modify(tenant_store_copy::<K>)
-        .reflect(writer)
-        .inspect_ok(move |ev| match ev {
-            Event::InitDone => synced.mark(),
-            Event::Delete(o) => deleted(o),
-            _ => {}
-        })
-        .applied_objects();
-    log_errors(s, K::CONTROLLER)
-}
-
-/// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
-/// and the kind's compact copy.
-pub fn tenant_store_copy<K: Tenant>(o: &mut K) {
-    use crate::controller::write::CompactStatus;
-    o.meta_mut().managed_fields = None;
-    // One without nac's identity label did not come through nac's webhook (OADP's controller made it): it keeps
-    // its spec, which the status mirror judges against the current policy (`Tenant::refused_now`).
-    let admitted_by_nac = K::ORIGIN.is_tagged(o.meta());
-    o.make_compact();
-    if admitted_by_nac && o.status_ref().is_some_and(CompactStatus::is_settled) {
-        o.leave_out_spec();
-    }
-}
-
-/// What a tenant kind's Velero store keeps of a Velero object: of nac's own a compact copy, of the others (only
-/// counted in the queue) the queue fields.
-pub fn velero_store_copy<K: Tenant>(v: &mut K::Velero) {
-    v.meta_mut().managed_fields = None;
-    if K::keeps(v) {
-        v.make_compact();
-    } else {
-        v.keep_queue_fields_only();
-    }
-}
-
-fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+pub fn watcher<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -419,41 +325,6 @@ async fn streams_initial_events(client: &kube::Client, namespace: &str, name: &s
     }
 }
 
-/// The Velero objects of a tenant kind (Backups, Restores) in the Velero namespace. All of them feed the queue
-/// index (admins' objects wait in the same Velero queue, as OADP's controller counts them); only nac's (with the
-/// kind's nacuuid label) are kept in the store and trigger reconciles. Queue moves trigger the tenant objects whose
-/// position changed.
-pub fn velero_stream<K: Tenant>(
-    api: Api<K::Velero>,
-    state: &KindState<K>,
-    mut writer: Writer<K::Velero>,
-    metrics: Arc<Metrics>,
-) -> impl Stream<Item = Result<K::Velero, watcher::Error>> + Send
-where
-    QueueIndex: WatchIndex<K::Velero>,
-{
-    let store = writer.as_reader();
-    let index = state.queue.clone();
-    let synced = state.synced.clone();
-    let trigger = state.trigger.clone();
-    let s = watcher(api)
-        .default_backoff()
-        .modify(velero_store_copy::<K>)
-        .map_ok(move |ev| {
-            // The index first: once the store reports ready, positions must be complete too.
-            let changed = index.lock().expect("queue lock").apply(&ev);
-            apply_filtered(&mut writer, &ev, |v: &K::Velero| K::keeps(v));
-            if matches!(ev, Event::InitDone) {
-                synced.mark();
-            }
-            trigger.send(changed);
-            set_gauge(&metrics, <K::Velero as VeleroObject>::KIND, store.len());
-            ev
-        })
-        .touched_objects();
-    log_errors(s, <K::Velero as VeleroObject>::KIND)
-}
-
 /// nac's DeleteBackupRequests (label-selected), reflected into `writer`.
 pub fn delete_request_stream(
     api: Api<crate::velero::DeleteBackupRequest>,
@@ -495,69 +366,12 @@ pub fn location_stream(
 }
 
 /// A watch whose kind does not exist has nothing to wait for: its store counts as synced (empty).
-fn mark_if_missing(synced: &Synced, e: &watcher::Error) {
+pub fn mark_if_missing(synced: &Synced, e: &watcher::Error) {
     if let watcher::Error::InitialListFailed(kube::Error::Api(s)) = e {
         if s.code == 404 {
             synced.mark();
         }
     }
-}
-
-/// Per-volume objects of a queued kind's Velero objects (a backup's DataUploads and PodVolumeBackups, a restore's
-/// DataDownloads and PodVolumeRestores): counted by owner and phase; a change of a count triggers the tenant
-/// object of that owner. Only feeds `counts`, so the stream yields nothing. `synced` is marked after the first
-/// list, or when the kind does not exist (no such objects to count).
-pub fn volume_count_stream<V: VolumeProgress, K: Tenant>(
-    api: Api<V>,
-    counts: Arc<Mutex<PhaseCounts>>,
-    synced: Synced,
-    owners: &KindState<K>,
-    what: &'static str,
-) -> impl Stream<Item = ()> + Send {
-    let trigger = owners.trigger.clone();
-    let s = kube::runtime::watcher(api, config().labels(V::OWNER_LABEL))
-        .default_backoff()
-        .inspect_err({
-            let synced = synced.clone();
-            move |e| mark_if_missing(&synced, e)
-        })
-        .map_ok(move |ev| {
-            let changed = counts.lock().expect("counts lock").apply(&ev);
-            if matches!(ev, Event::InitDone) {
-                synced.mark();
-            }
-            trigger.send(changed);
-        });
-    log_errors(s, what).map(|_| ())
-}
-
-/// Counts the per-volume progress of a queued kind's Velero objects into `volumes` (data mover `D`, file system
-/// `F`), triggering their tenant objects, until `stop`.
-pub async fn count_volumes<D: VolumeProgress, F: VolumeProgress, K: Tenant>(
-    api: (Api<D>, Api<F>),
-    volumes: &crate::controller::counts::Volumes,
-    owners: &KindState<K>,
-    what: [&'static str; 2],
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let d = volume_count_stream(
-        api.0,
-        volumes.data_mover.clone(),
-        volumes.data_mover_synced.clone(),
-        owners,
-        what[0],
-    );
-    let f = volume_count_stream(
-        api.1,
-        volumes.file_system.clone(),
-        volumes.file_system_synced.clone(),
-        owners,
-        what[1],
-    );
-    futures::stream::select(d, f)
-        .take_until(stop.cancelled_owned())
-        .for_each(|_| async {})
-        .await
 }
 
 /// A kind nac keeps a store of (DeleteBackupRequests, storage locations, approval requests, label-selected Secret
@@ -627,6 +441,7 @@ pub fn secret_changes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::index::velero::VeleroObject;
     use std::time::Duration;
 
     #[tokio::test]

@@ -13,15 +13,17 @@ use crate::api::{
     NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule, VeleroBackupRef, VeleroDeleteBackupRequestRef,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
+use crate::controller::context::{key_of, Error, Shared, Watched};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
+use crate::controller::cx::Cx;
 use crate::controller::gc::{self, MadeBy};
+use crate::controller::index::velero::StoreCopy;
+use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
-use crate::controller::status::{self, Words};
-use crate::controller::tenant::{self, Admission, StoreCopy, Tenant};
+use crate::controller::status::{self, Mirrors, Words};
+use crate::controller::tenant::{self, Admission, Tenant};
 use crate::controller::tenant::{KindState, KindWiring};
-use crate::controller::term::Jobs;
 use crate::controller::view::Registry;
 use crate::controller::watches;
 use crate::controller::write::{create_or_get, delete_if_present};
@@ -251,7 +253,7 @@ fn reported_status(vb: &Backup) -> Option<BackupStatus> {
     })
 }
 
-impl Tenant for NonAdminBackup {
+impl Mirrors for NonAdminBackup {
     const WORDS: Words = Words {
         kind: "Backup",
         accepted_reason: BACKUP_ACCEPTED,
@@ -262,8 +264,48 @@ impl Tenant for NonAdminBackup {
         not_found_reason: VELERO_BACKUP_NOT_FOUND,
         again: "back up again",
     };
-    type Velero = Backup;
     type View = BackupView;
+
+    fn position(view: &BackupView) -> i64 {
+        view.queue_position
+    }
+
+    fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
+        let copy = VeleroBackupRef {
+            nacuuid: Some(vb.nacuuid.clone()),
+            name: Some(vb.name.clone()),
+            namespace: Some(vb.namespace.clone()),
+            ..vb.mirrored.clone()
+        };
+        // A current copy stays as it is: a whole one is not replaced by the compact copy of the same (a queue move
+        // then writes the status without reading the Velero Backup).
+        if s.velero_backup.as_ref() != Some(&copy) {
+            s.velero_backup = Some(copy);
+        }
+        s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
+        s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
+        // Only while the location is gone: a backup on an existing location carries no extra condition.
+        match &vb.location_gone {
+            Some(l) => {
+                set_condition(
+                    &mut s.conditions,
+                    LOCATION_AVAILABLE,
+                    false,
+                    LOCATION_NOT_FOUND,
+                    &format!(
+                        "the backup storage location {l} of this backup no longer exists: the backup's data stays in \
+                         object storage, but it cannot be restored, or deleted with its data, until the location is back"
+                    ),
+                    now_seconds(),
+                );
+            }
+            None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
+        }
+    }
+}
+
+impl Tenant for NonAdminBackup {
+    type Velero = Backup;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
         &ctx.own.queued
@@ -351,43 +393,6 @@ impl Tenant for NonAdminBackup {
                 .filter(|l| locations.synced.is_synced() && locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
-
-    fn position(view: &BackupView) -> i64 {
-        view.queue_position
-    }
-
-    fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
-        let copy = VeleroBackupRef {
-            nacuuid: Some(vb.nacuuid.clone()),
-            name: Some(vb.name.clone()),
-            namespace: Some(vb.namespace.clone()),
-            ..vb.mirrored.clone()
-        };
-        // A current copy stays as it is: a whole one is not replaced by the compact copy of the same (a queue move
-        // then writes the status without reading the Velero Backup).
-        if s.velero_backup.as_ref() != Some(&copy) {
-            s.velero_backup = Some(copy);
-        }
-        s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
-        s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
-        // Only while the location is gone: a backup on an existing location carries no extra condition.
-        match &vb.location_gone {
-            Some(l) => {
-                set_condition(
-                    &mut s.conditions,
-                    LOCATION_AVAILABLE,
-                    false,
-                    LOCATION_NOT_FOUND,
-                    &format!(
-                        "the backup storage location {l} of this backup no longer exists: the backup's data stays in \
-                         object storage, but it cannot be restored, or deleted with its data, until the location is back"
-                    ),
-                    now_seconds(),
-                );
-            }
-            None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
-        }
-    }
 }
 
 impl Kind for NonAdminBackup {
@@ -413,7 +418,7 @@ impl Kind for NonAdminBackup {
         // its location, without waiting for the periodic resync).
         let j = jobs.clone();
         let gone = move |o: &NonAdminBackup| {
-            j.gone(o);
+            j.gone(NonAdminBackup::ORIGIN, o);
             if let Some(b) = o.status.as_ref().and_then(|s| s.velero_backup.as_ref()?.name.clone()) {
                 j.sync(b);
             }
@@ -437,7 +442,7 @@ impl Kind for NonAdminBackup {
         let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
         let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
         // Per-volume progress of backups, counted for the NonAdminBackup status.
-        let counts = watches::count_volumes(
+        let counts = tenant::count_volumes(
             (ctx.velero_api::<DataUpload>(), ctx.velero_api::<PodVolumeBackup>()),
             &ctx.own.volumes,
             &ctx.own.queued,
@@ -795,7 +800,7 @@ async fn expired_run(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx: &Ctx)
     }
     ctx.publish(
         nab,
-        vec![crate::controller::status::Note {
+        vec![crate::controller::events::Note {
             warning: false,
             reason: "BackupExpired".into(),
             message: format!(
@@ -947,7 +952,7 @@ mod tests {
     #[test]
     fn a_settled_backup_is_stored_without_its_spec_and_a_pending_one_with_it() {
         use crate::api::{NonAdminPhase, VeleroBackupRef};
-        use crate::controller::watches::tenant_store_copy;
+        use crate::controller::tenant::tenant_store_copy;
         let id = nacuuid_with("team-a", "nightly", U);
         let stored_as = |phase: NonAdminPhase, labelled: bool| {
             let mut n = NonAdminBackup::new(

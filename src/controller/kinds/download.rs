@@ -11,11 +11,13 @@ use crate::api::{
     VeleroDownloadRequest,
 };
 use crate::controller::conditions::{advance_phase, now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Waiters};
-use crate::controller::kind::{self, set_status, Kind, Stores, StoresWiring};
-use crate::controller::status::Note;
+use crate::controller::context::{key_of, Error, Waiters};
+use crate::controller::cx::Cx;
+use crate::controller::events::Note;
+use crate::controller::jobs::Jobs;
+use crate::controller::kind::{self, set_status, Kind};
+use crate::controller::stores::{self, Stores, StoresWiring};
 use crate::controller::tenant::dependency;
-use crate::controller::term::Jobs;
 use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{self, Origin, NAB, NABSL, NADR, NAR};
 use crate::policy::Policy;
@@ -355,7 +357,7 @@ impl Kind for NonAdminDownloadRequest {
     /// whose request is gone go to the collector); a request waiting for a backup or restore is woken by its change.
     async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
         let what = ["nonadmindownloadrequests", "velero downloadrequests"];
-        let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
+        let (controller, triggers) = stores::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
         kind::run(controller.reconcile_on(triggers), &ctx, stop).await
     }
 

@@ -13,11 +13,12 @@ use crate::api::{
     NonAdminBackupStorageLocationStatus, NonAdminPhase, RequestPhase, RequestedLocation,
 };
 use crate::controller::conditions::{advance_phase, find, now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared, Watched};
+use crate::controller::context::{key_of, Error, Shared, Watched};
+use crate::controller::cx::Cx;
+use crate::controller::events::Note;
 use crate::controller::gc::MadeBy;
+use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, nacuuid, set_status, Build, Kind};
-use crate::controller::status::Note;
-use crate::controller::term::Jobs;
 use crate::controller::view::Registry;
 use crate::controller::watches;
 use crate::controller::write::{create_or_get, delete_if_present, update_status, StatusUpdate};

@@ -14,19 +14,21 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error, Shared};
+use crate::controller::contents::{ContentsSource, VeleroContents};
+use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
+use crate::controller::cx::Cx;
 use crate::controller::gc::MadeBy;
+use crate::controller::index::velero::StoreCopy;
+use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
-    self, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
+    self, Mirrors, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
 };
-use crate::controller::tenant::{self, Admission, StoreCopy, Tenant, Waiting};
+use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
-use crate::controller::term::Jobs;
 use crate::controller::view::Registry;
-use crate::controller::watches;
 use crate::naming::{Origin, NAB, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
@@ -49,6 +51,8 @@ use tokio_util::sync::CancellationToken;
 pub struct State {
     pub queued: KindState<NonAdminRestore>,
     pub volumes: Volumes,
+    /// Where the restore's rights check reads a backup's contents.
+    pub contents: Arc<dyn ContentsSource>,
 }
 
 impl Build for State {
@@ -60,7 +64,17 @@ impl Build for State {
         reg.made(MadeBy::<NonAdminRestore, Restore>::always());
         let (queued, wiring) = KindState::build(shared, reg);
         let volumes = Volumes::default();
-        (State { queued, volumes }, wiring)
+        let contents = Arc::new(VeleroContents {
+            limits: Default::default(),
+        });
+        (
+            State {
+                queued,
+                volumes,
+                contents,
+            },
+            wiring,
+        )
     }
 }
 
@@ -112,7 +126,7 @@ crate::tenant_types! {
 /// A Velero Restore is kept whole: its status is all a NonAdminRestore mirrors, and it has no large parts.
 impl StoreCopy for Restore {}
 
-impl Tenant for NonAdminRestore {
+impl Mirrors for NonAdminRestore {
     const WORDS: Words = Words {
         kind: "Restore",
         accepted_reason: RESTORE_ACCEPTED,
@@ -123,8 +137,46 @@ impl Tenant for NonAdminRestore {
         not_found_reason: VELERO_RESTORE_NOT_FOUND,
         again: "restore again",
     };
-    type Velero = Restore;
     type View = RestoreView;
+
+    fn position(view: &RestoreView) -> i64 {
+        view.queue_position
+    }
+
+    fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
+        s.velero_restore = Some(VeleroRestoreRef {
+            nacuuid: Some(vr.nacuuid.clone()),
+            name: Some(vr.name.clone()),
+            namespace: Some(vr.namespace.clone()),
+            status: vr.status.clone(),
+        });
+        s.data_mover_data_downloads = Some(data_uploads(&vr.data_downloads));
+        s.file_system_pod_volume_restores = Some(pod_volume_backups(&vr.pod_volume_restores));
+        if let Some(w) = &vr.source_warning {
+            set_condition(
+                &mut s.conditions,
+                BACKUP_PARTIALLY_FAILED,
+                true,
+                BACKUP_PARTIALLY_FAILED,
+                w,
+                now_seconds(),
+            );
+        }
+        if let Some(w) = &vr.left_out {
+            set_condition(
+                &mut s.conditions,
+                RESOURCES_LEFT_OUT,
+                true,
+                REQUESTER_RIGHTS_EXCEEDED,
+                w,
+                now_seconds(),
+            );
+        }
+    }
+}
+
+impl Tenant for NonAdminRestore {
+    type Velero = Restore;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
         &ctx.own.queued
@@ -228,41 +280,6 @@ impl Tenant for NonAdminRestore {
                 .map(|r| r.message(NAR.origin_of(&vr.metadata).map(|(ns, _)| ns).unwrap_or_default())),
         }
     }
-
-    fn position(view: &RestoreView) -> i64 {
-        view.queue_position
-    }
-
-    fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
-        s.velero_restore = Some(VeleroRestoreRef {
-            nacuuid: Some(vr.nacuuid.clone()),
-            name: Some(vr.name.clone()),
-            namespace: Some(vr.namespace.clone()),
-            status: vr.status.clone(),
-        });
-        s.data_mover_data_downloads = Some(data_uploads(&vr.data_downloads));
-        s.file_system_pod_volume_restores = Some(pod_volume_backups(&vr.pod_volume_restores));
-        if let Some(w) = &vr.source_warning {
-            set_condition(
-                &mut s.conditions,
-                BACKUP_PARTIALLY_FAILED,
-                true,
-                BACKUP_PARTIALLY_FAILED,
-                w,
-                now_seconds(),
-            );
-        }
-        if let Some(w) = &vr.left_out {
-            set_condition(
-                &mut s.conditions,
-                RESOURCES_LEFT_OUT,
-                true,
-                REQUESTER_RIGHTS_EXCEEDED,
-                w,
-                now_seconds(),
-            );
-        }
-    }
 }
 
 impl Kind for NonAdminRestore {
@@ -281,9 +298,15 @@ impl Kind for NonAdminRestore {
             }
         };
         let j = jobs.clone();
-        let controller = tenant::controller(&ctx, wiring, |_| {}, orphans, move |o| j.gone(o));
+        let controller = tenant::controller(
+            &ctx,
+            wiring,
+            |_| {},
+            orphans,
+            move |o| j.gone(NonAdminRestore::ORIGIN, o),
+        );
         // Per-volume progress of restores, counted for the NonAdminRestore status.
-        let counts = watches::count_volumes(
+        let counts = tenant::count_volumes(
             (ctx.velero_api::<DataDownload>(), ctx.velero_api::<PodVolumeRestore>()),
             &ctx.own.volumes,
             &ctx.own.queued,
@@ -375,7 +398,7 @@ async fn check_rights(
     };
     let ns = nar.namespace().unwrap_or_default();
     let key = nar.uid().unwrap_or_else(|| nar.name_any());
-    let contents = match ctx.contents.contents(ctx, &ctx.view, backup, &ns, &key).await? {
+    let contents = match ctx.own.contents.contents(ctx, &ctx.view, backup, &ns, &key).await? {
         Ok(c) => c,
         Err(why) => {
             return refuse(format!(

@@ -12,10 +12,12 @@ use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
 use crate::controller::backup::{recheck_rights, recorded_spec, resolve_location};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::context::{key_of, Cx, Error};
-use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind, Stores, StoresWiring};
-use crate::controller::status::Note;
-use crate::controller::term::Jobs;
+use crate::controller::context::{key_of, Error};
+use crate::controller::cx::Cx;
+use crate::controller::events::Note;
+use crate::controller::jobs::Jobs;
+use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind};
+use crate::controller::stores::{self, Stores, StoresWiring};
 use crate::controller::view::Registry;
 use crate::controller::write::{create_or_get, delete_if_present};
 use crate::naming::{run_name, Origin, Tags, NAS};
@@ -69,7 +71,7 @@ impl Kind for NonAdminSchedule {
     /// Backups.
     async fn controller(ctx: Arc<Ctx>, wiring: Wiring, jobs: &Jobs, stop: CancellationToken) {
         let what = ["nonadminschedules", "velero schedules"];
-        let (controller, triggers) = kind::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
+        let (controller, triggers) = stores::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
         let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
         kind::run(controller.reconcile_on(triggers), &ctx, stop).await
     }
