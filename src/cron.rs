@@ -491,69 +491,35 @@ mod tests {
 
     #[test]
     fn next_runs() {
-        // Strictly after, at whole minutes.
-        assert_eq!(
-            next("45 * * * *", "2026-11-25T10:45:00Z").unwrap(),
-            "2026-11-25T11:45:00Z"
-        );
-        assert_eq!(
-            next("45 * * * *", "2026-11-25T10:44:59.9Z").unwrap(),
-            "2026-11-25T10:45:00Z"
-        );
-        assert_eq!(
-            next("* * * * *", "2026-11-25T10:00:30Z").unwrap(),
-            "2026-11-25T10:01:00Z"
-        );
-        // Across a year, the end of February of a leap year, the 31st.
-        assert_eq!(
-            next("0 0 1 1 *", "2026-06-01T00:00:00Z").unwrap(),
-            "2027-01-01T00:00:00Z"
-        );
-        assert_eq!(
-            next("0 12 29 2 *", "2026-03-01T00:00:00Z").unwrap(),
-            "2028-02-29T12:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 31 * *", "2026-04-01T00:00:00Z").unwrap(),
-            "2026-05-31T00:00:00Z"
-        );
-        // The day rule: either field (the 13th or a Friday), or both when one is starred.
-        assert_eq!(
-            next("0 0 13 * 5", "2026-11-01T00:00:00Z").unwrap(),
-            "2026-11-06T00:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 13 * *", "2026-11-01T00:00:00Z").unwrap(),
-            "2026-11-13T00:00:00Z"
-        );
-        assert_eq!(
-            next("0 0 * * 5", "2026-11-07T00:00:00Z").unwrap(),
-            "2026-11-13T00:00:00Z"
-        );
-        // `*/2` is not a star: odd days or Fridays (2026-11-02 is a Monday).
-        assert_eq!(
-            next("0 0 */2 * 5", "2026-11-01T00:00:00Z").unwrap(),
-            "2026-11-03T00:00:00Z"
-        );
-        // Descriptors.
-        assert_eq!(next("@weekly", "2026-11-25T10:00:00Z").unwrap(), "2026-11-29T00:00:00Z");
-        assert_eq!(
-            next("@monthly", "2026-11-25T10:00:00Z").unwrap(),
-            "2026-12-01T00:00:00Z"
-        );
-        assert_eq!(next("@hourly", "2026-11-25T10:00:00Z").unwrap(), "2026-11-25T11:00:00Z");
-        // @every counts from the whole second.
-        assert_eq!(
-            next("@every 1m", "2026-11-25T10:00:30.7Z").unwrap(),
-            "2026-11-25T10:01:30Z"
-        );
-        assert_eq!(
-            next("@every 1.9s", "2026-11-25T10:00:30Z").unwrap(),
-            "2026-11-25T10:00:31Z"
-        );
-        // Never: no 30th of February within five years.
-        assert_eq!(next("0 0 30 2 *", "2026-11-25T10:00:00Z"), None);
-        assert_eq!(next(", * * * *", "2026-11-25T10:00:00Z"), None);
+        // (expression, after, the next run; None: never)
+        for (expr, after, want) in [
+            // Strictly after, at whole minutes.
+            ("45 * * * *", "2026-11-25T10:45:00Z", Some("2026-11-25T11:45:00Z")),
+            ("45 * * * *", "2026-11-25T10:44:59.9Z", Some("2026-11-25T10:45:00Z")),
+            ("* * * * *", "2026-11-25T10:00:30Z", Some("2026-11-25T10:01:00Z")),
+            // Across a year, the end of February of a leap year, the 31st.
+            ("0 0 1 1 *", "2026-06-01T00:00:00Z", Some("2027-01-01T00:00:00Z")),
+            ("0 12 29 2 *", "2026-03-01T00:00:00Z", Some("2028-02-29T12:00:00Z")),
+            ("0 0 31 * *", "2026-04-01T00:00:00Z", Some("2026-05-31T00:00:00Z")),
+            // The day rule: either field (the 13th or a Friday), or both when one is starred.
+            ("0 0 13 * 5", "2026-11-01T00:00:00Z", Some("2026-11-06T00:00:00Z")),
+            ("0 0 13 * *", "2026-11-01T00:00:00Z", Some("2026-11-13T00:00:00Z")),
+            ("0 0 * * 5", "2026-11-07T00:00:00Z", Some("2026-11-13T00:00:00Z")),
+            // `*/2` is not a star: odd days or Fridays (2026-11-02 is a Monday).
+            ("0 0 */2 * 5", "2026-11-01T00:00:00Z", Some("2026-11-03T00:00:00Z")),
+            // Descriptors.
+            ("@weekly", "2026-11-25T10:00:00Z", Some("2026-11-29T00:00:00Z")),
+            ("@monthly", "2026-11-25T10:00:00Z", Some("2026-12-01T00:00:00Z")),
+            ("@hourly", "2026-11-25T10:00:00Z", Some("2026-11-25T11:00:00Z")),
+            // @every counts from the whole second.
+            ("@every 1m", "2026-11-25T10:00:30.7Z", Some("2026-11-25T10:01:30Z")),
+            ("@every 1.9s", "2026-11-25T10:00:30Z", Some("2026-11-25T10:00:31Z")),
+            // Never: no 30th of February within five years.
+            ("0 0 30 2 *", "2026-11-25T10:00:00Z", None),
+            (", * * * *", "2026-11-25T10:00:00Z", None),
+        ] {
+            assert_eq!(next(expr, after).as_deref(), want, "{expr} after {after}");
+        }
     }
 
     #[test]

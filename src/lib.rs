@@ -20,3 +20,4 @@ pub mod policy;
 pub mod rights;
 pub mod runtime;
 pub mod velero;
+mod wire;

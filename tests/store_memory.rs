@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use nac::api::{NonAdminBackup, NonAdminBackupSpec};
 use nac::controller::backup::{mirrored, velero_backup_for, BackupView};
-use nac::controller::status::created;
+use nac::controller::status::{created, Placed};
 use nac::controller::tenant::{tenant_store_copy, velero_store_copy};
 use nac::naming::{nacuuid_with, NAB};
 use nac::policy::Policy;
@@ -186,9 +186,12 @@ fn pair(i: usize) -> (String, String) {
     vb = serde_json::from_value(v.clone()).unwrap();
 
     let view = BackupView {
-        nacuuid: nacuuid.clone(),
-        name: nacuuid.clone(),
-        namespace: VELERO_NS.into(),
+        placed: Placed {
+            nacuuid: nacuuid.clone(),
+            name: nacuuid.clone(),
+            namespace: VELERO_NS.into(),
+            queue_position: 0,
+        },
         mirrored: mirrored(&vb, Some(&nacuuid)),
         ..Default::default()
     };

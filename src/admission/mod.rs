@@ -148,20 +148,17 @@ pub async fn handle_body(state: &AdmissionState, endpoint: Endpoint, body: &[u8]
 /// third of the size. The status is sent only with a refusal: the API server reads it only then.
 pub fn encode_review(resp: &AdmissionResponse) -> Vec<u8> {
     use base64::Engine;
+    #[serde_with::skip_serializing_none]
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Response<'a> {
         uid: &'a str,
         allowed: bool,
-        #[serde(skip_serializing_if = "Option::is_none")]
         status: Option<&'a Status>,
-        #[serde(skip_serializing_if = "Option::is_none")]
         patch: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
         patch_type: Option<&'static str>,
         #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
         audit_annotations: &'a std::collections::HashMap<String, String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
         warnings: Option<&'a Vec<String>>,
     }
     #[derive(serde::Serialize)]

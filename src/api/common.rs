@@ -1,6 +1,7 @@
 //! Status pieces shared by NonAdminBackup and NonAdminRestore.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use macro_rules_attribute::apply;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +40,8 @@ impl NonAdminPhase {
     }
 }
 
-/// Condition types used on NonAdminBackup and NonAdminRestore.
+/// Condition types, reasons and messages, part of the wire contract: NonAdminBackup's and NonAdminRestore's here,
+/// the other kinds' in their own modules.
 pub mod condition {
     pub const ACCEPTED: &str = "Accepted";
     pub const QUEUED: &str = "Queued";
@@ -58,6 +60,103 @@ pub mod condition {
     /// object is kept); absent otherwise.
     pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
     pub const REFUSED_BY_CURRENT_POLICY: &str = "RefusedByCurrentPolicy";
+
+    /// The reasons and messages of one kind's conditions and events (OADP's strings).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Words {
+        /// The Velero kind the tenant kind proxies: "Backup", "Restore".
+        pub kind: &'static str,
+        pub accepted_reason: &'static str,
+        pub accepted_message: &'static str,
+        pub invalid_reason: &'static str,
+        pub scheduled_reason: &'static str,
+        pub scheduled_message: &'static str,
+        pub not_found_reason: &'static str,
+        /// The end of the "create a new ... to ..." advice when the Velero object vanished.
+        pub again: &'static str,
+    }
+
+    pub const BACKUP_WORDS: Words = Words {
+        kind: "Backup",
+        accepted_reason: BACKUP_ACCEPTED,
+        accepted_message: "backup accepted",
+        invalid_reason: INVALID_BACKUP_SPEC,
+        scheduled_reason: BACKUP_SCHEDULED,
+        scheduled_message: "Created Velero Backup object",
+        not_found_reason: VELERO_BACKUP_NOT_FOUND,
+        again: "back up again",
+    };
+
+    pub const RESTORE_WORDS: Words = Words {
+        kind: "Restore",
+        accepted_reason: RESTORE_ACCEPTED,
+        accepted_message: "restore accepted",
+        invalid_reason: INVALID_RESTORE_SPEC,
+        scheduled_reason: RESTORE_SCHEDULED,
+        scheduled_message: "Created Velero Restore object",
+        not_found_reason: VELERO_RESTORE_NOT_FOUND,
+        again: "restore again",
+    };
+
+    /// NonAdminDownloadRequest's: OADP's where it has them.
+    pub mod download {
+        pub const PROCESSED: &str = "Processed";
+        pub const SUCCESS: &str = "Success";
+        pub const ERROR: &str = "Error";
+        pub const BSL_NOT_USED: &str = "NonAdminBackupStorageLocationNotUsed";
+        pub const BSL_NOT_USED_MSG: &str =
+            "backup does not use nonadminbackupstoragelocation, recreate nadr to process";
+        pub const NAB_NOT_AVAILABLE: &str = "NonAdminBackupNotAvailable";
+        pub const NAB_NOT_AVAILABLE_MSG: &str = "cannot get nonadminbackup";
+        pub const NAR_NOT_AVAILABLE: &str = "NonAdminRestoreNotAvailable";
+        pub const NAR_NOT_AVAILABLE_MSG: &str = "cannot get nonadminrestore";
+        /// nac's own: the backup or restore exists but is not finished, so its files are not in storage yet.
+        pub const NOT_FINISHED: &str = "NotFinished";
+        /// nac's own: Velero has not answered the DownloadRequest yet.
+        pub const REQUESTED: &str = "Requested";
+        /// nac's own condition type for a file that cannot be had (True, reason Error, like OADP's refusals, so
+        /// clients that wait for a True/Error condition stop waiting).
+        pub const UNAVAILABLE: &str = "DownloadUnavailable";
+    }
+
+    /// NonAdminBackupStorageLocation's and its approval requests': OADP's, so its tooling and users' scripts
+    /// keep matching them.
+    pub mod location {
+        pub const ACCEPTED: &str = "Accepted";
+        pub const SPEC_VALIDATION: &str = "BslSpecValidation";
+        pub const VALIDATION_OK: &str = "NonAdminBackupStorageLocation spec validation successful";
+
+        pub const APPROVED: &str = "ClusterAdminApproved";
+        pub const SPEC_APPROVED: &str = "BslSpecApproved";
+        pub const APPROVED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Approve";
+        pub const APPROVAL_PENDING: &str = "BslSpecApprovalPending";
+        pub const PENDING_MSG: &str = "NonAdminBackupStorageLocationRequest approval pending";
+        pub const SPEC_REJECTED: &str = "BslSpecRejected";
+        pub const REJECTED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Reject";
+        pub const UPDATE_REJECTED: &str = "BslSpecUpdateRejected";
+        pub const INVALID_REQUEST_MSG: &str =
+            "NonAdminBackupStorageLocationRequest does not contain valid NAC UUID and can not be approved";
+
+        pub const SECRET_SYNCED: &str = "SecretSynced";
+        pub const SECRET_CREATED: &str = "SecretCreated";
+        pub const SECRET_CREATED_MSG: &str = "Secret successfully created in the OADP namespace";
+        pub const SECRET_UPDATED: &str = "SecretUpdated";
+        pub const SECRET_UPDATED_MSG: &str = "Secret successfully updated in the OADP namespace";
+        pub const SECRET_FAILED: &str = "SecretSyncFailed";
+        pub const SECRET_FAILED_MSG: &str = "Failed to sync secret to OADP namespace";
+
+        pub const BSL_SYNCED: &str = "BackupStorageLocationSynced";
+        pub const BSL_CREATED: &str = "BackupStorageLocationCreated";
+        pub const BSL_CREATED_MSG: &str = "BackupStorageLocation successfully created in the OADP namespace";
+        pub const BSL_UPDATED: &str = "BackupStorageLocationUpdated";
+        pub const BSL_UPDATED_MSG: &str = "BackupStorageLocation successfully updated in the OADP namespace";
+        pub const BSL_FAILED: &str = "BackupStorageLocationSyncError";
+        pub const BSL_FAILED_MSG: &str = "BackupStorageLocation failure during sync";
+
+        pub const DELETING: &str = "Deleting";
+        pub const DELETION_PENDING: &str = "DeletionPending";
+        pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
+    }
 }
 
 /// Best-effort place of the Velero object in Velero's queue (0 once Velero is done with it).
@@ -72,16 +171,11 @@ pub type Conditions = Vec<Condition>;
 
 /// A Velero object nac made for a tenant object, as its status names it: its nacuuid, name and namespace, and a
 /// copy of its status (OADP's shape for every kind).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct VeleroRef<S> {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// A copy of the Velero object's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<S>,
 }

@@ -1,28 +1,21 @@
 //! NonAdminBackup: a namespace user's request for a Velero Backup of their own namespace.
 
-use super::{Conditions, NonAdminPhase, QueueInfo};
+use super::QueueInfo;
 use crate::velero::{BackupSpec, BackupStatus, DeleteBackupRequestStatus};
-use kube::CustomResource;
+use macro_rules_attribute::apply;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[apply(crate::wire::tenant_kind!)]
+#[kube(kind = "NonAdminBackup", shortname = "nab", status = "NonAdminBackupStatus")]
+#[kube(doc = "A namespace user's request for a Velero backup of their own namespace")]
+#[kube(printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(printcolumn = r#"{"name":"Velero phase","type":"string","jsonPath":".status.veleroBackup.status.phase"}"#)]
 #[kube(
-    group = "oadp.openshift.io",
-    version = "v1alpha1",
-    kind = "NonAdminBackup",
-    doc = "A namespace user's request for a Velero backup of their own namespace",
-    plural = "nonadminbackups",
-    shortname = "nab",
-    namespaced,
-    status = "NonAdminBackupStatus",
-    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Velero phase","type":"string","jsonPath":".status.veleroBackup.status.phase"}"#,
-    printcolumn = r#"{"name":"Queue position","type":"integer","jsonPath":".status.queueInfo.estimatedQueuePosition"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Queue position","type":"integer","jsonPath":".status.queueInfo.estimatedQueuePosition"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 pub struct NonAdminBackupSpec {
     /// The Velero BackupSpec; the admin policy decides what may be set.
     // Shared: a BackupSpec is 0.7 KiB of mostly empty fields, and the store's copy of a settled NonAdminBackup
@@ -45,41 +38,27 @@ impl NonAdminBackupSpec {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_status!)]
 pub struct NonAdminBackupStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<NonAdminPhase>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Conditions,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero_backup: Option<VeleroBackupRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero_delete_backup_request: Option<VeleroDeleteBackupRequestRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_mover_data_uploads: Option<DataMoverDataUploads>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_system_pod_volume_backups: Option<FileSystemPodVolumeBackups>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_info: Option<QueueInfo>,
 }
 
 /// The Velero Backup behind a NonAdminBackup.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VeleroBackupRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// The spec the Velero Backup was created with.
     // Boxed, as the NonAdminBackup's own spec.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<Box<BackupSpec>>,
     /// A copy of the Velero Backup's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BackupStatus>,
     /// Set on a compact copy (nac's in-memory store): the fingerprint of the spec and status it left out.
     #[serde(skip)]

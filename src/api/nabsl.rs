@@ -1,41 +1,33 @@
 //! NonAdminBackupStorageLocation: a namespace user's own object storage, used by their backups once the admin
 //! approved it; and NonAdminBackupStorageLocationRequest, the approval request in Velero's namespace.
 
-use super::{Conditions, NonAdminPhase};
 use crate::velero::{BackupStorageLocationSpec, BackupStorageLocationStatus};
-use kube::CustomResource;
+use macro_rules_attribute::apply;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[apply(crate::wire::tenant_kind!)]
 #[kube(
-    group = "oadp.openshift.io",
-    version = "v1alpha1",
     kind = "NonAdminBackupStorageLocation",
-    doc = "A namespace user's own backup storage location, used once the cluster admin approved it",
-    plural = "nonadminbackupstoragelocations",
     shortname = "nabsl",
-    namespaced,
-    status = "NonAdminBackupStorageLocationStatus",
-    printcolumn = r#"{"name":"Request-Approved","type":"string","jsonPath":".status.conditions[?(@.type=='ClusterAdminApproved')].status"}"#,
-    printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Velero-Phase","type":"string","jsonPath":".status.veleroBackupStorageLocation.status.phase"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    status = "NonAdminBackupStorageLocationStatus"
 )]
-#[serde(rename_all = "camelCase")]
+#[kube(doc = "A namespace user's own backup storage location, used once the cluster admin approved it")]
+#[kube(
+    printcolumn = r#"{"name":"Request-Approved","type":"string","jsonPath":".status.conditions[?(@.type=='ClusterAdminApproved')].status"}"#
+)]
+#[kube(printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Velero-Phase","type":"string","jsonPath":".status.veleroBackupStorageLocation.status.phase"}"#
+)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 pub struct NonAdminBackupStorageLocationSpec {
     /// The Velero BackupStorageLocationSpec; `credential` names a Secret of this namespace.
     pub backup_storage_location_spec: BackupStorageLocationSpec,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_status!)]
 pub struct NonAdminBackupStorageLocationStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<NonAdminPhase>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Conditions,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero_backup_storage_location: Option<VeleroBackupStorageLocationRef>,
 }
 
@@ -66,46 +58,39 @@ impl ApprovalDecision {
     }
 }
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[apply(crate::wire::tenant_kind!)]
 #[kube(
-    group = "oadp.openshift.io",
-    version = "v1alpha1",
     kind = "NonAdminBackupStorageLocationRequest",
-    doc = "The cluster admin's approval of a NonAdminBackupStorageLocation (in Velero's namespace, named by its nacuuid)",
-    plural = "nonadminbackupstoragelocationrequests",
     shortname = "nabslrequest",
-    namespaced,
-    status = "NonAdminBackupStorageLocationRequestStatus",
-    printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Request-Namespace","type":"string","jsonPath":".status.nonAdminBackupStorageLocation.namespace"}"#,
-    printcolumn = r#"{"name":"Request-Name","type":"string","jsonPath":".status.nonAdminBackupStorageLocation.name"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    status = "NonAdminBackupStorageLocationRequestStatus"
 )]
-#[serde(rename_all = "camelCase")]
+#[kube(
+    doc = "The cluster admin's approval of a NonAdminBackupStorageLocation (in Velero's namespace, named by its nacuuid)"
+)]
+#[kube(printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(
+    printcolumn = r#"{"name":"Request-Namespace","type":"string","jsonPath":".status.nonAdminBackupStorageLocation.namespace"}"#
+)]
+#[kube(
+    printcolumn = r#"{"name":"Request-Name","type":"string","jsonPath":".status.nonAdminBackupStorageLocation.name"}"#
+)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 pub struct NonAdminBackupStorageLocationRequestSpec {
     /// `approve`, `reject` or `pending`: set by the cluster admin.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_decision: Option<ApprovalDecision>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct NonAdminBackupStorageLocationRequestStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RequestPhase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_admin_backup_storage_location: Option<RequestedLocation>,
 }
 
 /// The NonAdminBackupStorageLocation a request is about, and the spec the admin decides on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct RequestedLocation {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     pub requested_spec: BackupStorageLocationSpec,
 }

@@ -1,25 +1,24 @@
 //! NonAdminDownloadRequest: a namespace user's way to a file of their own backup or restore in object storage
 //! (its log, resource list, contents, results, ...), through a Velero DownloadRequest nac makes for it.
 
-use super::{Conditions, NonAdminPhase};
 use crate::velero::DownloadRequestStatus;
 use kube::CustomResource;
+use macro_rules_attribute::apply;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
-    group = "oadp.openshift.io",
-    version = "v1alpha1",
     kind = "NonAdminDownloadRequest",
-    doc = "A namespace user's request for a signed URL to a file of one of their backups or restores",
-    plural = "nonadmindownloadrequests",
     shortname = "nadr",
-    namespaced,
-    status = "NonAdminDownloadRequestStatus",
-    printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    status = "NonAdminDownloadRequestStatus"
 )]
+#[kube(group = "oadp.openshift.io")]
+#[kube(version = "v1alpha1")]
+#[kube(doc = "A namespace user's request for a signed URL to a file of one of their backups or restores")]
+#[kube(namespaced)]
+#[kube(printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 #[serde(rename_all = "camelCase")]
 // A request is answered once: a different file is a new request.
 #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "spec is immutable: create a new NonAdminDownloadRequest"}]))]
@@ -87,20 +86,14 @@ impl DownloadTargetKind {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_status!)]
 pub struct NonAdminDownloadRequestStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<NonAdminPhase>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Conditions,
     /// Velero's answer: a copy of the Velero DownloadRequest's status (`downloadURL`, `expiration`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero: Option<VeleroDownloadRequest>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VeleroDownloadRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<DownloadRequestStatus>,
 }

@@ -1,30 +1,18 @@
 //! NonAdminSchedule: a namespace user's backup schedule. nac makes one Velero Schedule for it; each run Velero
 //! makes appears in the namespace as a NonAdminBackup.
 
-use super::{Conditions, NonAdminPhase};
 use crate::velero::{BackupSpec, ScheduleStatus};
-use kube::CustomResource;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use macro_rules_attribute::apply;
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "oadp.openshift.io",
-    version = "v1alpha1",
-    kind = "NonAdminSchedule",
-    doc = "A namespace user's schedule of Velero backups of their own namespace",
-    plural = "nonadminschedules",
-    shortname = "nas",
-    namespaced,
-    status = "NonAdminScheduleStatus",
-    printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
-    printcolumn = r#"{"name":"Paused","type":"boolean","jsonPath":".spec.paused"}"#,
-    printcolumn = r#"{"name":"Last backup","type":"date","jsonPath":".status.lastBackup"}"#,
-    printcolumn = r#"{"name":"Next run","type":"string","jsonPath":".status.nextRun"}"#,
-    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_kind!)]
+#[kube(kind = "NonAdminSchedule", shortname = "nas", status = "NonAdminScheduleStatus")]
+#[kube(doc = "A namespace user's schedule of Velero backups of their own namespace")]
+#[kube(printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#)]
+#[kube(printcolumn = r#"{"name":"Paused","type":"boolean","jsonPath":".spec.paused"}"#)]
+#[kube(printcolumn = r#"{"name":"Last backup","type":"date","jsonPath":".status.lastBackup"}"#)]
+#[kube(printcolumn = r#"{"name":"Next run","type":"string","jsonPath":".status.nextRun"}"#)]
+#[kube(printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
 pub struct NonAdminScheduleSpec {
     /// When backups run: a cron expression (five fields, in UTC) or a descriptor such as `@daily` or `@every 6h`.
     pub schedule: String,
@@ -34,36 +22,25 @@ pub struct NonAdminScheduleSpec {
     /// Skip a run that is due at once, as when an overdue schedule is unpaused: the next run is then the next time
     /// the expression names after the skip. A new schedule is never due at its creation, so there it only records
     /// `status.lastSkipped`. Consumed once: nac removes it after handing it to Velero.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_immediately: Option<bool>,
     /// The backup each run makes.
     pub template: NonAdminScheduleTemplate,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct NonAdminScheduleTemplate {
     /// The Velero BackupSpec of each run; the admin policy decides what may be set, as for a NonAdminBackup.
     pub backup_spec: BackupSpec,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_status!)]
 pub struct NonAdminScheduleStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<NonAdminPhase>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Conditions,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velero_schedule: Option<VeleroScheduleRef>,
     /// When the next backup runs (absent while paused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_run: Option<String>,
     /// When the last backup was started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<String>,
     /// When a run due at once was last skipped (`spec.skipImmediately`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_skipped: Option<String>,
     /// The newest backups of this schedule, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -71,19 +48,14 @@ pub struct NonAdminScheduleStatus {
 }
 
 /// One backup a schedule made.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct RecentBackup {
     /// The NonAdminBackup standing for it in this namespace.
     pub name: String,
     pub velero_backup_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_timestamp: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_timestamp: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration: Option<String>,
 }
 

@@ -232,6 +232,12 @@ pub fn made_meta<K: Kind>(
     K::ORIGIN.stamp(nacuuid, velero_namespace, nacuuid, &namespace, &obj.name_any(), &[])
 }
 
+/// `velero` as nac makes it for `obj`, with the metadata of [`made_meta`].
+pub fn made_for<K: Kind, V: Resource>(obj: &K, nacuuid: &str, velero_namespace: &str, mut velero: V) -> V {
+    *velero.meta_mut() = made_meta(obj, nacuuid, velero_namespace);
+    velero
+}
+
 /// Runs a kind's controller until `stop`, on the base above.
 pub async fn run<K: Kind>(controller: Controller<K>, ctx: &Arc<Cx<K::State>>, stop: CancellationToken) {
     controller

@@ -15,20 +15,7 @@ use crate::api::{NonAdminPhase, QueueInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-/// The reasons and messages of one kind's conditions and events (OADP's strings).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Words {
-    /// The Velero kind the tenant kind proxies: "Backup", "Restore".
-    pub kind: &'static str,
-    pub accepted_reason: &'static str,
-    pub accepted_message: &'static str,
-    pub invalid_reason: &'static str,
-    pub scheduled_reason: &'static str,
-    pub scheduled_message: &'static str,
-    pub not_found_reason: &'static str,
-    /// The end of the "create a new ... to ..." advice when the Velero object vanished.
-    pub again: &'static str,
-}
+pub use crate::api::condition::Words;
 
 /// The status fields every tenant kind has, and its Velero object reference.
 pub trait TenantStatus: Clone + Default + PartialEq + std::fmt::Debug + Send + Sync {
@@ -45,6 +32,28 @@ pub trait TenantStatus: Clone + Default + PartialEq + std::fmt::Debug + Send + S
     fn summary(&self) -> Summary<'_>;
 }
 
+/// What the status of every queued kind mirrors of its Velero object, whatever the kind: which object it is and
+/// its place in Velero's queue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Placed {
+    pub nacuuid: String,
+    pub name: String,
+    pub namespace: String,
+    pub queue_position: i64,
+}
+
+impl Placed {
+    /// The status's reference to the Velero object, carrying `status`.
+    pub fn reference<S>(&self, status: Option<S>) -> crate::api::VeleroRef<S> {
+        crate::api::VeleroRef {
+            nacuuid: Some(self.nacuuid.clone()),
+            name: Some(self.name.clone()),
+            namespace: Some(self.namespace.clone()),
+            status,
+        }
+    }
+}
+
 /// What status planning needs of a queued kind: its words, and how its status mirrors the observations of its
 /// Velero object. The queued tier ([`Tenant`](super::tenant::Tenant)) builds on it.
 pub trait Mirrors: Kind + HasStatus<Status: TenantStatus> {
@@ -53,8 +62,8 @@ pub trait Mirrors: Kind + HasStatus<Status: TenantStatus> {
     /// What the status mirrors of the Velero object.
     type View: Send + Sync;
 
-    /// The queue position in a view.
-    fn position(view: &Self::View) -> i64;
+    /// The identity and queue position of the Velero object in a view.
+    fn placed(view: &Self::View) -> &Placed;
 
     /// Copies a view into the status (the Velero object reference and the kind's counters).
     fn mirror(status: &mut Self::Status, view: &Self::View);
@@ -150,7 +159,7 @@ pub fn created<K: Mirrors>(old: Option<&K::Status>, view: &K::View, now: Timesta
         now,
     );
     *s.queue_info_mut() = Some(QueueInfo {
-        estimated_queue_position: K::position(view),
+        estimated_queue_position: K::placed(view).queue_position,
     });
     K::mirror(&mut s, view);
     s
@@ -373,9 +382,12 @@ mod tests {
 
     fn view(phase: Option<&str>, position: i64) -> BackupView {
         BackupView {
-            nacuuid: "team-a-nightly-u".into(),
-            name: "team-a-nightly-u".into(),
-            namespace: "openshift-adp".into(),
+            placed: Placed {
+                nacuuid: "team-a-nightly-u".into(),
+                name: "team-a-nightly-u".into(),
+                namespace: "openshift-adp".into(),
+                queue_position: position,
+            },
             mirrored: crate::api::VeleroBackupRef {
                 spec: Some(Box::default()),
                 status: phase.map(|p| BackupStatus {
@@ -384,7 +396,6 @@ mod tests {
                 }),
                 ..Default::default()
             },
-            queue_position: position,
             ..Default::default()
         }
     }
@@ -661,14 +672,16 @@ mod tests {
 
     fn rview(phase: Option<&str>) -> RestoreView {
         RestoreView {
-            nacuuid: "r".into(),
-            name: "r".into(),
-            namespace: "openshift-adp".into(),
+            placed: Placed {
+                nacuuid: "r".into(),
+                name: "r".into(),
+                namespace: "openshift-adp".into(),
+                queue_position: 1,
+            },
             status: phase.map(|p| RestoreStatus {
                 phase: Some(p.into()),
                 ..Default::default()
             }),
-            queue_position: 1,
             source_warning: None,
             left_out: None,
             data_downloads: Default::default(),

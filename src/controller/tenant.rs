@@ -289,6 +289,16 @@ impl<K: Tenant> super::kind::Build for KindState<K> {
 }
 
 impl<K: Tenant> KindState<K> {
+    /// Velero object `name`'s identity and queue position, as the status mirrors them.
+    pub fn placed(&self, velero_namespace: &str, name: String, nacuuid: &str) -> status::Placed {
+        status::Placed {
+            nacuuid: nacuuid.to_string(),
+            queue_position: self.position(&name),
+            name,
+            namespace: velero_namespace.to_string(),
+        }
+    }
+
     /// The queue position to report for Velero object `name` (0 when unknown): see [`super::queue::reported`].
     pub fn position(&self, name: &str) -> i64 {
         self.queue
@@ -798,7 +808,6 @@ pub fn volume_count_stream<V: VolumeProgress, K: Tenant>(
     counts: Arc<Mutex<PhaseCounts>>,
     synced: Synced,
     owners: &KindState<K>,
-    what: &'static str,
 ) -> impl Stream<Item = ()> + Send {
     let trigger = owners.trigger.clone();
     let s = kube::runtime::watcher(api, watches::config().labels(V::OWNER_LABEL))
@@ -814,34 +823,32 @@ pub fn volume_count_stream<V: VolumeProgress, K: Tenant>(
             }
             trigger.send(changed);
         });
-    watches::log_errors(s, what).map(|_| ())
+    watches::log_errors(s, V::WATCH).map(|_| ())
 }
 
-/// Counts the per-volume progress of a queued kind's Velero objects into `volumes` (data mover `D`, file system
-/// `F`), triggering their tenant objects, until `stop`.
-pub async fn count_volumes<D: VolumeProgress, F: VolumeProgress, K: Tenant>(
-    api: (Api<D>, Api<F>),
+/// Runs a queued kind's controller beside the count of its Velero objects' per-volume progress into `volumes`
+/// (data mover `D`, file system `F`), which triggers its tenant objects, until `stop`.
+pub async fn run_counting<K: Tenant, D: VolumeProgress, F: VolumeProgress>(
+    controller: Controller<K>,
+    ctx: &Arc<Cx<K::State>>,
     volumes: &Volumes,
-    owners: &KindState<K>,
-    what: [&'static str; 2],
     stop: tokio_util::sync::CancellationToken,
 ) {
+    let owners = K::state(ctx);
     let d = volume_count_stream(
-        api.0,
+        ctx.velero_api::<D>(),
         volumes.data_mover.clone(),
         volumes.data_mover_synced.clone(),
         owners,
-        what[0],
     );
     let f = volume_count_stream(
-        api.1,
+        ctx.velero_api::<F>(),
         volumes.file_system.clone(),
         volumes.file_system_synced.clone(),
         owners,
-        what[1],
     );
-    futures::stream::select(d, f)
-        .take_until(stop.cancelled_owned())
-        .for_each(|_| async {})
-        .await
+    let counts = futures::stream::select(d, f)
+        .take_until(stop.clone().cancelled_owned())
+        .for_each(|_| async {});
+    tokio::join!(super::kind::run(controller, ctx, stop), counts);
 }

@@ -58,10 +58,10 @@ impl std::fmt::Display for RightsMode {
 }
 
 /// The user a request came from, as the API server authenticated them.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Requester {
     pub username: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,

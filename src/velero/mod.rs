@@ -22,6 +22,7 @@ crate::tags_from_meta!(
     k8s_openapi::api::core::v1::Secret,
 );
 
+use macro_rules_attribute::apply;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -50,10 +51,8 @@ impl JsonSchema for OpaqueObject {
 }
 
 /// Velero's `TypedLocalObjectReference` (resource policies, resource modifiers).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct TypedLocalObjectReference {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
     pub kind: String,
     pub name: String,

@@ -4,32 +4,26 @@
 
 use super::Extra;
 use kube::CustomResource;
+use macro_rules_attribute::apply;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Asks Velero to delete a backup and its data in object storage.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "velero.io",
-    version = "v1",
-    kind = "DeleteBackupRequest",
-    namespaced,
-    status = "DeleteBackupRequestStatus"
-)]
+#[kube(kind = "DeleteBackupRequest", status = "DeleteBackupRequestStatus")]
+#[kube(group = "velero.io")]
+#[kube(version = "v1")]
+#[kube(namespaced)]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteBackupRequestSpec {
     pub backup_name: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[apply(crate::wire::velero_struct!)]
 pub struct DeleteBackupRequestStatus {
     /// New, InProgress or Processed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<String>>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
@@ -37,9 +31,9 @@ pub struct DeleteBackupRequestStatus {
 }
 
 /// Only the phase of data-mover and file-system backup/restore objects matters to nac (it counts them).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PhaseOnlyStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
 }
 
@@ -61,74 +55,52 @@ phase_only_kind!(PodVolumeBackupSpec, "PodVolumeBackup", "v1");
 phase_only_kind!(PodVolumeRestoreSpec, "PodVolumeRestore", "v1");
 
 /// Velero BackupStorageLocationSpec: where backups are stored and with which credential.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "velero.io",
-    version = "v1",
-    kind = "BackupStorageLocation",
-    namespaced,
-    status = "BackupStorageLocationStatus"
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[apply(crate::wire::velero_kind!)]
+#[kube(kind = "BackupStorageLocation", status = "BackupStorageLocationStatus")]
 pub struct BackupStorageLocationSpec {
     /// The object store plugin, e.g. `aws`.
     pub provider: String,
     pub object_storage: ObjectStorageLocation,
     /// Provider-specific settings (region, s3Url, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
     /// The key of a Secret in Velero's namespace holding the credential.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<SecretKeyRef>,
     #[serde(default, skip_serializing_if = "super::is_false")]
     pub default: bool,
     /// ReadWrite or ReadOnly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_sync_period: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_frequency: Option<String>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct ObjectStorageLocation {
     pub bucket: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<String>,
 }
 
 /// `corev1.SecretKeySelector` as a BSL names its credential.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretKeyRef {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub key: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<bool>,
 }
 
 /// Velero BackupStorageLocationStatus.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[apply(crate::wire::velero_struct!)]
 pub struct BackupStorageLocationStatus {
     /// Available or Unavailable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_synced_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_validation_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
@@ -138,13 +110,10 @@ pub struct BackupStorageLocationStatus {
 /// Asks Velero for a signed URL to one file of a backup or restore in object storage (its log, resource list,
 /// contents, results, ...). Velero answers in the status and deletes the request once it expired.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "velero.io",
-    version = "v1",
-    kind = "DownloadRequest",
-    namespaced,
-    status = "DownloadRequestStatus"
-)]
+#[kube(kind = "DownloadRequest", status = "DownloadRequestStatus")]
+#[kube(group = "velero.io")]
+#[kube(version = "v1")]
+#[kube(namespaced)]
 #[serde(rename_all = "camelCase")]
 pub struct DownloadRequestSpec {
     pub target: DownloadTarget,
@@ -159,16 +128,13 @@ pub struct DownloadTarget {
 }
 
 /// Velero DownloadRequestStatus.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[apply(crate::wire::tenant_struct!)]
 pub struct DownloadRequestStatus {
     /// New or Processed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The signed URL of the file, once Processed.
-    #[serde(rename = "downloadURL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "downloadURL")]
     pub download_url: Option<String>,
     /// When the URL stops working and Velero deletes the request (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration: Option<String>,
 }

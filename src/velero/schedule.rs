@@ -2,50 +2,32 @@
 //! a Backup from the template at each run. The CRD has no status subresource: Velero writes status with the object.
 
 use super::{BackupSpec, Extra};
-use kube::CustomResource;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use macro_rules_attribute::apply;
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "velero.io",
-    version = "v1",
-    kind = "Schedule",
-    namespaced,
-    status = "ScheduleStatus"
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[apply(crate::wire::velero_kind!)]
+#[kube(kind = "Schedule", status = "ScheduleStatus")]
 pub struct ScheduleSpec {
     /// The Backup each run makes. Velero copies the Schedule's labels onto each Backup unless
     /// `template.metadata.labels` is set: nac never sets it.
     pub template: BackupSpec,
     /// Cron expression (robfig/cron `ParseStandard`: five fields or a descriptor such as `@every 1h`).
     pub schedule: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_owner_references_in_backup: Option<bool>,
     #[serde(default)]
     pub paused: bool,
     /// Skip the run that is due at once (on creation or unpause); Velero consumes it and records `lastSkipped`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_immediately: Option<bool>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[apply(crate::wire::velero_struct!)]
 pub struct ScheduleStatus {
     /// New, Enabled or FailedValidation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_skipped: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_errors: Option<Vec<String>>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]

@@ -206,10 +206,18 @@ pub trait WatchIndex<K> {
 
 /// A per-volume object of a backup or restore (labelled with its owner's name) counted by phase.
 pub trait VolumeProgress:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
 {
     /// The label naming its Velero Backup or Restore.
     const OWNER_LABEL: &'static str;
+    /// Its watch's name in logs.
+    const WATCH: &'static str;
     fn phase(&self) -> Option<String>;
     fn backup(&self) -> String {
         self.labels().get(Self::OWNER_LABEL).cloned().unwrap_or_default()
@@ -217,9 +225,10 @@ pub trait VolumeProgress:
 }
 
 macro_rules! volume_progress {
-    ($($t:ty => $label:expr),* $(,)?) => {$(
+    ($($t:ty => $label:expr, $watch:literal),* $(,)?) => {$(
         impl VolumeProgress for $t {
             const OWNER_LABEL: &'static str = $label;
+            const WATCH: &'static str = $watch;
             fn phase(&self) -> Option<String> {
                 self.status.as_ref().and_then(|s| s.phase.clone())
             }
@@ -228,10 +237,10 @@ macro_rules! volume_progress {
 }
 
 volume_progress!(
-    DataUpload => VELERO_BACKUP_NAME_LABEL,
-    PodVolumeBackup => VELERO_BACKUP_NAME_LABEL,
-    DataDownload => VELERO_RESTORE_NAME_LABEL,
-    PodVolumeRestore => VELERO_RESTORE_NAME_LABEL,
+    DataUpload => VELERO_BACKUP_NAME_LABEL, "velero datauploads",
+    PodVolumeBackup => VELERO_BACKUP_NAME_LABEL, "velero podvolumebackups",
+    DataDownload => VELERO_RESTORE_NAME_LABEL, "velero datadownloads",
+    PodVolumeRestore => VELERO_RESTORE_NAME_LABEL, "velero podvolumerestores",
 );
 
 /// Per-volume counts, keyed by the owning Velero Backup's name.

@@ -21,7 +21,7 @@ use crate::controller::index::velero::StoreCopy;
 use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
-use crate::controller::status::{self, Mirrors, Words};
+use crate::controller::status::{self, Mirrors, Placed, Words};
 use crate::controller::tenant::{self, Admission, Tenant};
 use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
@@ -146,8 +146,6 @@ impl crate::controller::write::CompactStatus for NonAdminBackupStatus {
     }
 }
 
-pub const BACKUP_ACCEPTED_MESSAGE: &str = "backup accepted";
-pub const BACKUP_SCHEDULED_MESSAGE: &str = "Created Velero Backup object";
 /// Deleting message of the `spec.deleteBackup: true` path.
 pub const BACKUP_DELETE_REQUESTED_MESSAGE: &str = "backup accepted for deletion";
 /// Deleting message of a plain `kubectl delete` of a NonAdminBackup.
@@ -156,12 +154,9 @@ pub const BACKUP_DIRECT_DELETE_MESSAGE: &str = "permanent backup deletion requir
 /// A Velero Backup as the NonAdminBackup status reflects it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BackupView {
-    pub nacuuid: String,
-    pub name: String,
-    pub namespace: String,
+    pub placed: Placed,
     /// The copy of the Velero Backup the status carries (compact, of a compact store copy).
     pub mirrored: VeleroBackupRef,
-    pub queue_position: i64,
     pub data_uploads: PhaseTally,
     pub pod_volume_backups: PhaseTally,
     /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
@@ -254,27 +249,19 @@ fn reported_status(vb: &Backup) -> Option<BackupStatus> {
 }
 
 impl Mirrors for NonAdminBackup {
-    const WORDS: Words = Words {
-        kind: "Backup",
-        accepted_reason: BACKUP_ACCEPTED,
-        accepted_message: BACKUP_ACCEPTED_MESSAGE,
-        invalid_reason: INVALID_BACKUP_SPEC,
-        scheduled_reason: BACKUP_SCHEDULED,
-        scheduled_message: BACKUP_SCHEDULED_MESSAGE,
-        not_found_reason: VELERO_BACKUP_NOT_FOUND,
-        again: "back up again",
-    };
+    const WORDS: Words = crate::api::condition::BACKUP_WORDS;
     type View = BackupView;
 
-    fn position(view: &BackupView) -> i64 {
-        view.queue_position
+    fn placed(view: &BackupView) -> &Placed {
+        &view.placed
     }
 
     fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
+        let p = &vb.placed;
         let copy = VeleroBackupRef {
-            nacuuid: Some(vb.nacuuid.clone()),
-            name: Some(vb.name.clone()),
-            namespace: Some(vb.namespace.clone()),
+            nacuuid: Some(p.nacuuid.clone()),
+            name: Some(p.name.clone()),
+            namespace: Some(p.namespace.clone()),
             ..vb.mirrored.clone()
         };
         // A current copy stays as it is: a whole one is not replaced by the compact copy of the same (a queue move
@@ -379,11 +366,8 @@ impl Tenant for NonAdminBackup {
         let name = vb.name_any();
         let (data_uploads, pod_volume_backups) = ctx.own.volumes.tallies(&name);
         BackupView {
-            nacuuid: nacuuid.to_string(),
-            name: name.clone(),
-            namespace: ctx.opts.velero_namespace.clone(),
+            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
-            queue_position: ctx.own.queued.position(&name),
             data_uploads,
             pod_volume_backups,
             location_gone: vb
@@ -442,14 +426,7 @@ impl Kind for NonAdminBackup {
         let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
         let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
         // Per-volume progress of backups, counted for the NonAdminBackup status.
-        let counts = tenant::count_volumes(
-            (ctx.velero_api::<DataUpload>(), ctx.velero_api::<PodVolumeBackup>()),
-            &ctx.own.volumes,
-            &ctx.own.queued,
-            ["velero datauploads", "velero podvolumebackups"],
-            stop.clone(),
-        );
-        tokio::join!(kind::run(controller, &ctx, stop), counts);
+        tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop).await;
     }
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
@@ -638,10 +615,7 @@ pub fn recorded_spec(
 
 /// The Velero Backup nac creates for a NonAdminBackup, named by its nacuuid.
 pub fn velero_backup(nab: &NonAdminBackup, nacuuid: &str, velero_namespace: &str, spec: BackupSpec) -> Backup {
-    Backup {
-        metadata: kind::made_meta(nab, nacuuid, velero_namespace),
-        ..Backup::new(nacuuid, spec)
-    }
+    kind::made_for(nab, nacuuid, velero_namespace, Backup::new(nacuuid, spec))
 }
 
 /// Validates a NonAdminBackup against the policy and builds its Velero Backup in one go.

@@ -36,25 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadmindownloadrequest";
 
-/// Condition types, reasons and messages: OADP's where it has them.
-pub mod words {
-    pub const PROCESSED: &str = "Processed";
-    pub const SUCCESS: &str = "Success";
-    pub const ERROR: &str = "Error";
-    pub const BSL_NOT_USED: &str = "NonAdminBackupStorageLocationNotUsed";
-    pub const BSL_NOT_USED_MSG: &str = "backup does not use nonadminbackupstoragelocation, recreate nadr to process";
-    pub const NAB_NOT_AVAILABLE: &str = "NonAdminBackupNotAvailable";
-    pub const NAB_NOT_AVAILABLE_MSG: &str = "cannot get nonadminbackup";
-    pub const NAR_NOT_AVAILABLE: &str = "NonAdminRestoreNotAvailable";
-    pub const NAR_NOT_AVAILABLE_MSG: &str = "cannot get nonadminrestore";
-    /// nac's own: the backup or restore exists but is not finished, so its files are not in storage yet.
-    pub const NOT_FINISHED: &str = "NotFinished";
-    /// nac's own: Velero has not answered the DownloadRequest yet.
-    pub const REQUESTED: &str = "Requested";
-    /// nac's own condition type for a file that cannot be had (True, reason Error, like OADP's refusals, so
-    /// clients that wait for a True/Error condition stop waiting).
-    pub const UNAVAILABLE: &str = "DownloadUnavailable";
-}
+pub use crate::api::condition::download as words;
 use words::*;
 
 /// What the download controller keeps for a term: the tenants' requests, the Velero DownloadRequests made for
@@ -429,7 +411,7 @@ impl Kind for NonAdminDownloadRequest {
                 };
                 // Whatever the reason, a change of the backup or restore it names may change the answer.
                 ctx.own.waiting.register(me, vec![dependency(kind, &ns, name)]);
-                set(api, &obj, ctx, &stage).await?;
+                stage.write(api, &obj, ctx).await?;
                 return Ok(Action::await_change());
             }
         };
@@ -446,12 +428,12 @@ impl Kind for NonAdminDownloadRequest {
         {
             tracing::warn!(object = %key_of(&*obj), request = %dr_name, "Velero DownloadRequest belongs to another request");
             let stage = Stage::Unavailable(format!("Velero DownloadRequest {dr_name} belongs to another request"));
-            set(api, &obj, ctx, &stage).await?;
+            stage.write(api, &obj, ctx).await?;
             return Ok(Action::await_change());
         }
         if let Some(answer) = answer(&dr, now) {
             let at = answer.expiration.as_deref().and_then(|e| e.parse().ok()).unwrap_or(now);
-            set(api, &obj, ctx, &Stage::Processed(answer)).await?;
+            Stage::Processed(answer).write(api, &obj, ctx).await?;
             return Ok(until(at, now));
         }
         // Not answered yet: Velero's update of the DownloadRequest triggers the next reconcile.
@@ -461,7 +443,7 @@ impl Kind for NonAdminDownloadRequest {
             return Ok(Action::requeue(ANSWER_GRACE - waited));
         }
         let msg = format!("waiting for Velero to process DownloadRequest {dr_name} (is Velero running?)");
-        set(api, &obj, ctx, &Stage::Requested(msg)).await?;
+        Stage::Requested(msg).write(api, &obj, ctx).await?;
         Ok(Action::requeue(ctx.opts.deletion_poll))
     }
 
@@ -504,15 +486,18 @@ async fn expire(
     Ok(Action::await_change())
 }
 
-async fn set(
-    api: &Api<NonAdminDownloadRequest>,
-    obj: &NonAdminDownloadRequest,
-    ctx: &Ctx,
-    stage: &Stage,
-) -> Result<(), Error> {
-    let now = now_seconds();
-    set_status(api, obj, ctx, |s| plan(s, stage, now)).await?;
-    Ok(())
+impl Stage {
+    /// Writes the status this stage plans.
+    async fn write(
+        &self,
+        api: &Api<NonAdminDownloadRequest>,
+        obj: &NonAdminDownloadRequest,
+        ctx: &Ctx,
+    ) -> Result<(), Error> {
+        let now = now_seconds();
+        set_status(api, obj, ctx, |s| plan(s, self, now)).await?;
+        Ok(())
+    }
 }
 
 /// An Event when a request is refused: the condition keeps OADP's words, the Event says exactly why.

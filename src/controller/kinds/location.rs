@@ -40,43 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
 
-/// Condition types, reasons and messages: OADP's, so its tooling and users' scripts keep matching them.
-pub mod words {
-    pub const ACCEPTED: &str = "Accepted";
-    pub const SPEC_VALIDATION: &str = "BslSpecValidation";
-    pub const VALIDATION_OK: &str = "NonAdminBackupStorageLocation spec validation successful";
-
-    pub const APPROVED: &str = "ClusterAdminApproved";
-    pub const SPEC_APPROVED: &str = "BslSpecApproved";
-    pub const APPROVED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Approve";
-    pub const APPROVAL_PENDING: &str = "BslSpecApprovalPending";
-    pub const PENDING_MSG: &str = "NonAdminBackupStorageLocationRequest approval pending";
-    pub const SPEC_REJECTED: &str = "BslSpecRejected";
-    pub const REJECTED_MSG: &str = "NonAdminBackupStorageLocationRequest approval decision set to Reject";
-    pub const UPDATE_REJECTED: &str = "BslSpecUpdateRejected";
-    pub const INVALID_REQUEST_MSG: &str =
-        "NonAdminBackupStorageLocationRequest does not contain valid NAC UUID and can not be approved";
-
-    pub const SECRET_SYNCED: &str = "SecretSynced";
-    pub const SECRET_CREATED: &str = "SecretCreated";
-    pub const SECRET_CREATED_MSG: &str = "Secret successfully created in the OADP namespace";
-    pub const SECRET_UPDATED: &str = "SecretUpdated";
-    pub const SECRET_UPDATED_MSG: &str = "Secret successfully updated in the OADP namespace";
-    pub const SECRET_FAILED: &str = "SecretSyncFailed";
-    pub const SECRET_FAILED_MSG: &str = "Failed to sync secret to OADP namespace";
-
-    pub const BSL_SYNCED: &str = "BackupStorageLocationSynced";
-    pub const BSL_CREATED: &str = "BackupStorageLocationCreated";
-    pub const BSL_CREATED_MSG: &str = "BackupStorageLocation successfully created in the OADP namespace";
-    pub const BSL_UPDATED: &str = "BackupStorageLocationUpdated";
-    pub const BSL_UPDATED_MSG: &str = "BackupStorageLocation successfully updated in the OADP namespace";
-    pub const BSL_FAILED: &str = "BackupStorageLocationSyncError";
-    pub const BSL_FAILED_MSG: &str = "BackupStorageLocation failure during sync";
-
-    pub const DELETING: &str = "Deleting";
-    pub const DELETION_PENDING: &str = "DeletionPending";
-    pub const DELETION_MSG: &str = "backup storage location accepted for deletion";
-}
+pub use crate::api::condition::location as words;
 use words::*;
 
 /// What the location controller keeps for a term: the tenants' locations, their approval requests, the Secret

@@ -24,7 +24,8 @@ use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
-    self, Mirrors, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT, WAITING_FOR_BACKUP,
+    self, Mirrors, Placed, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT,
+    WAITING_FOR_BACKUP,
 };
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
@@ -84,18 +85,13 @@ crate::has_status!(NonAdminRestore => NonAdminRestoreStatus, "NonAdminRestore/st
 impl crate::controller::write::CompactStatus for NonAdminRestoreStatus {}
 
 pub const NAR_CONTROLLER: &str = "nonadminrestore";
-pub const RESTORE_ACCEPTED_MESSAGE: &str = "restore accepted";
-pub const RESTORE_SCHEDULED_MESSAGE: &str = "Created Velero Restore object";
 pub const RESTORE_DELETE_MESSAGE: &str = "restore accepted for deletion";
 
 /// A Velero Restore as the NonAdminRestore status reflects it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RestoreView {
-    pub nacuuid: String,
-    pub name: String,
-    pub namespace: String,
+    pub placed: Placed,
     pub status: Option<RestoreStatus>,
-    pub queue_position: i64,
     /// The warning about a PartiallyFailed source backup, if it is one.
     pub source_warning: Option<String>,
     /// What the restore leaves out for its requester's rights (the record on the Velero Restore), as a message.
@@ -127,29 +123,15 @@ crate::tenant_types! {
 impl StoreCopy for Restore {}
 
 impl Mirrors for NonAdminRestore {
-    const WORDS: Words = Words {
-        kind: "Restore",
-        accepted_reason: RESTORE_ACCEPTED,
-        accepted_message: RESTORE_ACCEPTED_MESSAGE,
-        invalid_reason: INVALID_RESTORE_SPEC,
-        scheduled_reason: RESTORE_SCHEDULED,
-        scheduled_message: RESTORE_SCHEDULED_MESSAGE,
-        not_found_reason: VELERO_RESTORE_NOT_FOUND,
-        again: "restore again",
-    };
+    const WORDS: Words = crate::api::condition::RESTORE_WORDS;
     type View = RestoreView;
 
-    fn position(view: &RestoreView) -> i64 {
-        view.queue_position
+    fn placed(view: &RestoreView) -> &Placed {
+        &view.placed
     }
 
     fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
-        s.velero_restore = Some(VeleroRestoreRef {
-            nacuuid: Some(vr.nacuuid.clone()),
-            name: Some(vr.name.clone()),
-            namespace: Some(vr.namespace.clone()),
-            status: vr.status.clone(),
-        });
+        s.velero_restore = Some(vr.placed.reference(vr.status.clone()));
         s.data_mover_data_downloads = Some(data_uploads(&vr.data_downloads));
         s.file_system_pod_volume_restores = Some(pod_volume_backups(&vr.pod_volume_restores));
         if let Some(w) = &vr.source_warning {
@@ -264,12 +246,9 @@ impl Tenant for NonAdminRestore {
             .as_deref()
             .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
         RestoreView {
-            nacuuid: nacuuid.to_string(),
-            queue_position: ctx.own.queued.position(&name),
+            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             data_downloads,
             pod_volume_restores,
-            name,
-            namespace: ctx.opts.velero_namespace.clone(),
             status: vr.status.clone().map(|mut s| {
                 s.queue_position = s.queue_position.map(reported);
                 s
@@ -306,14 +285,7 @@ impl Kind for NonAdminRestore {
             move |o| j.gone(NonAdminRestore::ORIGIN, o),
         );
         // Per-volume progress of restores, counted for the NonAdminRestore status.
-        let counts = tenant::count_volumes(
-            (ctx.velero_api::<DataDownload>(), ctx.velero_api::<PodVolumeRestore>()),
-            &ctx.own.volumes,
-            &ctx.own.queued,
-            ["velero datadownloads", "velero podvolumerestores"],
-            stop.clone(),
-        );
-        tokio::join!(kind::run(controller, &ctx, stop), counts);
+        tenant::run_counting::<_, DataDownload, PodVolumeRestore>(controller, &ctx, &ctx.own.volumes, stop).await;
     }
 
     /// Deleting a NonAdminRestore deletes its Velero Restore. Velero keeps a finalizer on Restores; when it holds
@@ -653,10 +625,7 @@ pub fn velero_restore_spec(
 
 /// The Velero Restore nac creates for a NonAdminRestore, named by its nacuuid.
 pub fn velero_restore(nar: &NonAdminRestore, nacuuid: &str, velero_namespace: &str, spec: RestoreSpec) -> Restore {
-    Restore {
-        metadata: kind::made_meta(nar, nacuuid, velero_namespace),
-        ..Restore::new(nacuuid, spec)
-    }
+    kind::made_for(nar, nacuuid, velero_namespace, Restore::new(nacuuid, spec))
 }
 
 #[cfg(test)]

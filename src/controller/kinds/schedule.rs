@@ -106,7 +106,7 @@ impl Kind for NonAdminSchedule {
                 )));
             }
         }
-        let want = match wanted(&nas, &nacuuid, &policy, ctx).await? {
+        let want = match wanted(ctx, &nas, &ns, &nacuuid, &policy).await? {
             Ok(w) => w,
             Err(message) => {
                 // No new runs while invalid: its Velero Schedule (made when it was valid) is paused.
@@ -324,14 +324,14 @@ pub fn recent_backups<'b>(
 
 /// The Velero Schedule a valid NonAdminSchedule asks for now, or why it is not valid.
 async fn wanted(
+    ctx: &Ctx,
     nas: &NonAdminSchedule,
+    ns: &str,
     nacuuid: &str,
     policy: &Policy,
-    ctx: &Ctx,
 ) -> Result<Result<Schedule, String>, Error> {
-    let ns = nas.namespace().unwrap_or_default();
     let spec = crate::velero::exclusions::to_map(&nas.spec);
-    let outcome = evaluate_schedule(&spec, policy, &ns, now_seconds());
+    let outcome = evaluate_schedule(&spec, policy, ns, now_seconds());
     if !outcome.allowed() {
         return Ok(Err(outcome.message()));
     }
@@ -342,7 +342,7 @@ async fn wanted(
             .objects
             .state()
             .iter()
-            .filter(|o| o.namespace().as_deref() == Some(ns.as_str()) && o.metadata.deletion_timestamp.is_none())
+            .filter(|o| o.namespace().as_deref() == Some(ns) && o.metadata.deletion_timestamp.is_none())
             .map(|o| (o.metadata.creation_timestamp.as_ref().map(|t| t.0), o.name_any()))
             .collect();
         mine.sort();
@@ -371,7 +371,7 @@ async fn wanted(
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
         let locations = ctx.view.get::<crate::api::NonAdminBackupStorageLocation>();
         ctx.ready(&locations.synced, "NonAdminBackupStorageLocations").await?;
-        match resolve_location(ctx, &ns, name) {
+        match resolve_location(ctx, ns, name) {
             Ok(velero_location) => template.storage_location = Some(velero_location),
             Err(message) => return Ok(Err(message)),
         }
