@@ -56,6 +56,7 @@ docs-check:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features e2e,node -- -D warnings
+	hack/import-cycles.py src
 
 # End-to-end tests that play Velero (and the webhook/policy ones), against a cluster started with
 # `VELERO_MODE=fake make cluster-up` in $(CLUSTER_DIR).

@@ -46,6 +46,7 @@ echo "== lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --features e2e,node -- -D warnings
 hack/docs-check.sh links
+hack/import-cycles.py src
 
 echo "== build"
 cargo build --bins --tests --features e2e

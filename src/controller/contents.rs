@@ -11,7 +11,6 @@ use super::write::create_or_get;
 use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OADP_LABEL, OADP_LABEL_VALUE};
 use crate::rights::contents::{scan, Contents, Limits};
 use crate::velero::{Backup, BackupStorageLocation, DownloadRequest, DownloadRequestSpec, DownloadTarget};
-use futures::future::BoxFuture;
 use kube::api::DeleteParams;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
@@ -26,54 +25,47 @@ const READ_TIMEOUT: Duration = Duration::from_secs(600);
 pub type Scanned = Result<Contents, String>;
 
 /// Where a restore's rights check reads a backup's contents from.
-pub trait ContentsSource: Send + Sync {
+pub enum ContentsSource {
+    /// Through Velero and the backup's storage location, within the scanner's limits.
+    Velero(Limits),
+    /// Fixed contents, for reconcile tests.
+    Fixed(Contents),
+}
+
+impl ContentsSource {
     /// What backup `backup` holds for `namespace`. `key` names the DownloadRequest (one per restore). The inner
     /// `Err` is contents that cannot be read (not a tarball, over the limits): that will not change on retry.
-    fn contents<'a>(
-        &'a self,
-        ctx: &'a Shared,
-        view: &'a View,
-        backup: &'a Backup,
-        namespace: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Scanned, Error>>;
-}
-
-/// [`ContentsSource`] through Velero and the backup's storage location.
-pub struct VeleroContents {
-    pub limits: Limits,
-}
-
-impl ContentsSource for VeleroContents {
-    fn contents<'a>(
-        &'a self,
-        ctx: &'a Shared,
-        view: &'a View,
-        backup: &'a Backup,
-        namespace: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Scanned, Error>> {
-        Box::pin(async move {
-            let name = format!("rights-{key}");
-            let url = signed_url(ctx, &backup.name_any(), &name).await;
-            let api = ctx.velero_api::<DownloadRequest>();
-            // Velero deletes expired requests itself; this one is done with as soon as it is read.
-            let _ = api.delete(&name, &DeleteParams::background()).await;
-            let url = url?;
-            let ca = backup
-                .spec
-                .storage_location
-                .as_deref()
-                .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
-                .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
-            let read = fetch_and_scan(url, ca, namespace.to_string(), self.limits.clone());
-            tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
-                Error::NotReady(format!(
-                    "reading the contents of Velero Backup {} timed out",
-                    backup.name_any()
-                ))
-            })?
-        })
+    pub async fn contents(
+        &self,
+        ctx: &Shared,
+        view: &View,
+        backup: &Backup,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Scanned, Error> {
+        let limits = match self {
+            ContentsSource::Fixed(c) => return Ok(Ok(c.clone())),
+            ContentsSource::Velero(limits) => limits,
+        };
+        let name = format!("rights-{key}");
+        let url = signed_url(ctx, &backup.name_any(), &name).await;
+        let api = ctx.velero_api::<DownloadRequest>();
+        // Velero deletes expired requests itself; this one is done with as soon as it is read.
+        let _ = api.delete(&name, &DeleteParams::background()).await;
+        let url = url?;
+        let ca = backup
+            .spec
+            .storage_location
+            .as_deref()
+            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
+            .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
+        let read = fetch_and_scan(url, ca, namespace.to_string(), limits.clone());
+        tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
+            Error::NotReady(format!(
+                "reading the contents of Velero Backup {} timed out",
+                backup.name_any()
+            ))
+        })?
     }
 }
 
@@ -133,20 +125,4 @@ async fn fetch_and_scan(url: String, ca: Option<String>, namespace: String, limi
     tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await
         .map_err(|e| Error::Inconsistent(format!("scanning the backup's contents: {e}")))
-}
-
-/// [`ContentsSource`] with fixed contents, for reconcile tests.
-pub struct FixedContents(pub Contents);
-
-impl ContentsSource for FixedContents {
-    fn contents<'a>(
-        &'a self,
-        _ctx: &'a Shared,
-        _view: &'a View,
-        _backup: &'a Backup,
-        _namespace: &'a str,
-        _key: &'a str,
-    ) -> BoxFuture<'a, Result<Scanned, Error>> {
-        Box::pin(async move { Ok(Ok(self.0.clone())) })
-    }
 }

@@ -87,13 +87,13 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
     let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
     let (mut nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
-    nar.contents = Arc::new(super::contents::FixedContents(crate::rights::contents::Contents {
+    nar.contents = super::contents::ContentsSource::Fixed(crate::rights::contents::Contents {
         kinds: [("", "configmaps"), ("", "pods")]
             .iter()
             .map(|(g, r)| (g.to_string(), r.to_string()))
             .collect(),
         ..Default::default()
-    }));
+    });
     let _ = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
     let _ = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
     let _ = super::term::build::<NonAdminSchedule>(&shared, &mut reg);

@@ -59,11 +59,8 @@ impl Placed {
 pub trait Mirrors: Kind + HasStatus<Status: TenantStatus> {
     /// Reasons and messages of its conditions and events.
     const WORDS: Words;
-    /// What the status mirrors of the Velero object.
-    type View: Send + Sync;
-
-    /// The identity and queue position of the Velero object in a view.
-    fn placed(view: &Self::View) -> &Placed;
+    /// What the status mirrors of the Velero object (with its identity and queue position).
+    type View: Send + Sync + AsRef<Placed>;
 
     /// Copies a view into the status (the Velero object reference and the kind's counters).
     fn mirror(status: &mut Self::Status, view: &Self::View);
@@ -159,7 +156,7 @@ pub fn created<K: Mirrors>(old: Option<&K::Status>, view: &K::View, now: Timesta
         now,
     );
     *s.queue_info_mut() = Some(QueueInfo {
-        estimated_queue_position: K::placed(view).queue_position,
+        estimated_queue_position: view.as_ref().queue_position,
     });
     K::mirror(&mut s, view);
     s

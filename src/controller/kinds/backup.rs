@@ -163,6 +163,12 @@ pub struct BackupView {
     pub location_gone: Option<String>,
 }
 
+impl AsRef<Placed> for BackupView {
+    fn as_ref(&self) -> &Placed {
+        &self.placed
+    }
+}
+
 /// A DeleteBackupRequest as the NonAdminBackup status reflects it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeleteRequestView {
@@ -251,10 +257,6 @@ fn reported_status(vb: &Backup) -> Option<BackupStatus> {
 impl Mirrors for NonAdminBackup {
     const WORDS: Words = crate::api::condition::BACKUP_WORDS;
     type View = BackupView;
-
-    fn placed(view: &BackupView) -> &Placed {
-        &view.placed
-    }
 
     fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
         let p = &vb.placed;
@@ -1160,23 +1162,32 @@ mod tests {
         assert_ne!(mirrored(&edited, Some(&id)), stored);
     }
 
+    /// A Velero object nac made for NonAdminBackup team-a/nightly: named `id` in `namespace`, with its identity.
+    fn assert_made_for_nightly(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        id: &str,
+        namespace: &str,
+    ) {
+        assert_eq!(meta.name.as_deref(), Some(id));
+        assert_eq!(meta.namespace.as_deref(), Some(namespace));
+        let l = meta.labels.as_ref().unwrap();
+        assert_eq!(l[MANAGED_BY_LABEL], MANAGED_BY_VALUE);
+        assert_eq!(l[OADP_LABEL], "True");
+        assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], id);
+        assert_eq!(
+            NAB.owner(meta),
+            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
+        );
+    }
+
     #[test]
     fn velero_backup_carries_the_design_labels_and_annotations() {
         let id = nacuuid_with("team-a", "nightly", U);
         let b = velero_backup_for(&nab(json!({})), &id, "openshift-adp", &Policy::default()).unwrap();
-        assert_eq!(b.name_any(), id);
-        assert_eq!(b.namespace().as_deref(), Some("openshift-adp"));
-        let l = b.labels();
-        assert_eq!(l[MANAGED_BY_LABEL], MANAGED_BY_VALUE);
-        assert_eq!(l[OADP_LABEL], "True");
-        assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], id);
+        assert_made_for_nightly(&b.metadata, &id, "openshift-adp");
         let a = b.annotations();
         assert_eq!(a[NAB_ORIGIN_NAME_ANNOTATION], "nightly");
         assert_eq!(a[NAB_ORIGIN_NAMESPACE_ANNOTATION], "team-a");
-        assert_eq!(
-            NAB.owner(&b.metadata),
-            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
-        );
     }
 
     #[test]
@@ -1264,18 +1275,11 @@ mod tests {
         let mut b = velero_backup_for(&nab(json!({})), "id", "velero", &Policy::default()).unwrap();
         b.metadata.uid = Some("uid-1".into());
         let r = delete_backup_request(&nab(json!({})), "id", &b);
-        assert_eq!(r.name_any(), "id");
-        assert_eq!(r.namespace().as_deref(), Some("velero"));
+        assert_made_for_nightly(&r.metadata, "id", "velero");
         assert_eq!(r.spec.backup_name, "id");
         let l = r.labels();
         assert_eq!(l[VELERO_BACKUP_NAME_LABEL], "id");
         assert_eq!(l[VELERO_BACKUP_UID_LABEL], "uid-1");
-        assert_eq!(l[NAB_ORIGIN_NACUUID_LABEL], "id");
-        assert_eq!(l[OADP_LABEL], "True");
-        assert_eq!(
-            NAB.owner(&r.metadata),
-            Some(ObjectRef::<NonAdminBackup>::new("nightly").within("team-a"))
-        );
     }
 
     #[test]

@@ -25,7 +25,6 @@ use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, BackupStorageLocation, DownloadRequest, DownloadRequestSpec,
     DownloadRequestStatus, DownloadTarget,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -78,45 +77,24 @@ pub fn plan(
     now: Timestamp,
 ) -> NonAdminDownloadRequestStatus {
     let mut s = old.cloned().unwrap_or_default();
-    let c = &mut s.conditions;
-    // One condition at a time, as OADP: the current answer, not a history.
-    let only = |c: &mut Vec<Condition>, type_: &str, value: bool, reason: &str, msg: &str| {
-        c.retain(|x| x.type_ == type_);
-        set_condition(c, type_, value, reason, msg, now);
-    };
-    let next = match stage {
-        Stage::NoBackup => {
-            only(c, NAB_NOT_AVAILABLE, true, ERROR, NAB_NOT_AVAILABLE_MSG);
-            NonAdminPhase::BackingOff
-        }
-        Stage::NoRestore => {
-            only(c, NAR_NOT_AVAILABLE, true, ERROR, NAR_NOT_AVAILABLE_MSG);
-            NonAdminPhase::BackingOff
-        }
-        Stage::LocationClosed => {
-            only(c, BSL_NOT_USED, true, ERROR, BSL_NOT_USED_MSG);
-            NonAdminPhase::BackingOff
-        }
-        Stage::Unavailable(msg) => {
-            only(c, UNAVAILABLE, true, ERROR, msg);
-            NonAdminPhase::BackingOff
-        }
-        Stage::NotFinished(msg) => {
-            only(c, PROCESSED, false, NOT_FINISHED, msg);
-            NonAdminPhase::New
-        }
-        Stage::Requested(msg) => {
-            only(c, PROCESSED, false, REQUESTED, msg);
-            NonAdminPhase::New
-        }
+    use NonAdminPhase::{BackingOff, Created, New};
+    let (type_, value, reason, message, next) = match stage {
+        Stage::NoBackup => (NAB_NOT_AVAILABLE, true, ERROR, NAB_NOT_AVAILABLE_MSG, BackingOff),
+        Stage::NoRestore => (NAR_NOT_AVAILABLE, true, ERROR, NAR_NOT_AVAILABLE_MSG, BackingOff),
+        Stage::LocationClosed => (BSL_NOT_USED, true, ERROR, BSL_NOT_USED_MSG, BackingOff),
+        Stage::Unavailable(msg) => (UNAVAILABLE, true, ERROR, msg.as_str(), BackingOff),
+        Stage::NotFinished(msg) => (PROCESSED, false, NOT_FINISHED, msg.as_str(), New),
+        Stage::Requested(msg) => (PROCESSED, false, REQUESTED, msg.as_str(), New),
         Stage::Processed(velero) => {
-            only(c, PROCESSED, true, SUCCESS, "");
             s.velero = Some(VeleroDownloadRequest {
                 status: Some(velero.clone()),
             });
-            NonAdminPhase::Created
+            (PROCESSED, true, SUCCESS, "", Created)
         }
     };
+    // One condition at a time, as OADP: the current answer, not a history.
+    s.conditions.retain(|x| x.type_ == type_);
+    set_condition(&mut s.conditions, type_, value, reason, message, now);
     advance_phase(&mut s.phase, next);
     s
 }

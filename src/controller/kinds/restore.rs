@@ -14,7 +14,7 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::contents::{ContentsSource, VeleroContents};
+use crate::controller::contents::ContentsSource;
 use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -53,7 +53,7 @@ pub struct State {
     pub queued: KindState<NonAdminRestore>,
     pub volumes: Volumes,
     /// Where the restore's rights check reads a backup's contents.
-    pub contents: Arc<dyn ContentsSource>,
+    pub contents: ContentsSource,
 }
 
 impl Build for State {
@@ -65,9 +65,7 @@ impl Build for State {
         reg.made(MadeBy::<NonAdminRestore, Restore>::always());
         let (queued, wiring) = KindState::build(shared, reg);
         let volumes = Volumes::default();
-        let contents = Arc::new(VeleroContents {
-            limits: Default::default(),
-        });
+        let contents = ContentsSource::Velero(Default::default());
         (
             State {
                 queued,
@@ -101,6 +99,12 @@ pub struct RestoreView {
     pub pod_volume_restores: PhaseTally,
 }
 
+impl AsRef<Placed> for RestoreView {
+    fn as_ref(&self) -> &Placed {
+        &self.placed
+    }
+}
+
 /// What admission hands to `build`: the Velero RestoreSpec and the rights decision to record with it.
 pub struct RestorePlan {
     pub spec: RestoreSpec,
@@ -125,10 +129,6 @@ impl StoreCopy for Restore {}
 impl Mirrors for NonAdminRestore {
     const WORDS: Words = crate::api::condition::RESTORE_WORDS;
     type View = RestoreView;
-
-    fn placed(view: &RestoreView) -> &Placed {
-        &view.placed
-    }
 
     fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
         s.velero_restore = Some(vr.placed.reference(vr.status.clone()));
