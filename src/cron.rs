@@ -64,39 +64,25 @@ struct Field {
     names: &'static [&'static str],
 }
 
-const MINUTE: Field = Field {
-    what: "minute",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: Field = Field {
-    what: "hour",
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAY: Field = Field {
-    what: "day of month",
-    min: 1,
-    max: 31,
-    names: &[],
-};
+impl Field {
+    const fn new(what: &'static str, min: u32, max: u32, names: &'static [&'static str]) -> Field {
+        Field { what, min, max, names }
+    }
+}
+
+const MINUTE: Field = Field::new("minute", 0, 59, &[]);
+const HOUR: Field = Field::new("hour", 0, 23, &[]);
+const DAY: Field = Field::new("day of month", 1, 31, &[]);
 /// Names of months start at 1, of weekdays at 0.
-const MONTH: Field = Field {
-    what: "month",
-    min: 1,
-    max: 12,
-    names: &[
+const MONTH: Field = Field::new(
+    "month",
+    1,
+    12,
+    &[
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ],
-};
-const WEEKDAY: Field = Field {
-    what: "day of week",
-    min: 0,
-    max: 6,
-    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
-};
+);
+const WEEKDAY: Field = Field::new("day of week", 0, 6, &["sun", "mon", "tue", "wed", "thu", "fri", "sat"]);
 
 /// How far ahead a next run is looked for.
 const HORIZON_DAYS: i64 = 5 * 366;

@@ -143,14 +143,7 @@ mod tests {
     #[test]
     fn a_status_change_moves_the_transition_time() {
         let mut c = Vec::new();
-        set_condition(
-            &mut c,
-            "Queued",
-            true,
-            "BackupScheduled",
-            "Created Velero Backup object",
-            t(0),
-        );
+        set_condition(&mut c, "Queued", true, "BackupScheduled", "created", t(0));
         assert!(set_condition(
             &mut c,
             "Queued",
@@ -168,14 +161,7 @@ mod tests {
     fn conditions_of_other_types_are_left_alone() {
         let mut c = Vec::new();
         set_condition(&mut c, "Accepted", true, "BackupAccepted", "backup accepted", t(0));
-        set_condition(
-            &mut c,
-            "Queued",
-            true,
-            "BackupScheduled",
-            "Created Velero Backup object",
-            t(1),
-        );
+        set_condition(&mut c, "Queued", true, "BackupScheduled", "created", t(1));
         assert_eq!(c.len(), 2);
         assert!(is_true(&c, "Accepted") && is_true(&c, "Queued"));
         assert_eq!(find(&c, "Accepted").unwrap().last_transition_time, Time(t(0)));

@@ -60,3 +60,11 @@ impl Jobs {
         let _ = self.sync.unbounded_send(name);
     }
 }
+
+/// Waits until `at`, or forever when nothing is due (a job's next timed look, beside its triggers).
+pub async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => futures::future::pending::<()>().await,
+    }
+}

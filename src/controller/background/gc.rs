@@ -329,12 +329,7 @@ pub async fn run(ctx: Arc<Cx<()>>, mut triggers: UnboundedReceiver<Trigger>) {
             }
         };
         let look_at = second_looks.front().map(|(at, ..)| *at);
-        let look = async {
-            match look_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => futures::future::pending::<()>().await,
-            }
-        };
+        let look = crate::controller::jobs::until(look_at);
         tokio::select! {
             t = triggers.next() => match t {
                 None => return,

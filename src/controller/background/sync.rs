@@ -284,12 +284,7 @@ pub async fn run(ctx: Arc<Cx<()>>, mut triggers: UnboundedReceiver<String>) {
             }
         };
         let retry_at = retries.first().map(|(at, _)| *at);
-        let retry = async {
-            match retry_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => futures::future::pending::<()>().await,
-            }
-        };
+        let retry = crate::controller::jobs::until(retry_at);
         tokio::select! {
             t = triggers.next() => match t {
                 Some(name) => sync_or_retry(&ctx, name, &mut retries).await,

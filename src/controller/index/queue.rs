@@ -275,6 +275,13 @@ mod tests {
         Observed::new(name, at(created), phase, None, backup_phase_unfinished)
     }
 
+    /// Asserts each name's position.
+    fn assert_positions(q: &QueueIndex, want: &[(&str, i64)]) {
+        for (name, position) in want {
+            assert_eq!(q.position(name), Some(*position), "{name}");
+        }
+    }
+
     fn sorted(mut v: Vec<String>) -> Vec<String> {
         v.sort();
         v
@@ -286,8 +293,7 @@ mod tests {
         q.upsert(obs("b", 2, Some("New")));
         q.upsert(obs("a", 1, Some("InProgress")));
         q.upsert(obs("c", 3, None));
-        assert_eq!(q.position("a"), Some(1));
-        assert_eq!(q.position("b"), Some(2));
+        assert_positions(&q, &[("a", 1), ("b", 2)]);
         assert_eq!(
             q.position("c"),
             Some(3),
@@ -302,9 +308,7 @@ mod tests {
         q.upsert(obs("done", 1, Some("Completed")));
         q.upsert(obs("failed", 2, Some("PartiallyFailed")));
         q.upsert(obs("next", 3, Some("New")));
-        assert_eq!(q.position("done"), Some(0));
-        assert_eq!(q.position("failed"), Some(0));
-        assert_eq!(q.position("next"), Some(1));
+        assert_positions(&q, &[("done", 0), ("failed", 0), ("next", 1)]);
     }
 
     #[test]
@@ -312,8 +316,7 @@ mod tests {
         let mut q = QueueIndex::new();
         q.upsert(obs("team-b-x", 5, Some("New")));
         q.upsert(obs("team-a-x", 5, Some("New")));
-        assert_eq!(q.position("team-a-x"), Some(1));
-        assert_eq!(q.position("team-b-x"), Some(2));
+        assert_positions(&q, &[("team-a-x", 1), ("team-b-x", 2)]);
     }
 
     #[test]
@@ -324,10 +327,7 @@ mod tests {
         }
         let changed = q.upsert(obs("b", 1, Some("Completed")));
         assert_eq!(sorted(changed), vec!["c", "d"]);
-        assert_eq!(q.position("a"), Some(1));
-        assert_eq!(q.position("b"), Some(0));
-        assert_eq!(q.position("c"), Some(2));
-        assert_eq!(q.position("d"), Some(3));
+        assert_positions(&q, &[("a", 1), ("b", 0), ("c", 2), ("d", 3)]);
     }
 
     #[test]
@@ -416,8 +416,7 @@ mod tests {
         let changed = q.finish_relist();
         assert_eq!(sorted(changed), vec!["a", "b", "c", "d"]);
         assert_eq!(q.position("a"), None);
-        assert_eq!(q.position("c"), Some(1));
-        assert_eq!(q.position("d"), Some(2));
+        assert_positions(&q, &[("c", 1), ("d", 2)]);
         assert_eq!(q.len(), 3);
         assert_eq!(q.queued(), 2);
     }

@@ -1033,6 +1033,11 @@ mod tests {
         n
     }
 
+    /// The Velero Backup nac builds for a NonAdminBackup of `spec` (named "x", in "velero") under the default policy.
+    fn backup_for(spec: Value) -> Result<Backup, String> {
+        velero_backup_for(&nab(spec), "x", "velero", &Policy::default())
+    }
+
     #[test]
     fn the_rights_record_is_applied_and_required() {
         let mut n = nab(json!({}));
@@ -1206,13 +1211,7 @@ mod tests {
 
     #[test]
     fn old_style_specs_get_the_exclusions_in_excluded_resources() {
-        let b = velero_backup_for(
-            &nab(json!({"excludedResources": ["secrets"]})),
-            "x",
-            "velero",
-            &Policy::default(),
-        )
-        .unwrap();
+        let b = backup_for(json!({"excludedResources": ["secrets"]})).unwrap();
         let ex = b.spec.excluded_resources.clone().unwrap();
         assert_eq!(ex[0], "secrets");
         for k in EXCLUDED_NAMESPACED_RESOURCES.iter().chain(EXCLUDED_CLUSTER_RESOURCES) {
@@ -1224,13 +1223,7 @@ mod tests {
 
     #[test]
     fn new_style_specs_get_the_exclusions_in_the_scoped_fields() {
-        let b = velero_backup_for(
-            &nab(json!({"includedNamespaceScopedResources": ["deployments"]})),
-            "x",
-            "velero",
-            &Policy::default(),
-        )
-        .unwrap();
+        let b = backup_for(json!({"includedNamespaceScopedResources": ["deployments"]})).unwrap();
         assert_eq!(
             b.spec.excluded_namespace_scoped_resources.clone().unwrap(),
             EXCLUDED_NAMESPACED_RESOURCES
@@ -1247,26 +1240,14 @@ mod tests {
 
     #[test]
     fn an_invalid_spec_is_refused_with_the_policy_message() {
-        let e = velero_backup_for(
-            &nab(json!({"includedNamespaces": ["team-b"]})),
-            "x",
-            "velero",
-            &Policy::default(),
-        )
-        .unwrap_err();
+        let e = backup_for(json!({"includedNamespaces": ["team-b"]})).unwrap_err();
         assert!(e.contains("includedNamespaces"), "{e}");
         assert!(e.contains("team-a"), "{e}");
     }
 
     #[test]
     fn unknown_fields_survive_into_the_velero_spec() {
-        let b = velero_backup_for(
-            &nab(json!({"futureField": {"a": 1}})),
-            "x",
-            "velero",
-            &Policy::default(),
-        )
-        .unwrap();
+        let b = backup_for(json!({"futureField": {"a": 1}})).unwrap();
         assert_eq!(b.spec.extra["futureField"], json!({"a": 1}));
     }
 

@@ -696,6 +696,11 @@ mod tests {
         assert!(e.contains("namespaceMapping"), "{e}");
     }
 
+    /// A Created NonAdminBackup whose Velero Backup is in `phase`, made for `namespace`; its location unknown.
+    fn created(phase: &str, namespace: &str) -> SourceView {
+        source(Some(nab_in(NonAdminPhase::Created)), Some((phase, namespace)), None)
+    }
+
     fn source(nab: Option<NonAdminBackup>, backup: Option<(&str, &str)>, location: Option<Option<&str>>) -> SourceView {
         let backup_name = nab
             .as_ref()
@@ -793,11 +798,7 @@ mod tests {
             Some(Some("Available")),
         );
         assert_eq!(judge(&ok, &rules), Source::Ready("vb".into()));
-        let pf = source(
-            Some(nab_in(NonAdminPhase::Created)),
-            Some(("PartiallyFailed", "team-a")),
-            None,
-        );
+        let pf = created("PartiallyFailed", "team-a");
         assert_eq!(judge(&pf, &rules), Source::Ready("vb".into()));
         let strict = RestoreRules {
             allow_partially_failed: false,
@@ -809,31 +810,14 @@ mod tests {
     #[test]
     fn a_source_that_can_never_be_restored_is_refused_at_once() {
         let rules = RestoreRules::default();
-        let failed = judge(
-            &source(Some(nab_in(NonAdminPhase::Created)), Some(("Failed", "team-a")), None),
-            &rules,
-        );
+        let failed = judge(&created("Failed", "team-a"), &rules);
         assert!(
             matches!(&failed, Source::Unusable(m) if m.contains("is Failed (bucket gone)")),
             "{failed:?}"
         );
-        let invalid = judge(
-            &source(
-                Some(nab_in(NonAdminPhase::Created)),
-                Some(("FailedValidation", "team-a")),
-                None,
-            ),
-            &rules,
-        );
+        let invalid = judge(&created("FailedValidation", "team-a"), &rules);
         assert!(matches!(invalid, Source::Unusable(_)));
-        let theirs = judge(
-            &source(
-                Some(nab_in(NonAdminPhase::Created)),
-                Some(("Completed", "team-b")),
-                None,
-            ),
-            &rules,
-        );
+        let theirs = judge(&created("Completed", "team-b"), &rules);
         assert!(
             matches!(&theirs, Source::Unusable(m) if m.contains("does not belong")),
             "{theirs:?}"
