@@ -239,11 +239,26 @@ async fn s3_server_gone_mid_upload() {
 }
 
 /// The API server restarted while users create NonAdminBackups (one a second) and nac writes the statuses of
-/// those in flight.
+/// those in flight. Kept down until nac's `/readyz` says it cannot reach it (after the grace), and once it is back
+/// `/readyz` is ready again.
 #[tokio::test]
 async fn api_server_restart_under_webhook_traffic() {
     under_traffic("fault-api", "API server restart under webhook traffic", true, || {
-        restart_apiserver(5);
+        let metrics = NAC.get().expect("the environment is up").nac.metrics;
+        let rt = tokio::runtime::Handle::current();
+        let readyz = move || rt.block_on(http_get(metrics, "/readyz")).ok();
+        restart_apiserver_when(
+            || matches!(readyz(), Some((503, body)) if body.contains("the API server did not answer for")),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while readyz().map(|(code, _)| code) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "not ready a minute after the API server came back: {:?}",
+                readyz()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         // Velero's own recovery from it took from 2 to more than 7 minutes here (its watches refused while the
         // new API server's RBAC warms up, then new Backups only on its one-minute resync): an admin's restart
         // of Velero, so what is measured is nac's.
