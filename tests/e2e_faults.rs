@@ -16,7 +16,7 @@ use common::e2e::*;
 use common::faults::*;
 use common::velero::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest};
+use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
 use nac::naming::NAB_ORIGIN_NACUUID_LABEL;
 use nac::velero::DeleteBackupRequest;
 use serde_json::{json, Value};
@@ -27,7 +27,9 @@ static NAC: OnceCell<Env> = OnceCell::const_new();
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 /// The real-Velero tests' policy without backup sync: a Velero Backup deleted on purpose must not come back
-/// from the bucket as a new NonAdminBackup while the final check counts.
+/// from the bucket as a new NonAdminBackup while the final check counts. Restores without the rights check: it
+/// reads the backup from the S3 server before the Velero Restore is made, and the restore fault stalls that
+/// server to catch Velero's read.
 const POLICY: &str = "
 enforceBackupSpec:
   ttl: 72h0m0s
@@ -38,6 +40,8 @@ backup:
 nonAdminBSL:
   enabled: true
   requireApproval: true
+rights:
+  restore: 'off'
 ";
 
 /// One fault at a time (they stop and start the one Velero), each from a whole environment.
@@ -185,6 +189,93 @@ async fn velero_killed_mid_backup() {
     );
 }
 
+/// Velero killed while a restore is InProgress (held there by a stalled S3 server: Velero reads the backup's
+/// contents from it): once Velero is back it marks the restore Failed, the NonAdminRestore says Velero stopped
+/// mid-run and how to retry, and the retry completes. Nothing duplicated.
+#[tokio::test]
+async fn velero_killed_mid_restore() {
+    let (_serial, env) = start().await;
+    let (ns, user, admin, nabs) = tenant("fault-vr").await;
+    let before = backup(&nabs, "before", json!({})).await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+    let phase_is = |phases: &'static [&'static str]| {
+        move |n: &Value| {
+            n["status"]["veleroRestore"]["status"]["phase"]
+                .as_str()
+                .is_some_and(|p| phases.contains(&p))
+        }
+    };
+
+    velero_idle(&admin).await;
+    Part::S3.signal("STOP");
+    nars.create(&PostParams::default(), &nar("inflight", "before"))
+        .await
+        .unwrap();
+    wait_json(
+        &nars,
+        "inflight",
+        T,
+        "the restore InProgress",
+        phase_is(&["InProgress"]),
+    )
+    .await;
+    Part::Velero.signal("KILL");
+    Part::S3.signal("CONT");
+
+    let t0 = Instant::now();
+    velero_up(&Cluster::load(), &[]);
+    let n = wait_json(
+        &nars,
+        "inflight",
+        T,
+        "the restore ended",
+        phase_is(&["Completed", "PartiallyFailed", "Failed"]),
+    )
+    .await;
+    let recovered = t0.elapsed();
+    assert_eq!(n["status"]["veleroRestore"]["status"]["phase"], "Failed", "{n}");
+    assert!(
+        n["status"]["veleroRestore"]["status"]["failureReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("during the server starting"),
+        "{n}"
+    );
+    let events = eventually(T, "the RestoreFailed Event", || async {
+        let e = events_of(&admin, &ns, "inflight", "RestoreFailed").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0].contains("Velero stopped while this restore ran")
+            && events[0].contains("To try again, create a new NonAdminRestore"),
+        "{events:?}"
+    );
+    // The retry the Event advises.
+    nars.create(&PostParams::default(), &nar("retry", "before"))
+        .await
+        .unwrap();
+    wait_json(
+        &nars,
+        "retry",
+        T,
+        "the retry ended",
+        phase_is(&["Completed", "PartiallyFailed", "Failed"]),
+    )
+    .await;
+
+    let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
+    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
+    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    report(
+        env,
+        "Velero kill -9 mid-restore",
+        "1 NAB, 2 NARs (1 InProgress, 1 retry)",
+        recovered,
+        &tally,
+    );
+}
+
 /// The S3 server stalls (SIGSTOP: a network stall) while Velero uploads, then dies (kill -9: its port refuses):
 /// the backup in flight fails with Velero's reason and the retry advice; Velero marks its location Unavailable;
 /// once the S3 server is back on its port the location is Available again and a retry completes. Data written
@@ -243,27 +334,29 @@ async fn s3_server_gone_mid_upload() {
 /// `/readyz` is ready again.
 #[tokio::test]
 async fn api_server_restart_under_webhook_traffic() {
-    under_traffic("fault-api", "API server restart under webhook traffic", true, || {
-        let metrics = NAC.get().expect("the environment is up").nac.metrics;
-        let rt = tokio::runtime::Handle::current();
-        let readyz = move || rt.block_on(http_get(metrics, "/readyz")).ok();
-        restart_apiserver_when(
-            || matches!(readyz(), Some((503, body)) if body.contains("the API server did not answer for")),
-        );
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while readyz().map(|(code, _)| code) != Some(200) {
-            assert!(
-                Instant::now() < deadline,
-                "not ready a minute after the API server came back: {:?}",
-                readyz()
+    under_traffic(
+        "fault-api",
+        "API server restart under webhook traffic",
+        true,
+        true,
+        || {
+            let metrics = NAC.get().expect("the environment is up").nac.metrics;
+            let rt = tokio::runtime::Handle::current();
+            let readyz = move || rt.block_on(http_get(metrics, "/readyz")).ok();
+            restart_apiserver_when(
+                || matches!(readyz(), Some((503, body)) if body.contains("the API server did not answer for")),
             );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        // Velero's own recovery from it took from 2 to more than 7 minutes here (its watches refused while the
-        // new API server's RBAC warms up, then new Backups only on its one-minute resync): an admin's restart
-        // of Velero, so what is measured is nac's.
-        velero_up(&Cluster::load(), &["--restart"]);
-    })
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while readyz().map(|(code, _)| code) != Some(200) {
+                assert!(
+                    Instant::now() < deadline,
+                    "not ready a minute after the API server came back: {:?}",
+                    readyz()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        },
+    )
     .await;
 }
 
@@ -271,19 +364,34 @@ async fn api_server_restart_under_webhook_traffic() {
 /// create NonAdminBackups and nac writes statuses.
 #[tokio::test]
 async fn etcd_paused_under_webhook_traffic() {
-    under_traffic("fault-etcd", "etcd paused 10 s under webhook traffic", false, || {
-        Part::Etcd.signal("STOP");
-        std::thread::sleep(Duration::from_secs(10));
-        Part::Etcd.signal("CONT");
-    })
+    under_traffic(
+        "fault-etcd",
+        "etcd paused 10 s under webhook traffic",
+        false,
+        false,
+        || {
+            Part::Etcd.signal("STOP");
+            std::thread::sleep(Duration::from_secs(10));
+            Part::Etcd.signal("CONT");
+        },
+    )
     .await;
 }
 
 /// Creates a NonAdminBackup a second while `inject` runs (3 s after the first): every create either failed
 /// with an error or was admitted with nac's identity (finalizer, nacuuid label once reconciled); the creates
 /// refused (`refusals`: some must be) form one outage, and none is refused once it is over; every backup
-/// completes, once.
-async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl FnOnce() + Send + 'static) {
+/// completes, once. `restart_velero`: Velero is restarted once the traffic stopped. Its own recovery from an API
+/// server restart took from 2 to more than 7 minutes here (its watches refused while the new API server's RBAC
+/// warms up, then new Backups only on its one-minute resync): an admin's restart of Velero, so what is measured is
+/// nac's. After the traffic, so that the creates in the measure are those around the fault.
+async fn under_traffic(
+    prefix: &str,
+    fault: &str,
+    refusals: bool,
+    restart_velero: bool,
+    inject: impl FnOnce() + Send + 'static,
+) {
     let (_serial, env) = start().await;
     let (ns, _, admin, nabs) = tenant(prefix).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -312,6 +420,9 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let outcomes = traffic.await.unwrap();
+    if restart_velero {
+        velero_up(&Cluster::load(), &["--restart"]);
+    }
     let refused: Vec<&String> = outcomes.iter().filter(|(_, ok, _)| !ok).map(|(n, ..)| n).collect();
     assert_eq!(!refused.is_empty(), refusals, "refusals during the fault: {outcomes:?}");
     // How long users could not create: from the first refusal to the next create that went through, or else
@@ -522,6 +633,155 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
         env,
         "S3 server kill -9 while a location is validated and a download answered",
         "2 NABs (1 on the tenant's location), 1 NABSL, 1 NADR",
+        recovered,
+        &tally,
+    );
+}
+
+/// nac's leader killed (kill -9) between the two steps of a location approval: the tenant's Secret copied into
+/// Velero's namespace, the BackupStorageLocation not yet made. The API server holds nac at exactly that point: a
+/// ValidatingAdmissionPolicy refuses this tenant's BackupStorageLocation creates while the test wants it (no code
+/// hook in nac). Once the refusal is lifted and nac is back, the new leader finishes: one Secret copy, one
+/// BackupStorageLocation, the location Available.
+#[tokio::test]
+async fn leader_killed_mid_location_approval() {
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    use k8s_openapi::api::core::v1::Secret;
+    use nac::velero::BackupStorageLocation;
+
+    let (_serial, env) = start().await;
+    let (ns, user, admin, _) = tenant("fault-appr").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    tenant_secret(&admin, &ns, "s3", None).await;
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    nabsls
+        .create(&PostParams::default(), &nabsl("own", &bucket, "p", "s3"))
+        .await
+        .unwrap();
+    let n = wait_json(&nabsls, "own", T, "location requested", |n| {
+        n["status"]["veleroBackupStorageLocation"]["nacuuid"].is_string()
+    })
+    .await;
+    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The refusal: this tenant's BackupStorageLocations (named by their nacuuid) cannot be created.
+    let hold = format!("nac-e2e-hold-{ns}");
+    let message = format!("held by the fault test {hold}");
+    let vaps: Api<ValidatingAdmissionPolicy> = Api::all(admin.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(admin.clone());
+    vaps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": hold},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{
+                    "apiGroups": ["velero.io"], "apiVersions": ["*"], "operations": ["CREATE"],
+                    "resources": ["backupstoragelocations"]
+                }]},
+                "validations": [{
+                    "expression": format!("!object.metadata.name.startsWith('{ns}-')"),
+                    "message": message
+                }]
+            }
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": hold},
+                "spec": {
+                    "policyName": hold,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {
+                        "kubernetes.io/metadata.name": VELERO_NAMESPACE
+                    }}}
+                }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // In force (the API server loads policies asynchronously) or lifted: a dry-run create of a location of the
+    // tenant tells.
+    let bsls: Api<BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let probe: BackupStorageLocation = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": format!("{ns}-probe")},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": bucket}}
+    }))
+    .unwrap();
+    let refused = || async {
+        match bsls
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &probe,
+            )
+            .await
+        {
+            Ok(_) => Some(false),
+            Err(kube::Error::Api(e)) if e.message.contains(&message) => Some(true),
+            Err(_) => None,
+        }
+    };
+    eventually(T, "the refusal in force", || async { refused().await.filter(|r| *r) }).await;
+
+    let requests: Api<nac::api::NonAdminBackupStorageLocationRequest> =
+        Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_for(&requests, &uuid, T, "the admin's request", |r| r.map(|_| ())).await;
+    decide(&admin, &uuid, "approve").await;
+    // nac copied the Secret, then the API server refused the location: the tenant sees why.
+    let n = wait_json(&nabsls, "own", T, "the location's create refused", |n| {
+        n["status"].to_string().contains(&message)
+    })
+    .await;
+    assert_ne!(
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"], "Available",
+        "{n}"
+    );
+    let copies: Api<Secret> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    assert!(copies.get_opt(&uuid).await.unwrap().is_some(), "no Secret copy");
+    assert!(bsls.get_opt(&uuid).await.unwrap().is_none(), "a location made");
+
+    let pid = env.nac.nac_pid().expect("nac runs");
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    bindings.delete(&hold, &DeleteParams::default()).await.unwrap();
+    vaps.delete(&hold, &DeleteParams::default()).await.unwrap();
+    eventually(T, "the refusal lifted", || async {
+        refused().await.filter(|r| !*r).map(|_| ())
+    })
+    .await;
+
+    let t0 = Instant::now();
+    env.nac.restart().await;
+    wait_json(&nabsls, "own", T, "location Available", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+    let recovered = t0.elapsed();
+
+    let tally = final_check(&admin, &[&ns], &[], &[], T).await;
+    assert_eq!(tally.states.get("Available"), Some(&1), "{tally}");
+    assert!(copies.get_opt(&uuid).await.unwrap().is_some() && bsls.get_opt(&uuid).await.unwrap().is_some());
+    report(
+        env,
+        "nac leader kill -9 mid location approval (Secret copied, BSL not yet made)",
+        "1 NABSL approved",
         recovered,
         &tally,
     );
