@@ -317,9 +317,8 @@ pub fn tenant_stream<K: Tenant>(
             Event::InitDone => synced.mark(),
             Event::Delete(o) => deleted(o),
             _ => {}
-        })
-        .applied_objects();
-    log_errors(s, K::CONTROLLER)
+        });
+    log_errors(super::after_init::applied_after_init(s), K::CONTROLLER)
 }
 
 /// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),
@@ -599,9 +598,8 @@ where
             Event::InitDone => synced.mark(),
             Event::Delete(o) => deleted(o),
             _ => {}
-        })
-        .touched_objects();
-    log_errors(s, what)
+        });
+    log_errors(super::after_init::touched_after_init(s), what)
 }
 
 /// Secrets' metadata, cluster-wide, without a store: nac reads a tenant's Secret only when a storage location
