@@ -1,7 +1,8 @@
-//! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup is
-//! InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero uploads,
-//! the API server restarted and etcd paused while the webhooks take traffic and nac writes statuses, nac's
-//! leader killed between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not yet gone).
+//! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup or a
+//! restore is InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero
+//! uploads, the API server restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take
+//! traffic and nac writes statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest
+//! made, NonAdminBackup not yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
 //!
 //! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
 //! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
@@ -120,6 +121,31 @@ fn report(env: &Env, fault: &str, workload: &str, recovered: Duration, tally: &T
     );
 }
 
+/// `n` (a NonAdmin`kind`) failed because Velero stopped mid-run: Velero's phase and reason say so, and so does the
+/// `{kind}Failed` Event, with how to retry.
+async fn failed_by_velero_stopping(admin: &kube::Client, ns: &str, name: &str, kind: &str, n: &Value) {
+    let velero = &n["status"][format!("velero{kind}")]["status"];
+    assert_eq!(velero["phase"], "Failed", "{n}");
+    assert!(
+        velero["failureReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("during the server starting"),
+        "{n}"
+    );
+    let reason = format!("{kind}Failed");
+    let events = eventually(T, &format!("the {reason} Event"), || async {
+        let e = events_of(admin, ns, name, &reason).await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0].contains(&format!("Velero stopped while this {} ran", kind.to_lowercase()))
+            && events[0].contains(&format!("To try again, create a new NonAdmin{kind}")),
+        "{events:?}"
+    );
+}
+
 /// Velero killed while a backup is InProgress (held there by a stalled S3 server, so the kill lands mid-run):
 /// while Velero is down the backup shows InProgress and the next one waits in the queue; once Velero is back it
 /// marks the backup Failed, the NonAdminBackup says Velero stopped mid-run and how to retry, the queued backup
@@ -156,23 +182,7 @@ async fn velero_killed_mid_backup() {
     velero_up(&Cluster::load(), &[]);
     let n = velero_phase(&nabs, "inflight", &["Failed"]).await;
     let recovered = t0.elapsed();
-    assert!(
-        n["status"]["veleroBackup"]["status"]["failureReason"]
-            .as_str()
-            .unwrap()
-            .contains("during the server starting"),
-        "{n}"
-    );
-    let events = eventually(T, "the BackupFailed Event", || async {
-        let e = events_of(&admin, &ns, "inflight", "BackupFailed").await;
-        (!e.is_empty()).then_some(e)
-    })
-    .await;
-    assert!(
-        events[0].contains("Velero stopped while this backup ran")
-            && events[0].contains("To try again, create a new NonAdminBackup"),
-        "{events:?}"
-    );
+    failed_by_velero_stopping(&admin, &ns, "inflight", "Backup", &n).await;
     let queued = velero_name(&completed(&nabs, "queued").await);
     // The retry the Event advises.
     let retry = backup(&nabs, "retry", json!({})).await;
@@ -233,24 +243,7 @@ async fn velero_killed_mid_restore() {
     )
     .await;
     let recovered = t0.elapsed();
-    assert_eq!(n["status"]["veleroRestore"]["status"]["phase"], "Failed", "{n}");
-    assert!(
-        n["status"]["veleroRestore"]["status"]["failureReason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("during the server starting"),
-        "{n}"
-    );
-    let events = eventually(T, "the RestoreFailed Event", || async {
-        let e = events_of(&admin, &ns, "inflight", "RestoreFailed").await;
-        (!e.is_empty()).then_some(e)
-    })
-    .await;
-    assert!(
-        events[0].contains("Velero stopped while this restore ran")
-            && events[0].contains("To try again, create a new NonAdminRestore"),
-        "{events:?}"
-    );
+    failed_by_velero_stopping(&admin, &ns, "inflight", "Restore", &n).await;
     // The retry the Event advises.
     nars.create(&PostParams::default(), &nar("retry", "before"))
         .await
@@ -653,20 +646,8 @@ async fn leader_killed_mid_location_approval() {
     let (ns, user, admin, _) = tenant("fault-appr").await;
     let bucket = format!("loc-{ns}");
     create_bucket(&bucket);
-    tenant_secret(&admin, &ns, "s3", None).await;
     let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
-    nabsls
-        .create(&PostParams::default(), &nabsl("own", &bucket, "p", "s3"))
-        .await
-        .unwrap();
-    let n = wait_json(&nabsls, "own", T, "location requested", |n| {
-        n["status"]["veleroBackupStorageLocation"]["nacuuid"].is_string()
-    })
-    .await;
-    let uuid = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let uuid = requested_location(&admin, &nabsls, &ns, &bucket).await;
 
     // The refusal: this tenant's BackupStorageLocations (named by their nacuuid) cannot be created.
     let hold = format!("nac-e2e-hold-{ns}");
@@ -737,9 +718,6 @@ async fn leader_killed_mid_location_approval() {
     };
     eventually(T, "the refusal in force", || async { refused().await.filter(|r| *r) }).await;
 
-    let requests: Api<nac::api::NonAdminBackupStorageLocationRequest> =
-        Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    wait_for(&requests, &uuid, T, "the admin's request", |r| r.map(|_| ())).await;
     decide(&admin, &uuid, "approve").await;
     // nac copied the Secret, then the API server refused the location: the tenant sees why.
     let n = wait_json(&nabsls, "own", T, "the location's create refused", |n| {
