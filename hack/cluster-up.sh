@@ -70,14 +70,23 @@ running() (
 		apiserver_ready
 )
 
+# apiserver_stopped: the cluster in $CLUSTER_DIR runs but for its API server (stopped, or stopping).
+apiserver_stopped() (
+	[[ -f $ENV_FILE ]] || exit 1
+	ETCD_PID='' KCM_PID=''
+	# shellcheck disable=SC1090
+	. "$ENV_FILE"
+	pid_is etcd "$ETCD_PID" && pid_is kube-controller-manager "$KCM_PID" && ! apiserver_ready
+)
+
 # running_mode: the VELERO_MODE of the cluster recorded in $ENV_FILE.
 running_mode() { sed -n 's/^export VELERO_MODE=//p' "$ENV_FILE" | tail -n 1; }
 
 restart_apiserver=false
 if [[ ${1:-} == --restart-apiserver ]]; then
 	# Tests of watch recovery: stop the API server, keep it down RESTART_DOWN_SECS, start it again on the same
-	# port with the same etcd (nothing is lost).
-	running || die "no running cluster in $CLUSTER_DIR to restart"
+	# port with the same etcd (nothing is lost). Also starts an API server a test stopped by itself.
+	running || apiserver_stopped || die "no running cluster in $CLUSTER_DIR to restart"
 	restart_apiserver=true
 elif [[ ${1:-} == --status ]]; then
 	if running; then

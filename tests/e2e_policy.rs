@@ -4,15 +4,21 @@
 mod common;
 
 use common::e2e::*;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, PostParams};
 use nac::api::NonAdminBackup;
+use nac::naming::NAB_ORIGIN_NACUUID_LABEL;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn nab(name: &str) -> NonAdminBackup {
+    nab_ttl(name, "100h")
+}
+
+fn nab_ttl(name: &str, ttl: &str) -> NonAdminBackup {
     serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
-        "metadata": {"name": name}, "spec": {"backupSpec": {"ttl": "100h"}}
+        "metadata": {"name": name}, "spec": {"backupSpec": {"ttl": ttl}}
     }))
     .unwrap()
 }
@@ -141,6 +147,66 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
     register_webhooks(&env.cluster, &env.admin, &env.nac).await;
     let e = api
         .create(&PostParams::default(), &nab("last-valid"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("48h0m0s"), "{e}");
+
+    // The policy ConfigMap deleted behind nac's back (its webhook guards creates and updates, not deletes): the
+    // last valid policy stays in force, and /readyz says the ConfigMap is gone.
+    set_policy(&env.admin, "backup:\n  maxTtl: 48h\n").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(env.admin.clone(), NAC_NAMESPACE);
+    let saved = cms.get(POLICY_CONFIGMAP).await.unwrap();
+    cms.delete(POLICY_CONFIGMAP, &DeleteParams::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "readyz to report the deleted policy",
+        || async {
+            let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
+            (code == 200 && body.contains("was deleted")).then_some(())
+        },
+    )
+    .await;
+    let e = api.create(&PostParams::default(), &nab("deleted")).await.unwrap_err();
+    assert!(e.to_string().contains("48h0m0s"), "{e}");
+
+    // A nac started with no policy to read admits no tenant object: not ready, every create refused saying why.
+    env.nac.start_again(None);
+    let body = eventually(Duration::from_secs(60), "readyz not ready without a policy", || async {
+        let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
+        (code == 503).then_some(body)
+    })
+    .await;
+    assert!(
+        body.contains("no valid policy loaded") && body.contains("not found"),
+        "{body}"
+    );
+    let e = api
+        .create(&PostParams::default(), &nab_ttl("no-policy", "24h"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no valid admin policy"), "{e}");
+    assert!(api.get_opt("no-policy").await.unwrap().is_none());
+
+    // The policy back: ready, nothing refused any more, and the create admitted with nac's identity.
+    let mut back = ConfigMap {
+        metadata: saved.metadata.clone(),
+        data: saved.data.clone(),
+        ..ConfigMap::default()
+    };
+    back.metadata.resource_version = None;
+    back.metadata.uid = None;
+    back.metadata.creation_timestamp = None;
+    back.metadata.managed_fields = None;
+    cms.create(&PostParams::default(), &back).await.unwrap();
+    env.nac.wait_ready().await;
+    let n = api
+        .create(&PostParams::default(), &nab_ttl("back", "24h"))
+        .await
+        .unwrap();
+    let labels = n.metadata.labels.unwrap_or_default();
+    assert!(labels.contains_key(NAB_ORIGIN_NACUUID_LABEL), "{labels:?}");
+    let e = api
+        .create(&PostParams::default(), &nab("over-again"))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("48h0m0s"), "{e}");

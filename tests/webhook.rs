@@ -234,6 +234,40 @@ async fn updates_pass_even_without_a_valid_policy_but_creates_fail_closed() {
 }
 
 #[tokio::test]
+async fn creates_fail_closed_while_the_policy_cannot_be_read_and_pass_once_it_can() {
+    let s = TestServer::start(Some("{}")).await;
+    let create = fixture("nab-create.json");
+    // Failing for less than the grace (a watch reconnecting): still admitted under the policy read.
+    s.policy.source_failed("watch failed: connection refused");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &create).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    // Failing for longer: every create is refused, saying why and that it passes once the policy can be read.
+    let long_ago =
+        std::time::Instant::now() - nac::policy::live::store::SOURCE_GRACE - std::time::Duration::from_secs(1);
+    s.policy.source_read();
+    s.policy.source_failed_at("watch failed: 403 Forbidden", long_ago);
+    for path in ["/mutate/nonadminbackups", "/validate/nonadminbackups"] {
+        let (_, out) = s.post_json(path, &create).await;
+        assert_eq!(resp(&out)["allowed"], false, "{path}: {out}");
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("cannot read the admin policy")
+                && msg.contains("403 Forbidden")
+                && msg.contains("admitted again"),
+            "{msg}"
+        );
+    }
+    // Controller updates still pass.
+    let (_, out) = s
+        .post_json("/mutate/nonadminbackups", &fixture("nab-update-delete.json"))
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    s.policy.source_read();
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &create).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+}
+
+#[tokio::test]
 async fn nar_rules() {
     let s = TestServer::start(Some(STRICT_POLICY)).await;
     let review = fixture("nar-create.json");

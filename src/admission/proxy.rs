@@ -238,6 +238,13 @@ pub(super) fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<Dynam
 }
 
 fn no_policy_message(state: &AdmissionState, kind: ProxyKind) -> String {
+    if let Some(why) = state.policy.unreadable() {
+        return format!(
+            "{} requests are refused while nac cannot read the admin policy: {why}; they are admitted again once \
+             it can (retry then; if this lasts, tell the cluster administrator)",
+            kind.kind()
+        );
+    }
     let why = state
         .policy
         .snapshot()
@@ -298,7 +305,7 @@ pub(super) async fn mutate(
             add_finalizer(&mut patched, kind.finalizer());
         }
         None => {
-            let Some(policy) = state.policy.current() else {
+            let Some(policy) = state.policy.admissible() else {
                 return deny(resp, no_policy_message(state, kind), []);
             };
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
@@ -359,7 +366,7 @@ pub(super) async fn mutate(
                 let unpaused = old_spec.get("paused").and_then(Value::as_bool).unwrap_or(false)
                     && !p.spec.get("paused").and_then(Value::as_bool).unwrap_or(false);
                 if template_changed || unpaused || expression_changed {
-                    let Some(policy) = state.policy.current() else {
+                    let Some(policy) = state.policy.admissible() else {
                         return deny(resp, no_policy_message(state, kind), []);
                     };
                     if template_changed {
@@ -769,7 +776,7 @@ fn validate_parsed(
             )],
         ),
         None => {
-            let Some(policy) = state.policy.current() else {
+            let Some(policy) = state.policy.admissible() else {
                 return deny(resp, no_policy_message(state, kind), []);
             };
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
@@ -813,7 +820,7 @@ fn validate_parsed(
                 let changed = |k: &str| old_spec.get(k) != p.spec.get(k);
                 edited_template = changed("template");
                 if (changed("schedule") || edited_template) && !privileged {
-                    let Some(policy) = state.policy.current() else {
+                    let Some(policy) = state.policy.admissible() else {
                         return deny(resp, no_policy_message(state, kind), []);
                     };
                     let outcome = kind.evaluate(&p.spec, &policy, p.namespace);

@@ -735,9 +735,8 @@ pub fn tenant_stream<K: Tenant>(
             Event::InitDone => synced.mark(),
             Event::Delete(o) => deleted(o),
             _ => {}
-        })
-        .applied_objects();
-    watches::log_errors(s, K::CONTROLLER)
+        });
+    watches::log_errors(super::index::after_init::applied_after_init(s), K::CONTROLLER)
 }
 
 /// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),

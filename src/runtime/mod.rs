@@ -4,6 +4,7 @@
 
 mod controllers;
 pub mod lease;
+pub mod reach;
 pub mod tls;
 
 use crate::admission::{self, AdmissionState};
@@ -33,6 +34,8 @@ pub struct Health {
     pub stopping: AtomicBool,
     pub certs: Arc<CertStore>,
     pub policy: Arc<PolicyStore>,
+    /// Whether the API server answers; `None` when nac runs without a cluster.
+    pub api: Option<Arc<reach::ApiReach>>,
 }
 
 impl Health {
@@ -44,6 +47,12 @@ impl Health {
         }
         if !self.tls_up.load(Ordering::Relaxed) || !self.certs.is_ready() {
             problems.push("webhook TLS listener is not up".to_string());
+        }
+        if let Some(why) = self.api.as_ref().and_then(|a| a.unreachable()) {
+            problems.push(why);
+        }
+        if let Some(why) = self.policy.unreadable() {
+            problems.push(why);
         }
         let snap = self.policy.snapshot();
         if snap.policy.is_none() {
@@ -261,6 +270,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         stopping: AtomicBool::new(false),
         certs: certs.clone(),
         policy: store.clone(),
+        api: client.as_ref().map(|c| {
+            let reach = Arc::new(reach::ApiReach::default());
+            tokio::spawn(reach.clone().probe(c.clone()));
+            reach
+        }),
     });
     let mut privileged_users = settings.webhook.privileged_users.clone();
     if let Some(c) = &client {

@@ -225,6 +225,12 @@ impl NacProcess {
 
     /// [`NacProcess::restart`] with another nac binary (`None`: the one of this build).
     pub async fn restart_with(&self, binary: Option<&str>) {
+        self.start_again(binary);
+        self.wait_ready().await;
+    }
+
+    /// Stops nac and starts it again without waiting for it to be ready (a test of what it does when it cannot be).
+    pub fn start_again(&self, binary: Option<&str>) {
         self.stop();
         {
             let mut cmd = self.cmd.lock().unwrap();
@@ -238,7 +244,6 @@ impl NacProcess {
             let stdin = child.stdin.take();
             *self.child.lock().unwrap() = (child, stdin);
         }
-        self.wait_ready().await;
     }
 
     pub fn log_tail(&self) -> String {

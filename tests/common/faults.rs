@@ -84,6 +84,30 @@ pub fn restart_apiserver(down_secs: u32) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// The API server stopped (SIGTERM: it refuses new connections at once and lets open watches drain) and kept
+/// down until `down_until()` holds (checked every 200 ms, at most 2 minutes); then `hack/cluster-up.sh
+/// --restart-apiserver` ends it as a restart does (at most 20 s more, then SIGKILL) and starts it again.
+pub fn restart_apiserver_when(mut down_until: impl FnMut() -> bool) {
+    let pid: u32 = Cluster::load()
+        .get("APISERVER_PID")
+        .parse()
+        .expect("APISERVER_PID in the env file");
+    assert!(Command::new("kill")
+        .args(["-TERM", "--", &format!("-{pid}")])
+        .status()
+        .expect("running kill")
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !down_until() {
+        assert!(
+            Instant::now() < deadline,
+            "the API server down for 2 minutes and the condition never held"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    restart_apiserver(0);
+}
+
 /// What the final check counted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {

@@ -433,6 +433,22 @@ pub async fn own_location(
     ns: &str,
     bucket: &str,
 ) {
+    let uuid = requested_location(admin, nabsls, ns, bucket).await;
+    decide(admin, &uuid, "approve").await;
+    wait_json(nabsls, "own", T, "location Available", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+}
+
+/// The tenant's storage location `own` on `bucket` (prefix `p`), with its Secret, its approval request made and
+/// not yet decided; returns the request's name (the location's nacuuid).
+pub async fn requested_location(
+    admin: &kube::Client,
+    nabsls: &Api<nac::api::NonAdminBackupStorageLocation>,
+    ns: &str,
+    bucket: &str,
+) -> String {
     tenant_secret(admin, ns, "s3", None).await;
     nabsls
         .create(&kube::api::PostParams::default(), &nabsl("own", bucket, "p", "s3"))
@@ -446,11 +462,7 @@ pub async fn own_location(
     let requests: Api<nac::api::NonAdminBackupStorageLocationRequest> =
         Api::namespaced(admin.clone(), VELERO_NAMESPACE);
     wait_for(&requests, uuid, T, "the admin's request", |r| r.map(|_| ())).await;
-    decide(admin, uuid, "approve").await;
-    wait_json(nabsls, "own", T, "location Available", |n| {
-        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
-    })
-    .await;
+    uuid.to_string()
 }
 
 /// `hack/velero-up.sh ARGS` for the test cluster: `--restart` (stop Velero if it runs, start it; it syncs backups

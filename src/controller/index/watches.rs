@@ -422,9 +422,8 @@ where
             Event::InitDone => synced.mark(),
             Event::Delete(o) => deleted(o),
             _ => {}
-        })
-        .touched_objects();
-    log_errors(s, what)
+        });
+    log_errors(super::after_init::touched_after_init(s), what)
 }
 
 /// Secrets' metadata, cluster-wide, without a store: nac reads a tenant's Secret only when a storage location

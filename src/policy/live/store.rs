@@ -5,7 +5,12 @@
 
 use crate::policy::Policy;
 use arc_swap::ArcSwap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the policy source may fail to be read (a watch erroring, a file unreadable) before the webhooks stop
+/// admitting under the last policy read, which may then be out of date. Longer than a watch's reconnect.
+pub const SOURCE_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, Default)]
 pub struct PolicyState {
@@ -23,6 +28,8 @@ pub struct PolicyState {
 pub struct PolicyStore {
     state: ArcSwap<PolicyState>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Since when and why the source cannot be read, while it cannot.
+    unreadable: Mutex<Option<(Instant, String)>>,
 }
 
 /// What happened to an offered policy text.
@@ -38,6 +45,7 @@ impl PolicyStore {
         PolicyStore {
             state: ArcSwap::from_pointee(PolicyState::default()),
             metrics,
+            unreadable: Mutex::default(),
         }
     }
 
@@ -47,6 +55,65 @@ impl PolicyStore {
 
     pub fn current(&self) -> Option<Arc<Policy>> {
         self.state.load().policy.clone()
+    }
+
+    /// The policy new objects are admitted under: the current one, unless the source could not be read for
+    /// longer than [`SOURCE_GRACE`] (an admin's change since may be unseen, so the webhooks fail closed).
+    pub fn admissible(&self) -> Option<Arc<Policy>> {
+        if self.unreadable().is_some() {
+            return None;
+        }
+        self.current()
+    }
+
+    /// Why the source counts as unreadable: it could not be read for longer than [`SOURCE_GRACE`].
+    pub fn unreadable(&self) -> Option<String> {
+        self.unreadable_at(Instant::now())
+    }
+
+    fn unreadable_at(&self, now: Instant) -> Option<String> {
+        let guard = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        let (since, why) = guard.as_ref()?;
+        let failing = now.saturating_duration_since(*since);
+        (failing > SOURCE_GRACE).then(|| {
+            format!(
+                "the policy could not be read for {} s ({why}); the last policy read may be out of date",
+                failing.as_secs()
+            )
+        })
+    }
+
+    /// Records a failed read of the source (a watch error, an unreadable file); the first failure of a run of
+    /// them starts the grace.
+    pub fn source_failed(&self, why: &str) {
+        self.source_failed_at(why, Instant::now());
+    }
+
+    pub fn source_failed_at(&self, why: &str, now: Instant) {
+        let mut guard = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some((_, w)) => *w = why.to_string(),
+            None => {
+                tracing::warn!(error = why, "the policy source cannot be read");
+                *guard = Some((now, why.to_string()));
+            }
+        }
+    }
+
+    /// Records a successful read of the source: the webhooks admit again.
+    pub fn source_read(&self) {
+        let mut guard = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((since, _)) = guard.take() {
+            tracing::info!(
+                failing_secs = since.elapsed().as_secs(),
+                "the policy source can be read again"
+            );
+        }
+    }
+
+    /// Whether the last read of the source failed (so it is worth checking again).
+    pub fn source_failing(&self) -> bool {
+        self.unreadable.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     /// Offers a new policy text; a valid one becomes current, an invalid one is recorded as the error.
@@ -128,5 +195,35 @@ mod tests {
         assert_eq!(s.current().unwrap().enforce_backup_spec["ttl"], "1h");
         assert_eq!(s.offer("{}", "t"), Offer::Applied(2));
         assert!(s.snapshot().error.is_none());
+    }
+
+    #[test]
+    fn an_unreadable_source_stops_admission_after_the_grace_and_only_then() {
+        let s = PolicyStore::new(None);
+        assert_eq!(s.offer("{}", "t"), Offer::Applied(1));
+        let t0 = Instant::now();
+        s.source_failed_at("watch failed: connection refused", t0);
+        // A later failure of the same run keeps its start.
+        s.source_failed_at("watch failed: 403", t0 + Duration::from_secs(3));
+        assert!(s.source_failing());
+        assert_eq!(s.unreadable_at(t0 + SOURCE_GRACE), None);
+        let why = s.unreadable_at(t0 + SOURCE_GRACE + Duration::from_secs(1)).unwrap();
+        assert!(why.contains("could not be read for 6 s (watch failed: 403)"), "{why}");
+        s.source_read();
+        assert!(!s.source_failing());
+        assert_eq!(s.unreadable_at(t0 + Duration::from_secs(60)), None);
+        assert!(s.admissible().is_some());
+    }
+
+    #[test]
+    fn admissible_is_none_while_the_source_is_unreadable() {
+        let s = PolicyStore::new(None);
+        assert_eq!(s.offer("{}", "t"), Offer::Applied(1));
+        s.source_failed_at("gone", Instant::now() - SOURCE_GRACE - Duration::from_secs(1));
+        assert!(s.admissible().is_none());
+        // The controllers still see the last policy read.
+        assert!(s.current().is_some());
+        s.source_read();
+        assert!(s.admissible().is_some());
     }
 }
