@@ -10,6 +10,7 @@ pub mod contents;
 pub mod occupancy;
 pub mod rbac;
 pub mod restore;
+pub mod rules;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -240,6 +241,31 @@ impl Question {
         }
     }
 
+    /// The SubjectAccessReview that asks it for `who`.
+    pub fn review_for(&self, who: &Requester) -> k8s_openapi::api::authorization::v1::SubjectAccessReview {
+        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(who.username.clone()),
+                uid: who.uid.clone(),
+                groups: Some(who.groups.clone()),
+                extra: (!who.extra.is_empty()).then(|| who.extra.clone().into_iter().collect()),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: some(&self.namespace),
+                    verb: Some(self.verb.clone()),
+                    group: Some(self.group.clone()),
+                    resource: Some(self.resource.clone()),
+                    subresource: some(&self.subresource),
+                    name: some(&self.name),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
     /// What it asks about, as resource filters name it: `secrets`, `pods/log`, `clusterroles.rbac.authorization.k8s.io/admin`
     /// (the name after the kind).
     pub fn target(&self) -> String {
@@ -453,6 +479,8 @@ pub struct KubeAccess {
     decisions: Mutex<Swept<Requester, Vec<Decision>>>,
     kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
     occupancy: occupancy::KubeOccupancy,
+    /// The RBAC objects rights are answered from without a review (`rights.authorizers: rbac`).
+    rules: Option<rules::Rules>,
 }
 
 impl KubeAccess {
@@ -469,11 +497,38 @@ impl KubeAccess {
             answers: Mutex::new(Swept::new()),
             decisions: Mutex::new(Swept::new()),
             kinds: tokio::sync::Mutex::new(None),
+            rules: None,
         }
+    }
+
+    /// Answers from these RBAC objects where RBAC's answer is final (see [`rules`]); only used while
+    /// `rights.authorizers: rbac` and the watches filling them are live.
+    pub fn with_rules(mut self, rules: rules::Rules) -> KubeAccess {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The RBAC rules that apply to `who` in `namespace`, when they may answer for the API server.
+    fn local_rules(&self, who: &Requester, namespace: &str) -> Option<Vec<PolicyRule>> {
+        let rules = self.rules.as_ref()?;
+        (self.fresh.rbac_only && self.fresh.epochs.live()).then(|| rules.rules_for(who, namespace))
+    }
+
+    /// RBAC's answer from `mine` (see `local_rules`) when it is final: a "yes", or a "no" for a requester no
+    /// other authorizer decides for.
+    fn local_answer(mine: &[PolicyRule], who: &Requester, q: &Question) -> Option<bool> {
+        let yes = rules::any_allows(mine, q);
+        (yes || !rules::decided_outside_rbac(who)).then_some(yes)
     }
 
     /// The answer to `q` and when it was given (one SubjectAccessReview per question while its answer holds).
     async fn ask_at(&self, who: &Requester, q: &Question) -> Result<(bool, Instant), String> {
+        if let Some(a) = self
+            .local_rules(who, &q.namespace)
+            .and_then(|mine| Self::local_answer(&mine, who, q))
+        {
+            return Ok((a, Instant::now()));
+        }
         let key: Key = (who.clone(), q.clone());
         // Taken before the question is sent: an RBAC change while it is answered stales the answer.
         let stamp = self.fresh.epochs.stamp(&q.namespace);
@@ -517,27 +572,8 @@ impl KubeAccess {
     }
 
     async fn review(&self, who: &Requester, q: &Question) -> Result<bool, String> {
-        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(who.username.clone()),
-                uid: who.uid.clone(),
-                groups: Some(who.groups.clone()),
-                extra: (!who.extra.is_empty()).then(|| who.extra.clone().into_iter().collect()),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: some(&q.namespace),
-                    verb: Some(q.verb.clone()),
-                    group: Some(q.group.clone()),
-                    resource: Some(q.resource.clone()),
-                    subresource: some(&q.subresource),
-                    name: some(&q.name),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let review = q.review_for(who);
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let mut answer = api.create(&PostParams::default(), &review).await;
         // A review has no effect: one that never got an answer (a pooled connection the API server had closed) is
@@ -633,8 +669,10 @@ impl Access for KubeAccess {
             // Taken before any question is sent (see `ask_at`).
             let stamp = self.fresh.epochs.stamp(namespace);
             let (mut refused, mut oldest) = (Vec::new(), Instant::now());
-            // A requester whose rights cover every kind in the namespace (a namespace owner bound to a role of
-            // `*`) is answered by one review instead of one per kind.
+            // Answered from the RBAC objects where RBAC's answer is final: no review at all.
+            let local = self.local_rules(who, namespace);
+            // Otherwise a requester whose rights cover every kind in the namespace (a namespace owner bound to a
+            // role of `*`) is answered by one review instead of one per kind.
             let every = Question {
                 verb: verb.into(),
                 group: "*".into(),
@@ -643,14 +681,19 @@ impl Access for KubeAccess {
                 ..Default::default()
             };
             let (all, at) = match kinds.len() {
+                _ if local.is_some() => (false, oldest),
                 0 | 1 => (false, oldest),
                 _ => self.ask_at(who, &every).await?,
             };
             oldest = oldest.min(at);
             if !all {
+                let local = &local;
                 let answers = futures::future::join_all(kinds.iter().map(|k| async move {
                     let q = Question::on(k, verb, namespace);
-                    self.ask_at(who, &q).await
+                    match local.as_deref().and_then(|mine| Self::local_answer(mine, who, &q)) {
+                        Some(a) => Ok((a, Instant::now())),
+                        None => self.ask_at(who, &q).await,
+                    }
                 }))
                 .await;
                 for (k, a) in kinds.iter().zip(answers) {
@@ -1092,6 +1135,72 @@ mod tests {
         let asked = server.await.unwrap();
         let count = |ns: &str| asked.iter().filter(|a| a.starts_with(ns)).count();
         assert_eq!((count("team-a/"), count("team-b/")), (8, 8), "{asked:?}");
+    }
+
+    #[tokio::test]
+    async fn from_the_rbac_objects_a_new_requester_costs_no_review_unless_decided_outside_rbac() {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
+        use kube::runtime::watcher::Event;
+        let (service, handle) = tower_test::mock::pair();
+        let fresh = Freshness {
+            epochs: Arc::default(),
+            rbac_only: true,
+            lifetime: Duration::from_secs(3600),
+        };
+        for w in 0..4 {
+            fresh.epochs.set_live(w, true);
+        }
+        // alice may list pods and deployments in team-a, through a Role.
+        let (rules, mut w) = rules::Rules::new();
+        let meta = |name: &str| kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        };
+        let rule = |group: &str, resource: &str| PolicyRule {
+            verbs: vec!["list".into()],
+            api_groups: Some(vec![group.into()]),
+            resources: Some(vec![resource.into()]),
+            ..Default::default()
+        };
+        w.roles.apply_watcher_event(&Event::Apply(Role {
+            metadata: meta("reader"),
+            rules: Some(vec![rule("", "pods"), rule("apps", "deployments")]),
+        }));
+        w.role_bindings.apply_watcher_event(&Event::Apply(RoleBinding {
+            metadata: meta("alice-reads"),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "Role".into(),
+                name: "reader".into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "User".into(),
+                name: "alice".into(),
+                ..Default::default()
+            }]),
+        }));
+        let access = KubeAccess::with(kube::Client::new(service, "default"), fresh).with_rules(rules);
+        // The API server allows everything: whatever nac asks it is allowed.
+        let server = reviews_answered(handle, |_| true);
+        let all = some_kinds();
+        let kinds: Vec<&Kind> = all.iter().collect();
+        let alice = user("alice");
+        assert_eq!(
+            refused(&access, &alice, "list", "team-a", &kinds).await,
+            Ok(vec!["secrets".to_string()])
+        );
+        // system:masters is allowed before RBAC: RBAC's "no" is asked of the API server.
+        let root = Requester {
+            username: "root".into(),
+            groups: vec!["system:masters".into()],
+            ..Default::default()
+        };
+        assert_eq!(refused(&access, &root, "list", "team-a", &kinds).await, Ok(vec![]));
+        drop(access);
+        let mut asked = server.await.unwrap();
+        asked.sort();
+        assert_eq!(asked, ["team-a/deployments", "team-a/pods", "team-a/secrets"]);
     }
 
     #[test]

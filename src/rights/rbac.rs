@@ -1,5 +1,5 @@
-//! When cached answers about rights stop being valid: nac watches the four RBAC kinds (metadata only) and
-//! counts their changes, so an answer is reused until something that could change it changes.
+//! When cached answers about rights stop being valid: nac watches the four RBAC kinds (metadata only, or whole
+//! objects when it answers from them: [`super::rules`]) and counts their changes, so an answer is reused until something that could change it changes.
 //!
 //! The invalidation is conservative. A Role or RoleBinding can only change rights in its own namespace: its
 //! change drops every answer about that namespace (whoever it binds: a binding's old subjects are not in a
@@ -97,33 +97,79 @@ pub async fn watch(client: kube::Client, epochs: Arc<Epochs>) {
             Api::<PartialObjectMeta<Role>>::all(client.clone()),
             "Role",
             0,
-            epochs.clone()
+            epochs.clone(),
+            |_| {}
         ),
         watch_one(
             Api::<PartialObjectMeta<RoleBinding>>::all(client.clone()),
             "RoleBinding",
             1,
-            epochs.clone()
+            epochs.clone(),
+            |_| {}
         ),
         watch_one(
             Api::<PartialObjectMeta<ClusterRole>>::all(client.clone()),
             "ClusterRole",
             2,
-            epochs.clone()
+            epochs.clone(),
+            |_| {}
         ),
         watch_one(
             Api::<PartialObjectMeta<ClusterRoleBinding>>::all(client),
             "ClusterRoleBinding",
             3,
-            epochs
+            epochs,
+            |_| {}
         ),
     );
 }
 
-/// One kind's metadata watch. On an error the watch is started again from a fresh list (kube's watcher would
+/// The same watches of whole objects, which also fill the stores rights are answered from (`rights.authorizers:
+/// rbac`, see [`super::rules`]). A store is written before the change stales answers, so an answer stamped
+/// before the change is never kept with the rules after it.
+pub async fn watch_rules(client: kube::Client, epochs: Arc<Epochs>, w: super::rules::Writers) {
+    let super::rules::Writers {
+        mut roles,
+        mut role_bindings,
+        mut cluster_roles,
+        mut cluster_role_bindings,
+    } = w;
+    tokio::join!(
+        watch_one(
+            Api::<Role>::all(client.clone()),
+            "Role",
+            0,
+            epochs.clone(),
+            move |e: &Event<Role>| roles.apply_watcher_event(e)
+        ),
+        watch_one(
+            Api::<RoleBinding>::all(client.clone()),
+            "RoleBinding",
+            1,
+            epochs.clone(),
+            move |e: &Event<RoleBinding>| role_bindings.apply_watcher_event(e)
+        ),
+        watch_one(
+            Api::<ClusterRole>::all(client.clone()),
+            "ClusterRole",
+            2,
+            epochs.clone(),
+            move |e: &Event<ClusterRole>| cluster_roles.apply_watcher_event(e)
+        ),
+        watch_one(
+            Api::<ClusterRoleBinding>::all(client),
+            "ClusterRoleBinding",
+            3,
+            epochs,
+            move |e: &Event<ClusterRoleBinding>| cluster_role_bindings.apply_watcher_event(e)
+        ),
+    );
+}
+
+/// One kind's watch, each event given to `feed` first. On an error the watch is started again from a fresh list (kube's watcher would
 /// resume from the last version without one, and nothing would say when it is live again), after a pause that
 /// doubles up to 30 s.
-async fn watch_one<K>(api: Api<K>, kind: &str, index: usize, epochs: Arc<Epochs>)
+async fn watch_one<K>(api: Api<K>, kind: &str, index: usize, epochs: Arc<Epochs>, mut feed: impl FnMut(&Event<K>))
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -131,6 +177,9 @@ where
     loop {
         let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
         while let Some(event) = events.next().await {
+            if let Ok(e) = &event {
+                feed(e);
+            }
             match event {
                 Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => {
                     let namespace = o.meta().namespace.clone();

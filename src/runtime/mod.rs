@@ -208,18 +208,30 @@ async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
 /// The rights cache, with its watches of the RBAC objects (run until the process ends): with
 /// `rights.authorizers: rbac` an answer lasts until an RBAC change could reach it.
 fn rights_access(client: &kube::Client, settings: &crate::config::RightsSettings) -> Arc<dyn crate::rights::Access> {
+    let rbac_only = settings.authorizers == crate::config::Authorizers::Rbac;
     let fresh = crate::rights::Freshness {
         epochs: Arc::default(),
-        rbac_only: settings.authorizers == crate::config::Authorizers::Rbac,
+        rbac_only,
         lifetime: Duration::from_secs(settings.cache_lifetime_secs),
     };
-    tokio::spawn(crate::rights::rbac::watch(client.clone(), fresh.epochs.clone()));
+    let epochs = fresh.epochs.clone();
+    let access = crate::rights::KubeAccess::with(client.clone(), fresh);
+    // With RBAC the only authorizer, rights are answered from the RBAC objects (whole objects watched).
+    let access = if rbac_only {
+        let (rules, writers) = crate::rights::rules::Rules::new();
+        tokio::spawn(crate::rights::rbac::watch_rules(client.clone(), epochs, writers));
+        access.with_rules(rules)
+    } else {
+        tokio::spawn(crate::rights::rbac::watch(client.clone(), epochs));
+        access
+    };
     tracing::info!(
         authorizers = ?settings.authorizers,
-        lifetime_secs = if fresh.rbac_only { settings.cache_lifetime_secs } else { crate::rights::CACHE_TTL.as_secs() },
+        lifetime_secs = if rbac_only { settings.cache_lifetime_secs } else { crate::rights::CACHE_TTL.as_secs() },
+        answered_from_rbac_objects = rbac_only,
         "rights answers kept until an RBAC change could reach them, at most the lifetime"
     );
-    Arc::new(crate::rights::KubeAccess::with(client.clone(), fresh))
+    Arc::new(access)
 }
 
 /// `nac serve`.
