@@ -188,8 +188,7 @@ async fn velero_killed_mid_backup() {
     let retry = backup(&nabs, "retry", json!({})).await;
 
     let tally = final_check(&admin, &[&ns], &[before, queued, retry], &[], T).await;
-    assert_eq!(tally.states.get("Completed"), Some(&3), "{tally}");
-    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    tally.expect(&[("Completed", 3), ("Failed", 1)]);
     report(
         env,
         "Velero kill -9 mid-backup",
@@ -258,8 +257,7 @@ async fn velero_killed_mid_restore() {
     .await;
 
     let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
-    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
-    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    tally.expect(&[("Completed", 2), ("Failed", 1)]);
     report(
         env,
         "Velero kill -9 mid-restore",
@@ -311,8 +309,7 @@ async fn s3_server_gone_mid_upload() {
     let retry = backup(&nabs, "retry", json!({})).await;
 
     let tally = final_check(&admin, &[&ns], &[before, retry], &[], T).await;
-    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
-    assert_eq!(tally.states.get("Failed"), Some(&1), "{tally}");
+    tally.expect(&[("Completed", 2), ("Failed", 1)]);
     report(
         env,
         "S3 server SIGSTOP then kill -9 mid-upload",
@@ -551,7 +548,7 @@ async fn leader_killed_mid_delete() {
     let recovered = t0.elapsed();
 
     let tally = final_check(&admin, &[&ns], &[plain, keep], &[wipe], T).await;
-    assert_eq!(tally.states.get("Completed"), Some(&1), "{tally}");
+    tally.expect(&[("Completed", 1)]);
     report(
         env,
         "nac leader kill -9 mid-delete (DeleteBackupRequest made, NAB not yet gone)",
@@ -615,8 +612,7 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
     assert!(files_in(&bucket, &format!("{ns}/p"), &offsite).contains(&format!("{offsite}.tar.gz")));
 
     let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
-    assert_eq!(tally.states.get("Available"), Some(&1), "{tally}");
-    assert_eq!(tally.states.get("Completed"), Some(&2), "{tally}");
+    tally.expect(&[("Available", 1), ("Completed", 2)]);
     report(
         env,
         "S3 server kill -9 while a location is validated and a download answered",
@@ -749,7 +745,7 @@ async fn leader_killed_mid_location_approval() {
     let recovered = t0.elapsed();
 
     let tally = final_check(&admin, &[&ns], &[], &[], T).await;
-    assert_eq!(tally.states.get("Available"), Some(&1), "{tally}");
+    tally.expect(&[("Available", 1)]);
     assert!(copies.get_opt(&uuid).await.unwrap().is_some() && bsls.get_opt(&uuid).await.unwrap().is_some());
     report(
         env,

@@ -843,6 +843,19 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
+    /// Answers kept an hour, the four RBAC watches live; `rbac_only`: RBAC the only authorizer.
+    fn live_freshness(rbac_only: bool) -> Freshness {
+        let fresh = Freshness {
+            epochs: Arc::default(),
+            rbac_only,
+            lifetime: Duration::from_secs(3600),
+        };
+        for w in 0..4 {
+            fresh.epochs.set_live(w, true);
+        }
+        fresh
+    }
+
     fn all() -> Vec<Kind> {
         vec![
             Kind::new("", "secrets", "Secret", &[]),
@@ -1097,15 +1110,8 @@ mod tests {
     #[tokio::test]
     async fn an_rbac_change_stales_the_answers_it_could_reach() {
         let (service, handle) = tower_test::mock::pair();
-        let fresh = Freshness {
-            epochs: Arc::default(),
-            rbac_only: true,
-            lifetime: Duration::from_secs(3600),
-        };
+        let fresh = live_freshness(true);
         let epochs = fresh.epochs.clone();
-        for w in 0..4 {
-            epochs.set_live(w, true);
-        }
         assert_eq!(
             fresh.lifetime(),
             Duration::from_secs(3600),
@@ -1142,14 +1148,7 @@ mod tests {
         use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
         use kube::runtime::watcher::Event;
         let (service, handle) = tower_test::mock::pair();
-        let fresh = Freshness {
-            epochs: Arc::default(),
-            rbac_only: true,
-            lifetime: Duration::from_secs(3600),
-        };
-        for w in 0..4 {
-            fresh.epochs.set_live(w, true);
-        }
+        let fresh = live_freshness(true);
         // alice may list pods and deployments in team-a, through a Role.
         let (rules, mut w) = rules::Rules::new();
         let meta = |name: &str| kube::api::ObjectMeta {
@@ -1205,14 +1204,7 @@ mod tests {
 
     #[test]
     fn other_authorizers_keep_answers_short() {
-        let fresh = Freshness {
-            epochs: Arc::default(),
-            rbac_only: false,
-            lifetime: Duration::from_secs(3600),
-        };
-        for w in 0..4 {
-            fresh.epochs.set_live(w, true);
-        }
+        let fresh = live_freshness(false);
         assert_eq!(fresh.lifetime(), CACHE_TTL);
     }
 

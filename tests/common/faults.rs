@@ -121,6 +121,15 @@ pub struct Tally {
     pub lost: usize,
 }
 
+impl Tally {
+    /// Asserts how many objects ended in each of the named states.
+    pub fn expect(&self, want: &[(&str, usize)]) {
+        for (state, n) in want {
+            assert_eq!(self.states.get(*state), Some(n), "{state}: {self}");
+        }
+    }
+}
+
 impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let states: Vec<String> = self.states.iter().map(|(k, v)| format!("{k} {v}")).collect();
