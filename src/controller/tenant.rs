@@ -727,6 +727,7 @@ pub fn tenant_stream<K: Tenant>(
     synced: Synced,
     deleted: impl Fn(&K) + Send + 'static,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send {
+    let store = writer.as_reader();
     let s = watches::watcher(api)
         .default_backoff()
         .modify(tenant_store_copy::<K>)
@@ -736,7 +737,7 @@ pub fn tenant_stream<K: Tenant>(
             Event::Delete(o) => deleted(o),
             _ => {}
         });
-    watches::log_errors(super::index::after_init::applied_after_init(s), K::CONTROLLER)
+    watches::log_errors(super::index::after_init::applied_after_init(s, store), K::CONTROLLER)
 }
 
 /// What a tenant kind's store keeps of an object: no managedFields (the API server's, often the largest part),

@@ -8,26 +8,32 @@
 //! until its end.
 
 use futures::{stream, Stream, StreamExt};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher::{Error, Event};
 
-/// Like `touched_objects`, but the objects of a list come after its `InitDone`, when the store has them.
-pub fn touched_after_init<K, S>(events: S) -> impl Stream<Item = Result<K, Error>> + Send
+/// Like `touched_objects`, but the objects of a list come after its `InitDone`, read from `store` (which has them
+/// then): during a list only their references are held, not a second copy of every object.
+pub fn touched_after_init<K, S>(events: S, store: Store<K>) -> impl Stream<Item = Result<K, Error>> + Send
 where
-    K: Send + 'static,
+    K: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<Event<K>, Error>> + Send,
 {
     events
-        .scan(Vec::new(), |listing, ev| {
+        .scan(Vec::<ObjectRef<K>>::new(), move |listing, ev| {
             let out: Vec<Result<K, Error>> = match ev {
                 Ok(Event::Init) => {
                     listing.clear();
                     Vec::new()
                 }
                 Ok(Event::InitApply(o)) => {
-                    listing.push(o);
+                    listing.push(o.to_object_ref(()));
                     Vec::new()
                 }
-                Ok(Event::InitDone) => std::mem::take(listing).into_iter().map(Ok).collect(),
+                Ok(Event::InitDone) => std::mem::take(listing)
+                    .into_iter()
+                    .filter_map(|r| store.get(&r))
+                    .map(|o| Ok(K::clone(&o)))
+                    .collect(),
                 Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => vec![Ok(o)],
                 Err(e) => vec![Err(e)],
             };
@@ -37,12 +43,15 @@ where
 }
 
 /// Like `applied_objects` (no deleted objects), with the objects of a list after its `InitDone`.
-pub fn applied_after_init<K, S>(events: S) -> impl Stream<Item = Result<K, Error>> + Send
+pub fn applied_after_init<K, S>(events: S, store: Store<K>) -> impl Stream<Item = Result<K, Error>> + Send
 where
-    K: Send + 'static,
+    K: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<Event<K>, Error>> + Send,
 {
-    touched_after_init(events.filter(|ev| futures::future::ready(!matches!(ev, Ok(Event::Delete(_))))))
+    touched_after_init(
+        events.filter(|ev| futures::future::ready(!matches!(ev, Ok(Event::Delete(_))))),
+        store,
+    )
 }
 
 #[cfg(test)]
@@ -75,7 +84,7 @@ mod tests {
             Ok(Event::Delete(cm("a"))),
         ];
         let (reader, writer) = store::<ConfigMap>();
-        let out: Vec<String> = touched_after_init(stream::iter(events).reflect(writer))
+        let out: Vec<String> = touched_after_init(stream::iter(events).reflect(writer), reader.clone())
             .map(|o| {
                 let o = o.unwrap();
                 let name = o.metadata.name.clone().unwrap();
@@ -98,7 +107,8 @@ mod tests {
             Ok(Event::Delete(cm("a"))),
             Ok(Event::Apply(cm("b"))),
         ];
-        let out: Vec<String> = applied_after_init(stream::iter(events))
+        let (reader, writer) = store::<ConfigMap>();
+        let out: Vec<String> = applied_after_init(stream::iter(events).reflect(writer), reader)
             .map(|o| o.unwrap().metadata.name.unwrap())
             .collect()
             .await;

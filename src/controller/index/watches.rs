@@ -410,6 +410,7 @@ pub fn origin_stream<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    let store = writer.as_reader();
     let s = kube::runtime::watcher(api, config)
         .default_backoff()
         .inspect_err({
@@ -423,7 +424,7 @@ where
             Event::Delete(o) => deleted(o),
             _ => {}
         });
-    log_errors(super::after_init::touched_after_init(s), what)
+    log_errors(super::after_init::touched_after_init(s, store), what)
 }
 
 /// Secrets' metadata, cluster-wide, without a store: nac reads a tenant's Secret only when a storage location
