@@ -56,6 +56,7 @@ pub struct Metrics {
     pub leader: Gauge,
     pub api_writes: Family<KindLabels, Counter>,
     pub orphans_collected: Family<KindLabels, Counter>,
+    pub occupancy_lists: Counter,
 }
 
 fn latency_buckets() -> Histogram {
@@ -91,6 +92,7 @@ impl Metrics {
             leader: Gauge::default(),
             api_writes: Family::default(),
             orphans_collected: Family::default(),
+            occupancy_lists: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -144,6 +146,12 @@ impl Metrics {
             "orphans_collected",
             "Velero objects nac made whose tenant object was gone, deleted by garbage collection, by kind",
             m.orphans_collected.clone(),
+        );
+        registry.register(
+            "rights_occupancy_lists",
+            "Metadata lists of at most one object, of a kind left out of a backup in its namespace, for the warning \
+             to name the kinds that hold objects first",
+            m.occupancy_lists.clone(),
         );
         Metrics { registry, ..m }
     }

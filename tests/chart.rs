@@ -494,12 +494,18 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 fn rbac_is_least_privilege() {
     let Some(helm) = helm() else { return };
     let docs = render(&helm, &["--set", "velero.namespace=velero"]);
-    // Nothing anywhere gets wildcards; Secrets are written only in Velero's namespace.
+    // rights.listEveryKind (on by default): `list` on every kind, nac's only wildcard.
+    let list_every_kind = (set(&["*"]), set(&["*"]), set(&["list"]));
+    // Nothing else anywhere gets wildcards; Secrets are written only in Velero's namespace.
     for d in docs
         .iter()
         .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
     {
-        for (groups, resources, verbs) in rules(d) {
+        for rule in rules(d) {
+            if rule == list_every_kind && d["metadata"]["name"] == RELEASE && d["kind"] == "ClusterRole" {
+                continue;
+            }
+            let (groups, resources, verbs) = rule;
             assert!(
                 !groups.contains("*") && !resources.contains("*") && !verbs.contains("*"),
                 "{d}"
@@ -575,8 +581,23 @@ fn rbac_is_least_privilege() {
                 set(&["roles", "rolebindings", "clusterroles", "clusterrolebindings"]),
                 set(&["list", "watch"])
             ),
+            list_every_kind.clone(),
         ]
     );
+    // Without it, that rule alone goes.
+    let narrower = render(
+        &helm,
+        &[
+            "--set",
+            "velero.namespace=velero",
+            "--set",
+            "rights.listEveryKind=false",
+        ],
+    );
+    let without = rules(find(&narrower, "ClusterRole", RELEASE));
+    let mut expected = rules(cr);
+    expected.retain(|r| *r != list_every_kind);
+    assert_eq!(without, expected);
     // Velero objects: only in the Velero namespace.
     let velero = find(&docs, "Role", &format!("{RELEASE}-velero"));
     assert_eq!(velero["metadata"]["namespace"], "velero");

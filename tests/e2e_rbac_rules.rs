@@ -1,7 +1,8 @@
 //! End to end: rights answered from the RBAC objects (`rights.authorizers: rbac`) are the API server's answers.
 //! Roles, ClusterRoles (one aggregated by the controller manager) and bindings of every shape are generated, nac's
 //! watches fill its stores, and each of many generated questions is asked both of the local rules and of the
-//! API server (a SubjectAccessReview): they must agree on every one.
+//! API server (a SubjectAccessReview): they must agree on every one. And what a backup leaves out for want of
+//! rights is told as it matters: the kinds holding objects in the requester's namespace first.
 #![cfg(feature = "e2e")]
 
 mod common;
@@ -307,6 +308,132 @@ async fn local_rbac_answers_are_the_api_servers() {
     }
     for i in 0..3 {
         crbs.delete(&format!("{tag}-crb{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// The value of a counter in nac's metrics.
+async fn counter(nac: &NacProcess, name: &str) -> u64 {
+    let text = nac.metrics_text().await;
+    let line = text.lines().find(|l| l.starts_with(&format!("{name} ")));
+    let line = line.unwrap_or_else(|| panic!("no {name} in nac's metrics:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Creates `n` NonAdminBackups at once as `user` in `ns`; their left-out warnings.
+async fn left_out_warnings(user: &kube::Client, ns: &str, tag: &str, n: usize) -> Vec<String> {
+    let path = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminbackups");
+    let creates = (0..n).map(|i| {
+        let body = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+                          "metadata": {"name": format!("{tag}-{i}")}, "spec": {"backupSpec": {}}});
+        let path = path.clone();
+        async move { create_raw(user, &path, &body).await }
+    });
+    futures::future::join_all(creates)
+        .await
+        .into_iter()
+        .map(|(status, body, warnings)| {
+            assert_eq!(status, 201, "{body}");
+            let w = warnings.into_iter().find(|w| w.contains("left out of the backup"));
+            let w = w.unwrap_or_else(|| panic!("no left-out warning for {body}"));
+            // As the API server sends it: `299 - "<text>"`.
+            w.trim_start_matches("299 - \"").trim_end_matches('"').to_string()
+        })
+        .collect()
+}
+
+/// `(N, M)` of a warning saying `N hold(s) objects there; M hold none`.
+fn counts(warning: &str) -> (usize, usize) {
+    let number_before = |what: &str| -> usize {
+        let at = warning.find(what).unwrap_or_else(|| panic!("no '{what}' in {warning}"));
+        let digits: String = warning[..at].chars().rev().take_while(char::is_ascii_digit).collect();
+        digits.chars().rev().collect::<String>().parse().unwrap()
+    };
+    let holding = if warning.contains(" holds objects there") {
+        number_before(" holds objects there")
+    } else {
+        number_before(" hold objects there")
+    };
+    let none = if warning.contains(" holds none") {
+        number_before(" holds none")
+    } else {
+        number_before(" hold none")
+    };
+    (holding, none)
+}
+
+/// A user with Kubernetes' `view` role (no Secrets, no RBAC objects, no Velero kinds) and nac's editor role in two
+/// namespaces, one holding a Secret. The warning there names the kinds that hold objects first (the user's own
+/// RoleBindings and the Secret, before Velero's kinds, which sort first but hold nothing), from one metadata list
+/// per left-out kind however many creates arrive at once; the other namespace is looked at on its own.
+#[tokio::test]
+async fn the_left_out_warning_names_first_the_kinds_holding_objects_in_the_namespace() {
+    let env = Env::start(
+        common::STRICT_POLICY,
+        NacOptions {
+            controllers: false,
+            ..NacOptions::default()
+        },
+    )
+    .await;
+    let admin = env.cluster.admin().await;
+    let (with, without) = (unique_ns("occupied"), unique_ns("unoccupied"));
+    let name = format!("user-{with}");
+    install().editor_role(&admin).await;
+    for ns in [&with, &without] {
+        ensure_namespace(&admin, ns).await;
+        bind_editor(&admin, ns, &name).await;
+        bind(&admin, ns, &name, "view").await;
+    }
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "app"}, "stringData": {"k": "v"}})).unwrap();
+    Api::namespaced(admin.clone(), &with)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let user = env.cluster.as_user(&name).await;
+    let lists = "nac_rights_occupancy_lists_total";
+
+    // Eight creates at once.
+    let before = counter(&env.nac, lists).await;
+    let burst = left_out_warnings(&user, &with, "burst", 8).await;
+    let after = counter(&env.nac, lists).await;
+    let first = &burst[0];
+    assert!(burst.iter().all(|w| w == first), "{burst:#?}");
+    assert!(
+        first.starts_with("spec.backupSpec: rolebindings.rbac.authorization.k8s.io, secrets, "),
+        "{first}"
+    );
+    let (holding, none) = counts(first);
+    assert_eq!(holding, 2, "{first}");
+    assert!(first.contains("backups.velero.io"), "{first}");
+    // Every left-out kind was looked at (nothing it could not tell), each once for the eight creates.
+    assert!(
+        !first.contains("nac could not tell") && !first.contains("may not look"),
+        "{first}"
+    );
+    assert_eq!(after - before, (holding + none) as u64, "{first}");
+
+    // More creates while the answers are kept: no list.
+    let again = left_out_warnings(&user, &with, "again", 4).await;
+    assert!(again.iter().all(|w| w == first), "{again:#?}");
+    assert_eq!(counter(&env.nac, lists).await, after);
+
+    // The other namespace: its own lists, and its Secrets (none) are counted, not named first.
+    let other = left_out_warnings(&user, &without, "other", 1).await;
+    let other = &other[0];
+    assert!(
+        other.starts_with("spec.backupSpec: rolebindings.rbac.authorization.k8s.io, ")
+            && !other.contains("rolebindings.rbac.authorization.k8s.io, secrets"),
+        "{other}"
+    );
+    assert_eq!(counts(other), (1, none + 1), "{other}");
+    assert_eq!(counter(&env.nac, lists).await, after + (holding + none) as u64);
+
+    for ns in [&with, &without] {
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+            .delete(ns, &DeleteParams::default())
             .await
             .unwrap();
     }

@@ -12,6 +12,7 @@
 use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::policy::{self, Outcome, Policy};
+use crate::rights::occupancy::Seen;
 use crate::rights::{BackupRights, Requester, RightsMode, BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
@@ -660,8 +661,8 @@ async fn backup_rights(
                 .iter()
                 .filter_map(|d| included.iter().copied().find(|k| k.filter_name() == *d))
                 .collect();
-            let occupied = access.occupied(namespace, &kinds).await;
-            let warning = left_out_warning(path, &denied, &occupied, &who.username, namespace);
+            let seen = access.occupied(namespace, &kinds).await;
+            let warning = left_out_warning(path, &denied, &seen, &who.username, namespace);
             Ok((record, Some(warning)))
         }
     }
@@ -669,29 +670,36 @@ async fn backup_rights(
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
 /// controllers' kinds, mostly empty in a tenant's namespace): it names a few, those that hold objects first, and
-/// counts those that hold none; the Velero Backup's spec, mirrored in the status, lists them all.
-fn left_out_warning(path: &str, denied: &[String], occupied: &[Option<bool>], user: &str, namespace: &str) -> String {
+/// counts those that hold none; of kinds nac may not look into, or could not tell of in time, it says so rather
+/// than guess. The Velero Backup's spec, mirrored in the status, lists them all.
+fn left_out_warning(path: &str, denied: &[String], seen: &[Seen], user: &str, namespace: &str) -> String {
     const SHOWN: usize = 6;
-    let (ordered, empty) = crate::rights::occupancy::by_occupancy(denied, occupied);
-    let holding = occupied.iter().filter(|o| **o == Some(true)).count();
-    let shown = if ordered.len() > SHOWN {
-        format!(
-            "{} and {} more kinds",
-            ordered[..SHOWN].join(", "),
-            ordered.len() - SHOWN
-        )
+    let r = crate::rights::occupancy::by_occupancy(denied, seen);
+    let total = r.names.len();
+    let shown = if total > SHOWN {
+        format!("{} and {} more kinds", r.names[..SHOWN].join(", "), total - SHOWN)
     } else {
-        ordered.join(", ")
+        r.names.join(", ")
     };
     let mut notes = Vec::new();
     let verb = |n: usize| if n == 1 { "holds" } else { "hold" };
-    if holding > 0 {
-        notes.push(format!("{holding} {} objects there", verb(holding)));
+    if r.holding > 0 {
+        notes.push(format!("{} {} objects there", r.holding, verb(r.holding)));
     }
-    if empty > 0 {
-        notes.push(format!("{empty} {} none", verb(empty)));
+    if r.empty > 0 {
+        notes.push(format!("{} {} none", r.empty, verb(r.empty)));
     }
-    if ordered.len() > SHOWN {
+    match r.not_allowed {
+        0 => {}
+        n if n == total => notes.push("named alphabetically: nac may not look which hold objects".into()),
+        n => notes.push(format!("{n} nac may not look into")),
+    }
+    match r.unknown {
+        0 => {}
+        n if n == total => notes.push("named alphabetically: nac could not tell which hold objects".into()),
+        n => notes.push(format!("{n} nac could not tell of")),
+    }
+    if total > SHOWN {
         notes.push("status.veleroBackup.spec lists them all once the backup is made".to_string());
     }
     let notes = if notes.is_empty() {
@@ -898,37 +906,82 @@ fn validate_parsed(
 mod tests {
     use super::*;
 
+    fn names(n: usize, f: impl Fn(usize) -> String) -> Vec<String> {
+        (0..n).map(f).collect()
+    }
+
     #[test]
     fn a_long_list_of_left_out_kinds_is_cut_in_the_warning() {
-        let kinds: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
-        let w = left_out_warning("spec.backupSpec", &kinds, &[], "alice", "team-a");
+        let kinds = names(9, |i| format!("k{i}"));
+        let w = left_out_warning("spec.backupSpec", &kinds, &[Seen::Empty; 9], "alice", "team-a");
+        assert_eq!(
+            w,
+            "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds left out of the backup (9 hold none; \
+             status.veleroBackup.spec lists them all once the backup is made): alice may not list them in namespace \
+             team-a (policy rights.backup: exclude)"
+        );
+        let w = left_out_warning(
+            "spec.backupSpec",
+            &kinds[..2],
+            &[Seen::Holds, Seen::Empty],
+            "alice",
+            "team-a",
+        );
         assert!(
             w.starts_with(
-                "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 3 more kinds left out of the backup \
-                 (status.veleroBackup.spec lists them all"
+                "spec.backupSpec: k0, k1 left out of the backup (1 holds objects there; 1 holds none): alice"
             ),
             "{w}"
         );
-        assert!(
-            w.ends_with("alice may not list them in namespace team-a (policy rights.backup: exclude)"),
-            "{w}"
-        );
-        assert!(left_out_warning("spec.backupSpec", &kinds[..2], &[], "alice", "team-a")
-            .starts_with("spec.backupSpec: k0, k1 left out of the backup: alice"));
     }
 
     #[test]
     fn the_warning_names_first_the_kinds_that_hold_objects() {
         // Velero's kinds sort first and hold nothing in a tenant's namespace; the Secrets are what matters.
-        let mut kinds: Vec<String> = (0..8).map(|i| format!("k{i}.velero.io")).collect();
+        let mut kinds = names(8, |i| format!("k{i}.velero.io"));
         kinds.push("secrets".into());
-        let mut occupied = vec![Some(false); 6];
-        occupied.extend([None, None, Some(true)]);
-        let w = left_out_warning("spec.backupSpec", &kinds, &occupied, "alice", "team-a");
+        let mut seen = vec![Seen::Empty; 6];
+        seen.extend([Seen::Unknown, Seen::NotAllowed, Seen::Holds]);
+        let w = left_out_warning("spec.backupSpec", &kinds, &seen, "alice", "team-a");
         assert!(
             w.starts_with(
                 "spec.backupSpec: secrets, k6.velero.io, k7.velero.io, k0.velero.io, k1.velero.io, k2.velero.io and \
-                 3 more kinds left out of the backup (1 holds objects there; 6 hold none; status.veleroBackup.spec"
+                 3 more kinds left out of the backup (1 holds objects there; 6 hold none; 1 nac may not look into; \
+                 1 nac could not tell of; status.veleroBackup.spec"
+            ),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn without_the_right_or_the_time_to_look_the_warning_says_it_names_kinds_alphabetically() {
+        let kinds = names(8, |i| format!("k{i}"));
+        let w = left_out_warning("spec.backupSpec", &kinds, &[Seen::NotAllowed; 8], "alice", "team-a");
+        assert!(
+            w.starts_with(
+                "spec.backupSpec: k0, k1, k2, k3, k4, k5 and 2 more kinds left out of the backup (named \
+                 alphabetically: nac may not look which hold objects; status.veleroBackup.spec lists them all"
+            ),
+            "{w}"
+        );
+        let w = left_out_warning("spec.backupSpec", &kinds[..3], &[Seen::Unknown; 3], "alice", "team-a");
+        assert!(
+            w.starts_with(
+                "spec.backupSpec: k0, k1, k2 left out of the backup (named alphabetically: nac could not tell which \
+                 hold objects): alice"
+            ),
+            "{w}"
+        );
+        // Secrets seen, the rest not looked into (nac as the chart installs it without rights.listEveryKind).
+        let mut kinds = names(7, |i| format!("k{i}.velero.io"));
+        kinds.push("secrets".into());
+        let mut seen = vec![Seen::NotAllowed; 7];
+        seen.push(Seen::Holds);
+        let w = left_out_warning("spec.backupSpec", &kinds, &seen, "alice", "team-a");
+        assert!(
+            w.starts_with(
+                "spec.backupSpec: secrets, k0.velero.io, k1.velero.io, k2.velero.io, k3.velero.io, k4.velero.io and \
+                 2 more kinds left out of the backup (1 holds objects there; 7 nac may not look into; status"
             ),
             "{w}"
         );

@@ -172,7 +172,9 @@ fn strings(spec: &Map<String, Value>, field: &str) -> Vec<String> {
 }
 
 /// The kinds of `all` a backup spec would include: Velero's include/exclude resource filters, old style
-/// (`includedResources`) and new (`includedNamespaceScopedResources`), exclusions winning.
+/// (`includedResources`) and new (`includedNamespaceScopedResources`), exclusions winning, and never nac's own
+/// kinds, which every Velero object nac makes excludes (`velero::exclusions`): the webhook (on the tenant's
+/// spec) and the reconciler (on the Velero spec) then decide over the same kinds.
 pub fn backup_kinds<'a>(spec: &Map<String, Value>, all: &'a [Kind]) -> Vec<&'a Kind> {
     // Each filter read once, not once per kind (this runs in every admission review).
     let [inc, inc_ns, exc, exc_ns] = [
@@ -184,9 +186,13 @@ pub fn backup_kinds<'a>(spec: &Map<String, Value>, all: &'a [Kind]) -> Vec<&'a K
     .map(|f| strings(spec, f));
     let included = |list: &[String], k: &Kind| list.is_empty() || list.iter().any(|p| k.named_by(p));
     let excluded = |list: &[String], k: &Kind| list.iter().any(|p| k.named_by(p));
+    let nacs: Vec<String> = crate::velero::exclusions::EXCLUDED_NAMESPACED_RESOURCES
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
     all.iter()
         .filter(|k| included(&inc, k) && included(&inc_ns, k))
-        .filter(|k| !excluded(&exc, k) && !excluded(&exc_ns, k))
+        .filter(|k| !excluded(&exc, k) && !excluded(&exc_ns, k) && !excluded(&nacs, k))
         .collect()
 }
 
@@ -331,11 +337,11 @@ pub trait Access: Send + Sync {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<PolicyRule>>, String>>;
-    /// For each of `kinds`: whether it holds objects in `namespace`, `None` when nac cannot tell (it words
-    /// warnings only; see [`occupancy`]). By default nothing is known.
-    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+    /// For each of `kinds`: what nac knows of whether it holds objects in `namespace` (it words warnings only;
+    /// see [`occupancy`]). By default nothing is known.
+    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<occupancy::Seen>> {
         let _ = namespace;
-        Box::pin(async move { vec![None; kinds.len()] })
+        Box::pin(async move { vec![occupancy::Seen::Unknown; kinds.len()] })
     }
 }
 
@@ -499,6 +505,12 @@ impl KubeAccess {
             kinds: tokio::sync::Mutex::new(None),
             rules: None,
         }
+    }
+
+    /// Counts the lists sent to learn which left-out kinds hold objects on `counter` (see [`occupancy`]).
+    pub fn counting_lists(mut self, counter: prometheus_client::metrics::counter::Counter) -> KubeAccess {
+        self.occupancy = self.occupancy.counting(counter);
+        self
     }
 
     /// Answers from these RBAC objects where RBAC's answer is final (see [`rules`]); only used while
@@ -750,7 +762,7 @@ impl Access for KubeAccess {
         })
     }
 
-    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+    fn occupied<'a>(&'a self, namespace: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<occupancy::Seen>> {
         Box::pin(self.occupancy.occupied(namespace, kinds))
     }
 }
@@ -827,11 +839,14 @@ impl Access for Fixed {
         })
     }
 
-    fn occupied<'a>(&'a self, _: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<Option<bool>>> {
+    fn occupied<'a>(&'a self, _: &'a str, kinds: &'a [&'a Kind]) -> BoxFuture<'a, Vec<occupancy::Seen>> {
         Box::pin(async move {
             kinds
                 .iter()
-                .map(|k| Some(self.holding.contains(&k.filter_name())))
+                .map(|k| match self.holding.contains(&k.filter_name()) {
+                    true => occupancy::Seen::Holds,
+                    false => occupancy::Seen::Empty,
+                })
                 .collect()
         })
     }
@@ -895,6 +910,19 @@ mod tests {
             )),
             ["configmaps", "deployments.apps"]
         );
+        // nac's own kinds: never included, whatever the filters say.
+        let mut with_nacs = all.clone();
+        with_nacs.push(Kind::new(
+            "oadp.openshift.io",
+            "nonadminbackups",
+            "NonAdminBackup",
+            &["nab"],
+        ));
+        assert_eq!(
+            names(backup_kinds(&map(json!({"includedResources": ["*"]})), &with_nacs)).len(),
+            4
+        );
+        assert!(backup_kinds(&map(json!({"includedResources": ["nab"]})), &with_nacs).is_empty());
         // A group that does not match names nothing.
         assert!(backup_kinds(&map(json!({"includedResources": ["deployments.batch"]})), &all).is_empty());
         assert_eq!(

@@ -207,7 +207,11 @@ async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
 
 /// The rights cache, with its watches of the RBAC objects (run until the process ends): with
 /// `rights.authorizers: rbac` an answer lasts until an RBAC change could reach it.
-fn rights_access(client: &kube::Client, settings: &crate::config::RightsSettings) -> Arc<dyn crate::rights::Access> {
+fn rights_access(
+    client: &kube::Client,
+    settings: &crate::config::RightsSettings,
+    metrics: &Metrics,
+) -> Arc<dyn crate::rights::Access> {
     let rbac_only = settings.authorizers == crate::config::Authorizers::Rbac;
     let fresh = crate::rights::Freshness {
         epochs: Arc::default(),
@@ -215,7 +219,7 @@ fn rights_access(client: &kube::Client, settings: &crate::config::RightsSettings
         lifetime: Duration::from_secs(settings.cache_lifetime_secs),
     };
     let epochs = fresh.epochs.clone();
-    let access = crate::rights::KubeAccess::with(client.clone(), fresh);
+    let access = crate::rights::KubeAccess::with(client.clone(), fresh).counting_lists(metrics.occupancy_lists.clone());
     // With RBAC the only authorizer, rights are answered from the RBAC objects (whole objects watched).
     let access = if rbac_only {
         let (rules, writers) = crate::rights::rules::Rules::new();
@@ -305,7 +309,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         }
     }
     // One cache of answers about requesters' rights for the webhooks and the reconcilers.
-    let access = client.as_ref().map(|c| rights_access(c, &settings.rights));
+    let access = client.as_ref().map(|c| rights_access(c, &settings.rights, &metrics));
     if client.is_none() {
         // Not silent: every create that needs the check is refused with a reason, and the log says so up front.
         tracing::warn!(
