@@ -386,12 +386,7 @@ async fn the_left_out_warning_names_first_the_kinds_holding_objects_in_the_names
         bind_editor(&admin, ns, &name).await;
         bind(&admin, ns, &name, "view").await;
     }
-    let secret: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(json!({"metadata": {"name": "app"}, "stringData": {"k": "v"}})).unwrap();
-    Api::namespaced(admin.clone(), &with)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    create_app_secret(&admin, &with).await;
     let user = env.cluster.as_user(&name).await;
     let lists = "nac_rights_occupancy_lists_total";
 

@@ -334,12 +334,7 @@ async fn a_revoked_right_is_applied_as_soon_as_nac_sees_the_rbac_change() {
     let (admin, ns, user, client) = namespace_owner("rbac-watch").await;
     // The namespace holds a Secret and no Deployment: the warning names the Secrets first (nac may list them, as
     // the chart installs it and as an admin).
-    let secret: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(json!({"metadata": {"name": "app"}, "stringData": {"k": "v"}})).unwrap();
-    Api::namespaced(admin.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    create_app_secret(&admin, &ns).await;
     let spec = json!({ "includedResources": ["secrets", "deployments.apps"] });
     let first = create_warned(&client, &ns, "first", spec.clone()).await;
     assert!(!first.iter().any(|w| w.contains("left out")), "{first:?}");

@@ -377,6 +377,16 @@ pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
     bind(admin, ns, user, "admin").await;
 }
 
+/// A Secret `app` in `ns`, made as `admin`: something a tenant may hold and not be allowed to read.
+pub async fn create_app_secret(admin: &Client, ns: &str) {
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "app"}, "stringData": {"k": "v"}})).unwrap();
+    Api::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
 /// Binds `user` to the ClusterRole `role` in `ns`.
 pub async fn bind(admin: &Client, ns: &str, user: &str, role: &str) {
     let name = format!("{user}-{role}");
