@@ -10,11 +10,10 @@
 //! goes on and serves the next create, and the warning says nac could not tell in time.
 
 use super::rbac::{Epochs, Stamp};
-use super::Kind;
+use super::{Kind, Swept};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,13 +42,13 @@ type Flight<V> = Shared<BoxFuture<'static, (V, Instant)>>;
 /// Lookups by key: one runs at a time per key, as its own task (so it ends, and its answer is kept, even when
 /// nobody waits for it any more).
 struct Flights<K, V: Clone> {
-    map: Mutex<HashMap<K, Flight<V>>>,
+    map: Mutex<Swept<K, Flight<V>>>,
 }
 
 impl<K: Hash + Eq, V: Clone + Send + Sync + 'static> Flights<K, V> {
     fn new() -> Self {
         Flights {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Swept::new()),
         }
     }
 
@@ -62,22 +61,21 @@ impl<K: Hash + Eq, V: Clone + Send + Sync + 'static> Flights<K, V> {
         failed: V,
         start: impl FnOnce() -> BoxFuture<'static, V>,
     ) -> Flight<V> {
-        let mut map = self.map.lock().expect("occupancy flights");
-        if let Some(f) = map.get(&key) {
+        let mut flights = self.map.lock().expect("occupancy flights");
+        if let Some(f) = flights.map.get(&key) {
             match f.peek() {
                 None => return f.clone(),
                 Some((v, at)) if keep(v, *at) => return f.clone(),
                 Some(_) => {}
             }
         }
-        if map.len() > 10_000 {
-            map.retain(|_, f| f.peek().is_none_or(|(v, at)| keep(v, *at)));
-        }
+        // Answers no longer kept go when the map grows.
+        flights.sweep_if_large(|_, f| f.peek().is_none_or(|(v, at)| keep(v, *at)));
         let task = tokio::spawn(start().map(|v| (v, Instant::now())));
         let flight = async move { task.await.unwrap_or((failed, Instant::now())) }
             .boxed()
             .shared();
-        map.insert(key, flight.clone());
+        flights.map.insert(key, flight.clone());
         flight
     }
 }
