@@ -3,11 +3,11 @@
 //! hold none.
 //!
 //! nac looks with its own rights: a kind is looked at when nac may list it in every namespace (as the chart
-//! installs it, every kind with `rights.listEveryKind`, else Secrets and nac's own kinds); of the others the
-//! warning says nac may not look. One metadata-only list of at most one object per left-out kind, in the
+//! installs it, every kind with `rights.listEveryKind`, else Secrets, the RBAC kinds and nac's own); of the others
+//! the warning says nac may not look. One metadata-only list of at most one object per left-out kind, in the
 //! requester's namespace only, reused [`SEEN_TTL`]: concurrent creates in a namespace share it, so a burst costs
 //! at most one list per kind. The warning waits at most [`BUDGET`] for the answers; a lookup still running then
-//! goes on and serves the next create, and the warning says nac could not tell in time.
+//! goes on and serves the next create, and the warning says nac could not tell.
 
 use super::rbac::{Epochs, Stamp};
 use super::{Kind, Swept};
@@ -399,7 +399,7 @@ mod tests {
     #[tokio::test]
     async fn kinds_nac_may_not_list_are_not_listed() {
         let (service, handle) = tower_test::mock::pair();
-        // As the chart installs nac without rights.listEveryKind: Secrets only.
+        // As the chart installs nac without rights.listEveryKind: of these kinds, Secrets only.
         let server = api_server(handle, |r| r == "secrets", &["secrets"], Duration::ZERO);
         let occupancy = KubeOccupancy::new(kube::Client::new(service, "default"), Arc::default());
         let all = kinds();
