@@ -657,11 +657,19 @@ async fn backup_rights(
             ),
         )),
         _ => {
+            // Each name gets its own kind's answer, and a name whose kind is not found none (`Unknown`).
             let kinds: Vec<&crate::rights::Kind> = denied
                 .iter()
                 .filter_map(|d| included.iter().copied().find(|k| k.filter_name() == *d))
                 .collect();
-            let seen = access.occupied(namespace, &kinds).await;
+            let answers = access.occupied(namespace, &kinds).await;
+            let seen: Vec<Seen> = denied
+                .iter()
+                .map(|d| {
+                    let at = kinds.iter().position(|k| k.filter_name() == *d);
+                    at.and_then(|i| answers.get(i).copied()).unwrap_or(Seen::Unknown)
+                })
+                .collect();
             let warning = left_out_warning(path, &denied, &seen, &who.username, namespace);
             Ok((record, Some(warning)))
         }
