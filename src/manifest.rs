@@ -142,30 +142,15 @@ impl Manifest {
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(r));
         let mut m = Manifest::default();
         let mut read: u64 = 0;
-        let entries = archive
-            .entries()
-            .map_err(|e| format!("the backup's contents are not a tarball: {e}"))?;
-        for (n, entry) in entries.enumerate() {
-            if n as u64 >= limits.max_entries {
-                return Err(format!("the backup has more than {} entries", limits.max_entries));
-            }
-            let mut entry = entry.map_err(|e| format!("the backup's contents could not be read: {e}"))?;
-            let path = entry
-                .path()
-                .map_err(|e| format!("unreadable path in the backup: {e}"))?
-                .to_string_lossy()
-                .into_owned();
+        for entry in tar_entries(&mut archive, limits)? {
+            let (path, mut entry) = entry?;
             let Some((api_group, namespace, name)) = parse_path(&path) else {
                 continue;
             };
             if m.get(&api_group, &namespace, &name).is_some() {
                 continue;
             }
-            let mut body = Vec::new();
-            (&mut entry)
-                .take(limits.max_item_bytes + 1)
-                .read_to_end(&mut body)
-                .map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+            let body = read_item(&mut entry, limits)?;
             read += body.len() as u64;
             if body.len() as u64 > limits.max_item_bytes || read > limits.max_bytes {
                 return Err(format!(
@@ -182,11 +167,48 @@ impl Manifest {
     }
 }
 
+/// The entries of a backup tarball with their paths: at most `limits.max_entries` of them; an unreadable entry or
+/// path is an error.
+pub fn tar_entries<'a, R: Read + 'a>(
+    archive: &'a mut tar::Archive<R>,
+    limits: &'a Limits,
+) -> Result<impl Iterator<Item = Result<(String, tar::Entry<'a, R>), String>> + 'a, String> {
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("the backup's contents are not a tarball: {e}"))?;
+    Ok(entries.enumerate().map(|(n, entry)| {
+        if n as u64 >= limits.max_entries {
+            return Err(format!(
+                "the backup's contents have more than {} entries; nac reads no more",
+                limits.max_entries
+            ));
+        }
+        let entry = entry.map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+        let path = entry
+            .path()
+            .map_err(|e| format!("the backup's contents have an unreadable path: {e}"))?
+            .to_string_lossy()
+            .into_owned();
+        Ok((path, entry))
+    }))
+}
+
+/// One item's bytes, at most one more than `limits.max_item_bytes`: a longer body reads as too big, never
+/// further.
+pub fn read_item(entry: &mut impl Read, limits: &Limits) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    entry
+        .take(limits.max_item_bytes + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+    Ok(body)
+}
+
 /// Bounds on reading a tarball.
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_entries: u64,
-    /// Bytes of one item.
+    /// Bytes of one item (the API server keeps no object above 1.5 MiB, so a real one always fits).
     pub max_item_bytes: u64,
     /// Bytes of all items read.
     pub max_bytes: u64,

@@ -95,64 +95,30 @@ impl Metrics {
             occupancy_lists: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register(
-            "webhook_requests",
-            "Admission reviews by endpoint and verdict",
-            m.requests.clone(),
-        );
-        registry.register(
-            "webhook_request_duration_seconds",
-            "Admission review latency",
-            request_duration,
-        );
-        registry.register("policy_reloads", "Policy versions applied", m.policy_reloads.clone());
-        registry.register(
-            "policy_reload_errors",
-            "Policy versions rejected (the last valid policy stays)",
-            m.policy_reload_errors.clone(),
-        );
-        registry.register(
-            "policy_generation",
-            "Generation of the policy in force (0: none loaded)",
-            m.policy_generation.clone(),
-        );
-        registry.register(
-            "reconciles",
-            "Reconciles by controller and result",
-            m.reconciles.clone(),
-        );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Reconcile latency by controller",
-            reconcile_duration,
-        );
-        registry.register(
-            "queue_depth",
-            "Reconciles waiting or running, by controller",
-            m.queue_depth.clone(),
-        );
-        registry.register(
-            "velero_objects_managed",
-            "Velero objects carrying nac's labels, by kind",
-            m.velero_objects.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the controller lease",
-            m.leader.clone(),
-        );
-        registry.register("api_writes", "Writes to the API server, by kind", m.api_writes.clone());
-        registry.register(
+        // The metrics are of several types, so a table of (name, help, metric) is a macro, not a loop.
+        macro_rules! register {
+            ($($name:literal, $help:literal, $metric:expr;)*) => { $(registry.register($name, $help, $metric);)* };
+        }
+        register! {
+            "webhook_requests", "Admission reviews by endpoint and verdict", m.requests.clone();
+            "webhook_request_duration_seconds", "Admission review latency", request_duration;
+            "policy_reloads", "Policy versions applied", m.policy_reloads.clone();
+            "policy_reload_errors", "Policy versions rejected (the last valid policy stays)", m.policy_reload_errors.clone();
+            "policy_generation", "Generation of the policy in force (0: none loaded)", m.policy_generation.clone();
+            "reconciles", "Reconciles by controller and result", m.reconciles.clone();
+            "reconcile_duration_seconds", "Reconcile latency by controller", reconcile_duration;
+            "queue_depth", "Reconciles waiting or running, by controller", m.queue_depth.clone();
+            "velero_objects_managed", "Velero objects carrying nac's labels, by kind", m.velero_objects.clone();
+            "leader", "1 while this replica holds the controller lease", m.leader.clone();
+            "api_writes", "Writes to the API server, by kind", m.api_writes.clone();
             "orphans_collected",
-            "Velero objects nac made whose tenant object was gone, deleted by garbage collection, by kind",
-            m.orphans_collected.clone(),
-        );
-        registry.register(
+                "Velero objects nac made whose tenant object was gone, deleted by garbage collection, by kind",
+                m.orphans_collected.clone();
             "rights_occupancy_lists",
-            "Metadata lists of at most one object, of a kind left out of a backup in its namespace, for the warning \
-             to name the kinds that hold objects first",
-            m.occupancy_lists.clone(),
-        );
+                "Metadata lists of at most one object, of a kind left out of a backup in its namespace, for the \
+                 warning to name the kinds that hold objects first",
+                m.occupancy_lists.clone();
+        }
         Metrics { registry, ..m }
     }
 

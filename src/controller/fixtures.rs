@@ -371,16 +371,21 @@ fn split(calls: Vec<Call>) -> (Vec<Call>, usize) {
     (calls.into_iter().filter(|c| c.path != EVENTS).collect(), events)
 }
 
+/// One reconcile of a NonAdminBackup being deleted whose Velero Backup is in `phase`: its API calls and Events.
+async fn deleting_over(phase: &str) -> (Vec<Call>, usize) {
+    let (mut f, handle) = fixture("{}");
+    stored_backup(&mut f, Some(phase));
+    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
+    run(&f, handle, obj).await
+}
+
 const VELERO_BACKUP: &str =
     "/apis/velero.io/v1/namespaces/openshift-adp/backups/team-a-nightly-0d0b7b2c-ee76-412d-a867-2c23b8aa51ab";
 const NAB_PATH: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackups/nightly";
 
 #[tokio::test]
 async fn a_plain_delete_removes_the_velero_backup_then_the_finalizer() {
-    let (mut f, handle) = fixture("{}");
-    stored_backup(&mut f, Some("Completed"));
-    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
-    let (calls, events) = run(&f, handle, obj).await;
+    let (calls, events) = deleting_over("Completed").await;
     assert_eq!(
         calls,
         vec![
@@ -396,10 +401,7 @@ async fn a_plain_delete_removes_the_velero_backup_then_the_finalizer() {
 #[tokio::test]
 async fn a_backup_velero_is_about_to_start_is_deleted_only_once_it_runs() {
     // Velero 1.18 never uncounts a ReadyToStart backup deleted before it starts: its queue would stall.
-    let (mut f, handle) = fixture("{}");
-    stored_backup(&mut f, Some("ReadyToStart"));
-    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
-    let (calls, _) = run(&f, handle, obj).await;
+    let (calls, _) = deleting_over("ReadyToStart").await;
     assert_eq!(
         calls,
         vec![call(Method::PUT, NAB_STATUS)],

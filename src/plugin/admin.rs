@@ -131,7 +131,7 @@ fn requests_table(items: &[Value]) -> String {
                 l["name"].as_str().unwrap_or("").to_string(),
                 phase_of(o).to_string(),
                 spec["provider"].as_str().unwrap_or("").to_string(),
-                bucket_prefix(spec),
+                show::bucket_prefix(spec),
                 o["metadata"]["creationTimestamp"].as_str().unwrap_or("").to_string(),
             ]
         })
@@ -148,14 +148,6 @@ fn requests_table(items: &[Value]) -> String {
         ],
         &rows,
     )
-}
-
-fn bucket_prefix(spec: &Value) -> String {
-    let bucket = spec["objectStorage"]["bucket"].as_str().unwrap_or("");
-    match spec["objectStorage"]["prefix"].as_str().filter(|p| !p.is_empty()) {
-        Some(p) => format!("{bucket}/{p}"),
-        None => bucket.to_string(),
-    }
 }
 
 /// `kubectl nac bsl-request describe`: what the tenant asks for, and where the decision stands.
@@ -201,17 +193,12 @@ pub fn describe_request(o: &Value) -> String {
     );
     let _ = writeln!(out, "\nRequested:");
     let _ = writeln!(out, "  Provider:        {}", text(&spec["provider"]));
-    let _ = writeln!(out, "  Bucket/prefix:   {}", bucket_prefix(spec));
-    let config = spec["config"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", text(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default();
-    let _ = writeln!(out, "  Config:          {}", text(&Value::String(config)));
+    let _ = writeln!(out, "  Bucket/prefix:   {}", show::bucket_prefix(spec));
+    let _ = writeln!(
+        out,
+        "  Config:          {}",
+        text(&Value::String(show::config_list(spec)))
+    );
     let _ = writeln!(
         out,
         "  Credential:      secret {} key {} (in {})",
@@ -273,10 +260,8 @@ pub async fn list_all(
         .list(&lp)
         .await
         .map_err(|e| admin_error(&format!("listing {}s in all namespaces", kind.kind), e))?;
-    let mut items: Vec<Value> = list
-        .items
+    let mut items: Vec<Value> = super::values(list)
         .into_iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
         .filter(|o| phase.is_none_or(|p| kind.phase(o).eq_ignore_ascii_case(p)))
         .filter(|o| location.is_none_or(|l| o["spec"]["backupSpec"]["storageLocation"].as_str() == Some(l)))
         .collect();

@@ -398,6 +398,15 @@ struct GetArgs {
     output: Output,
 }
 
+/// `get` of the kinds a cluster admin may list across namespaces (backups, restores).
+#[derive(Args, Debug)]
+struct GetAcross {
+    #[command(flatten)]
+    args: GetArgs,
+    #[command(flatten)]
+    all: AllNamespaces,
+}
+
 /// A cluster admin's view of every namespace's backups or restores.
 #[derive(Args, Debug)]
 struct AllNamespaces {
@@ -447,12 +456,7 @@ enum BackupVerb {
         out: CreateOut,
     },
     /// List backups
-    Get {
-        #[command(flatten)]
-        args: GetArgs,
-        #[command(flatten)]
-        all: AllNamespaces,
-    },
+    Get(GetAcross),
     /// Show backups in detail
     Describe {
         #[command(flatten)]
@@ -570,12 +574,7 @@ enum RestoreVerb {
         out: CreateOut,
     },
     /// List restores
-    Get {
-        #[command(flatten)]
-        args: GetArgs,
-        #[command(flatten)]
-        all: AllNamespaces,
-    },
+    Get(GetAcross),
     /// Show restores in detail
     Describe(DescribeArgs),
     /// Print a restore's log
@@ -767,13 +766,8 @@ fn capitalised(s: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn get(
-    s: &Session,
-    kind: &Kind,
-    args: &GetArgs,
-    all: &AllNamespaces,
-    table: fn(&[Value]) -> String,
-) -> Result<()> {
+async fn get(s: &Session, kind: &Kind, across: &GetAcross, table: fn(&[Value]) -> String) -> Result<()> {
+    let GetAcross { args, all } = across;
     if all.all_namespaces {
         let items = admin::list_all(
             s,
@@ -868,7 +862,7 @@ async fn backup(s: &Session, verb: BackupVerb) -> Result<()> {
             }
             Ok(())
         }
-        BackupVerb::Get { args, all } => get(s, &BACKUP, &args, &all, |i| show::backups(i, &BACKUP)).await,
+        BackupVerb::Get(g) => get(s, &BACKUP, &g, |i| show::backups(i, &BACKUP)).await,
         BackupVerb::Describe { args, details, tls } => {
             let items = s.some_or_all(&BACKUP, &args.names, None).await?;
             if args.output != Output::Table {
@@ -980,7 +974,7 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
             }
             create(s, &RESTORE, &name, json!({"restoreSpec": spec}), &meta, &out).await
         }
-        RestoreVerb::Get { args, all } => get(s, &RESTORE, &args, &all, |i| show::restores(i, &RESTORE)).await,
+        RestoreVerb::Get(g) => get(s, &RESTORE, &g, |i| show::restores(i, &RESTORE)).await,
         RestoreVerb::Describe(args) => {
             let items = s.some_or_all(&RESTORE, &args.names, None).await?;
             describe(&items, args.output, |o| show::describe_restore(o, &RESTORE))

@@ -13,6 +13,15 @@ pub struct Kind {
 }
 
 impl Kind {
+    const fn new(kind: &'static str, plural: &'static str, noun: &'static str, velero: &'static str) -> Self {
+        Kind {
+            kind,
+            plural,
+            noun,
+            velero,
+        }
+    }
+
     pub fn resource(&self) -> ApiResource {
         ApiResource {
             group: "oadp.openshift.io".into(),
@@ -37,40 +46,21 @@ impl Kind {
     }
 }
 
-pub const BACKUP: Kind = Kind {
-    kind: "NonAdminBackup",
-    plural: "nonadminbackups",
-    noun: "backup",
-    velero: "veleroBackup",
-};
-
-pub const RESTORE: Kind = Kind {
-    kind: "NonAdminRestore",
-    plural: "nonadminrestores",
-    noun: "restore",
-    velero: "veleroRestore",
-};
-
-pub const SCHEDULE: Kind = Kind {
-    kind: "NonAdminSchedule",
-    plural: "nonadminschedules",
-    noun: "schedule",
-    velero: "veleroSchedule",
-};
-
-pub const LOCATION: Kind = Kind {
-    kind: "NonAdminBackupStorageLocation",
-    plural: "nonadminbackupstoragelocations",
-    noun: "backup storage location",
-    velero: "veleroBackupStorageLocation",
-};
-
-pub const DOWNLOAD: Kind = Kind {
-    kind: "NonAdminDownloadRequest",
-    plural: "nonadmindownloadrequests",
-    noun: "download request",
-    velero: "velero",
-};
+pub const BACKUP: Kind = Kind::new("NonAdminBackup", "nonadminbackups", "backup", "veleroBackup");
+pub const RESTORE: Kind = Kind::new("NonAdminRestore", "nonadminrestores", "restore", "veleroRestore");
+pub const SCHEDULE: Kind = Kind::new("NonAdminSchedule", "nonadminschedules", "schedule", "veleroSchedule");
+pub const LOCATION: Kind = Kind::new(
+    "NonAdminBackupStorageLocation",
+    "nonadminbackupstoragelocations",
+    "backup storage location",
+    "veleroBackupStorageLocation",
+);
+pub const DOWNLOAD: Kind = Kind::new(
+    "NonAdminDownloadRequest",
+    "nonadmindownloadrequests",
+    "download request",
+    "velero",
+);
 
 /// Velero phases after which nothing changes any more.
 pub const FINAL: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];

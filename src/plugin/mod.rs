@@ -175,11 +175,7 @@ impl Session {
             .list(&lp)
             .await
             .map_err(|e| api_error(&format!("listing {}s", kind.kind), e))?;
-        let mut items: Vec<Value> = list
-            .items
-            .into_iter()
-            .filter_map(|o| serde_json::to_value(o).ok())
-            .collect();
+        let mut items = values(list);
         items.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
         Ok(items)
     }
@@ -251,4 +247,12 @@ pub fn object(kind: &kinds::Kind, name: &str, spec: Value) -> Value {
         "metadata": {"name": name},
         "spec": spec,
     })
+}
+
+/// A list's objects as JSON (the plugin prints and filters them as such).
+pub(crate) fn values(list: kube::core::ObjectList<kube::api::DynamicObject>) -> Vec<Value> {
+    list.items
+        .into_iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect()
 }

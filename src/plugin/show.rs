@@ -226,7 +226,21 @@ fn approved(o: &Value) -> String {
         .map_or("<pending>".into(), |c| s(&c["status"]))
 }
 
-fn bucket_prefix(spec: &Value) -> String {
+/// A location spec's `config`, as `key=value, ...`.
+pub(super) fn config_list(spec: &Value) -> String {
+    spec["config"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", s(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// A location spec's `bucket/prefix` (the bucket alone without a prefix).
+pub(super) fn bucket_prefix(spec: &Value) -> String {
     let (bucket, prefix) = (s(&spec["objectStorage"]["bucket"]), s(&spec["objectStorage"]["prefix"]));
     if prefix.is_empty() {
         bucket
@@ -272,16 +286,7 @@ pub fn describe_location(o: &Value, kind: &Kind) -> String {
     let _ = writeln!(out, "\nApproved by the cluster admin:  {}", approved(o));
     let _ = writeln!(out, "\nProvider:  {}", s(&spec["provider"]));
     let _ = writeln!(out, "Bucket/prefix:  {}", bucket_prefix(spec));
-    let config = spec["config"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", s(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default();
-    let _ = writeln!(out, "Config:  {}", or_none(&Value::String(config)));
+    let _ = writeln!(out, "Config:  {}", or_none(&Value::String(config_list(spec))));
     let _ = writeln!(
         out,
         "Credential:  secret {} key {}",
@@ -451,19 +456,7 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
     let _ = writeln!(out, "\nStarted:    {}", or_none(&vs["startTimestamp"]));
     let _ = writeln!(out, "Completed:  {}", or_none(&vs["completionTimestamp"]));
     let _ = writeln!(out, "\nExpiration:  {}", or_none(&vs["expiration"]));
-    let p = &vs["progress"];
-    if !p.is_null() {
-        let _ = writeln!(
-            out,
-            "\nTotal items to be backed up:  {}",
-            p["totalItems"].as_i64().unwrap_or(0)
-        );
-        let _ = writeln!(
-            out,
-            "Items backed up:              {}",
-            p["itemsBackedUp"].as_i64().unwrap_or(0)
-        );
-    }
+    progress(&mut out, vs, "backed up", "itemsBackedUp");
     if o["spec"]["deleteBackup"] == true {
         out.push_str("\nDeletion requested (spec.deleteBackup): the backup and its data are being deleted\n");
     }
@@ -488,6 +481,23 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
     out
 }
 
+/// Velero's item counts of a run, aligned as `velero backup describe` and `velero restore describe` print them.
+fn progress(out: &mut String, vs: &Value, verb: &str, done: &str) {
+    let p = &vs["progress"];
+    if p.is_null() {
+        return;
+    }
+    let total = format!("Total items to be {verb}:");
+    let width = total.len() + 2;
+    let _ = writeln!(out, "\n{total:<width$}{}", p["totalItems"].as_i64().unwrap_or(0));
+    let _ = writeln!(
+        out,
+        "{:<width$}{}",
+        format!("Items {verb}:"),
+        p[done].as_i64().unwrap_or(0)
+    );
+}
+
 /// `velero restore describe`, for a NonAdminRestore.
 pub fn describe_restore(o: &Value, kind: &Kind) -> String {
     let mut out = String::new();
@@ -509,19 +519,7 @@ pub fn describe_restore(o: &Value, kind: &Kind) -> String {
     );
     spec_filters(&mut out, spec, "", None);
     let _ = writeln!(out, "\nRestore PVs:  {}", or_auto(&spec["restorePVs"]));
-    let p = &vs["progress"];
-    if !p.is_null() {
-        let _ = writeln!(
-            out,
-            "\nTotal items to be restored:  {}",
-            p["totalItems"].as_i64().unwrap_or(0)
-        );
-        let _ = writeln!(
-            out,
-            "Items restored:              {}",
-            p["itemsRestored"].as_i64().unwrap_or(0)
-        );
-    }
+    progress(&mut out, vs, "restored", "itemsRestored");
     conditions(&mut out, o);
     out
 }

@@ -124,16 +124,16 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
     let mut policy = Map::new();
 
     let backup = mapping(&non_admin, "enforceBackupSpec")?;
-    for field in [
-        "storageLocation",
-        "volumeSnapshotLocations",
-        "includedNamespaces",
-        "excludedNamespaces",
-    ] {
-        if backup.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(non_enforceable("enforceBackupSpec", field));
-        }
-    }
+    unset(
+        &backup,
+        "enforceBackupSpec",
+        &[
+            "storageLocation",
+            "volumeSnapshotLocations",
+            "includedNamespaces",
+            "excludedNamespaces",
+        ],
+    )?;
     if backup.get("includeClusterResources") == Some(&Value::Bool(true)) {
         return Err(non_enforceable("enforceBackupSpec", "includeClusterResources"));
     }
@@ -149,16 +149,16 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
     }
 
     let restore = mapping(&non_admin, "enforceRestoreSpec")?;
-    for field in [
-        "scheduleName",
-        "includedNamespaces",
-        "excludedNamespaces",
-        "namespaceMapping",
-    ] {
-        if restore.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(non_enforceable("enforceRestoreSpec", field));
-        }
-    }
+    unset(
+        &restore,
+        "enforceRestoreSpec",
+        &[
+            "scheduleName",
+            "includedNamespaces",
+            "excludedNamespaces",
+            "namespaceMapping",
+        ],
+    )?;
     if !restore.is_empty() {
         policy.insert("enforceRestoreSpec".into(), Value::Object(restore));
     }
@@ -225,6 +225,14 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
     let yaml = serde_yaml::to_string(&policy).expect("a JSON value serializes as YAML");
     Policy::parse(&yaml).map_err(|e| format!("the translated policy is not valid: {e}"))?;
     Ok(FromDpa { policy, notes })
+}
+
+/// Refuses any of `fields` set in `section`: oadp-operator does not let admins enforce them.
+fn unset(spec: &Map<String, Value>, section: &str, fields: &[&str]) -> Result<(), String> {
+    match fields.iter().find(|f| spec.get(**f).is_some_and(|v| !v.is_null())) {
+        Some(field) => Err(non_enforceable(section, field)),
+        None => Ok(()),
+    }
 }
 
 fn non_enforceable(section: &str, field: &str) -> String {

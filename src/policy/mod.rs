@@ -451,22 +451,22 @@ impl Policy {
                 names.join(", ")
             )),
         }
-        match self.rights.backup {
-            crate::rights::RightsMode::Exclude => {}
-            crate::rights::RightsMode::Deny => {
-                lines.push("backups that would include kinds their requester may not list are refused".into())
-            }
-            crate::rights::RightsMode::Off => {
-                lines.push("backups read with Velero's rights, not their requester's (rights.backup: off)".into())
-            }
-        }
-        match self.rights.restore {
-            crate::rights::RightsMode::Exclude => {}
-            crate::rights::RightsMode::Deny => {
-                lines.push("restores of backups holding kinds their requester may not create are refused".into())
-            }
-            crate::rights::RightsMode::Off => {
-                lines.push("restores create with Velero's rights, not their requester's (rights.restore: off)".into())
+        for (mode, deny, off) in [
+            (
+                self.rights.backup,
+                "backups that would include kinds their requester may not list are refused",
+                "backups read with Velero's rights, not their requester's (rights.backup: off)",
+            ),
+            (
+                self.rights.restore,
+                "restores of backups holding kinds their requester may not create are refused",
+                "restores create with Velero's rights, not their requester's (rights.restore: off)",
+            ),
+        ] {
+            match mode {
+                crate::rights::RightsMode::Exclude => {}
+                crate::rights::RightsMode::Deny => lines.push(deny.into()),
+                crate::rights::RightsMode::Off => lines.push(off.into()),
             }
         }
         if self.garbage_collection != GarbageCollection::default() {

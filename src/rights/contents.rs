@@ -8,26 +8,9 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
 use std::collections::BTreeSet;
 use std::io::Read;
 
-/// Bounds on what a scan reads: a crafted tarball cannot make nac read forever or hold much in memory.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// Uncompressed bytes of the whole tarball.
-    pub max_bytes: u64,
-    /// Entries of the tarball.
-    pub max_entries: u64,
-    /// Bytes of one RBAC object that is parsed.
-    pub max_item_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_bytes: 8 << 30,
-            max_entries: 2_000_000,
-            max_item_bytes: 1 << 20,
-        }
-    }
-}
+/// Bounds on what a scan reads (the manifest's): a crafted tarball cannot make nac read forever or hold much in
+/// memory.
+pub use crate::manifest::Limits;
 
 /// One RBAC object of the namespace in the backup: its name and what it says, or why it could not be read.
 pub type Item<T> = (String, Result<T, String>);
@@ -55,22 +38,8 @@ pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, 
     };
     let mut archive = tar::Archive::new(&mut counted);
     let mut out = Contents::default();
-    let entries = archive
-        .entries()
-        .map_err(|e| format!("the backup's contents are not a tarball: {e}"))?;
-    for (n, entry) in entries.enumerate() {
-        if n as u64 >= limits.max_entries {
-            return Err(format!(
-                "the backup's contents have more than {} entries; nac does not check more",
-                limits.max_entries
-            ));
-        }
-        let mut entry = entry.map_err(|e| format!("the backup's contents could not be read: {e}"))?;
-        let path = entry
-            .path()
-            .map_err(|e| format!("the backup's contents have an unreadable path: {e}"))?
-            .to_string_lossy()
-            .into_owned();
+    for entry in crate::manifest::tar_entries(&mut archive, limits)? {
+        let (path, mut entry) = entry?;
         // Cluster-scoped items have no namespace: never this one.
         let Some((group_resource, ns, name)) = crate::manifest::parse_path(&path) else {
             continue;
@@ -85,11 +54,7 @@ pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, 
         if !rbac {
             continue;
         }
-        let mut body = Vec::new();
-        (&mut entry)
-            .take(limits.max_item_bytes + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| format!("the backup's contents could not be read: {e}"))?;
+        let body = crate::manifest::read_item(&mut entry, limits)?;
         let too_big = body.len() as u64 > limits.max_item_bytes;
         let fail = |e: String| {
             if too_big {

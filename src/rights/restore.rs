@@ -338,12 +338,15 @@ mod tests {
             .clone()
     }
 
+    /// `name`'s rights to restore `crafted()` into team-a with the whole spec, leaving out what is refused.
+    async fn crafted_for(a: &Fixed, name: &str) -> Result<RestoreRights, String> {
+        decide(a, &user(name), "team-a", &spec(), &crafted(), RightsMode::Exclude).await
+    }
+
     #[tokio::test]
     async fn kinds_the_user_may_not_create_are_left_out() {
         let a = access(vec![deny("alice", "create", "pods")]);
-        let d = decide(&a, &user("alice"), "team-a", &spec(), &crafted(), RightsMode::Exclude)
-            .await
-            .unwrap();
+        let d = crafted_for(&a, "alice").await.unwrap();
         assert!(d.excluded.contains(&"pods".to_string()), "{d:?}");
         assert!(!d.excluded.contains(&"configmaps".to_string()));
         assert!(d.message("team-a").contains("alice may not create pods"), "{d:?}");
@@ -363,9 +366,7 @@ mod tests {
             deny("owner", "bind", "clusterroles.rbac.authorization.k8s.io"),
             deny("owner", "*", "*.*"),
         ]);
-        let d = decide(&a, &user("owner"), "team-a", &spec(), &crafted(), RightsMode::Exclude)
-            .await
-            .unwrap();
+        let d = crafted_for(&a, "owner").await.unwrap();
         assert_eq!(d.excluded, [ROLE_BINDINGS]);
         assert_eq!(d.reasons.len(), 1, "the view binding passes: {d:?}");
         assert!(
@@ -373,28 +374,10 @@ mod tests {
             "{d:?}"
         );
         // Who may bind it (or holds it), may restore it.
-        let d = decide(
-            &access(vec![]),
-            &user("root"),
-            "team-a",
-            &spec(),
-            &crafted(),
-            RightsMode::Exclude,
-        )
-        .await
-        .unwrap();
+        let d = crafted_for(&access(vec![]), "root").await.unwrap();
         assert!(d.excluded.is_empty(), "{d:?}");
         let binder = access(vec![deny("binder", "*", "*.*")]);
-        let d = decide(
-            &binder,
-            &user("binder"),
-            "team-a",
-            &spec(),
-            &crafted(),
-            RightsMode::Exclude,
-        )
-        .await
-        .unwrap();
+        let d = crafted_for(&binder, "binder").await.unwrap();
         assert!(d.excluded.is_empty(), "bind on the role is enough: {d:?}");
     }
 
@@ -433,16 +416,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unanswered_question_fails_the_check() {
-        let e = decide(
-            &access(vec![]),
-            &user("broken"),
-            "team-a",
-            &spec(),
-            &crafted(),
-            RightsMode::Exclude,
-        )
-        .await
-        .unwrap_err();
+        let e = crafted_for(&access(vec![]), "broken").await.unwrap_err();
         assert!(e.contains("connection refused"), "{e}");
     }
 

@@ -2,7 +2,6 @@
 //! [`term`] per term of leadership), directly otherwise.
 
 use super::lease::{run_elected, Elector, LeaseConfig};
-use crate::config::Settings;
 use crate::controller::{term, Options};
 use crate::metrics::Metrics;
 use crate::policy::live::PolicyStore;
@@ -11,32 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Runs the controllers until `shutdown` is cancelled: behind the leader Lease
-/// when leader election is enabled, directly otherwise. Returns after the controllers stopped and the Lease was
-/// released.
-/// `access` answers about requesters' rights (shared with the webhooks, so a reconcile right after admission
-/// reuses their answers).
+/// Runs the controllers with `opts` until `shutdown` is cancelled: behind the leader Lease when leader election
+/// is enabled, directly otherwise. Returns after the controllers stopped and the Lease was released. `access`
+/// answers about requesters' rights (shared with the webhooks, so a reconcile right after admission reuses their
+/// answers).
 pub async fn run(
-    client: Client,
-    settings: Settings,
-    policy: Arc<PolicyStore>,
-    metrics: Arc<Metrics>,
-    access: Arc<dyn crate::rights::Access>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    run_with(
-        client,
-        Options::from_settings(&settings),
-        policy,
-        metrics,
-        access,
-        shutdown,
-    )
-    .await
-}
-
-/// [`run`] with explicit options (tests shorten the timings).
-pub async fn run_with(
     client: Client,
     opts: Options,
     policy: Arc<PolicyStore>,

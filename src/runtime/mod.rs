@@ -359,7 +359,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         let access = access.clone().expect("client exists when controllers are enabled");
         tasks.spawn(controllers::run(
             client,
-            settings.clone(),
+            crate::controller::Options::from_settings(&settings),
             store.clone(),
             metrics.clone(),
             access,

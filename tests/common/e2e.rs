@@ -584,6 +584,20 @@ pub async fn assert_no_delete_requests(admin: &Client, sel: &str) {
     assert!(left.is_empty(), "DeleteBackupRequests left for {sel}: {}", left.len());
 }
 
+/// An object as a timed-out wait reports it: its status first, then the rest without `managedFields` (which
+/// would fill the report before the status is reached), at most 3,000 characters.
+fn last_seen<K: serde::Serialize>(object: Option<&K>) -> String {
+    let Some(object) = object else {
+        return "nothing (no such object)".into();
+    };
+    let mut v = serde_json::to_value(object).unwrap_or_default();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let status = v.as_object_mut().and_then(|o| o.remove("status")).unwrap_or_default();
+    format!("status {status}; object {v}").chars().take(3000).collect()
+}
+
 /// Waits until `check` accepts object `name` as a watch of it shows it (`None`: it does not exist), and returns
 /// what `check` made of it. Watch-driven: the API server reports each change, nothing is polled. Panics after
 /// `timeout`, naming `what` and the last state seen.
@@ -595,7 +609,7 @@ pub async fn wait_for<K, T>(
     check: impl Fn(Option<&K>) -> Option<T>,
 ) -> T
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + 'static,
 {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
@@ -610,13 +624,10 @@ where
             Ok(Some(Ok(ev))) => ev,
             Ok(Some(Err(_))) => continue,
             Ok(None) => unreachable!("a watcher stream does not end"),
-            Err(_) => {
-                let last = format!("{current:?}");
-                panic!(
-                    "timed out after {timeout:?} waiting for {what}; last seen: {}",
-                    &last[..last.len().min(3000)]
-                )
-            }
+            Err(_) => panic!(
+                "timed out after {timeout:?} waiting for {what}; last seen: {}",
+                last_seen(current.as_ref())
+            ),
         };
         match ev {
             Event::Init => (listing, in_list) = (None, true),
@@ -667,7 +678,7 @@ pub fn condition_of(v: &Value, ty: &str) -> (String, String) {
 
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + 'static,
 {
     wait_for(api, name, timeout, what, |o| o.is_none().then_some(())).await
 }
