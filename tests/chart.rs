@@ -60,12 +60,16 @@ fn chart_crds_are_the_generated_ones() {
 
 /// Names passed to `registry.register(...)` in src/metrics.rs, prefixed `nac_`.
 fn registered_metric_families() -> BTreeSet<String> {
+    // The registration table: `register! { "name", "help", metric; ... }`, one entry per `;`.
     let src = std::fs::read_to_string(root().join("src/metrics.rs")).unwrap();
-    src.split("register(")
-        .skip(1)
-        .filter_map(|rest| {
-            let rest = rest.trim_start();
-            let rest = rest.strip_prefix('"')?;
+    let Some((_, table)) = src.split_once("register! {") else {
+        return BTreeSet::new();
+    };
+    let table = &table[..table.find('}').unwrap_or(table.len())];
+    table
+        .split(';')
+        .filter_map(|entry| {
+            let rest = entry.trim_start().strip_prefix('"')?;
             Some(format!("nac_{}", &rest[..rest.find('"')?]))
         })
         .collect()
