@@ -1,8 +1,9 @@
 //! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup or a
 //! restore is InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero
-//! uploads, the API server restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take
-//! traffic and nac writes statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest
-//! made, NonAdminBackup not yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
+//! uploads and while its backup sync reads the storage locations and a schedule's due run fires, the API server
+//! restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take traffic and nac writes
+//! statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not
+//! yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
 //!
 //! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
 //! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
@@ -821,6 +822,23 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
         wait_gone(&backups, velero, T, "its Velero Backup deleted").await;
         assert!(files_in(&bucket, &format!("{ns}/p"), velero).contains(&format!("{velero}.tar.gz")));
     }
+    // Nor any sync recorded on the locations (Velero skips at its start a location it synced within its period):
+    // its sync at start reads them.
+    let own = serde_json::to_value(nabsls.get("own").await.unwrap()).unwrap()["status"]["veleroBackupStorageLocation"]
+        ["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bsls: Api<nac::velero::BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    for location in ["default", own.as_str()] {
+        bsls.patch(
+            location,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastSyncedTime": null}})),
+        )
+        .await
+        .unwrap();
+    }
     // The schedule's run falls due while Velero is down.
     nases
         .patch(
@@ -918,6 +936,8 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
             velero.as_str(),
             "{back}"
         );
+        let said = events_of(&admin, &ns, name, "BackupSynced").await;
+        assert!(said.iter().any(|m| m.contains("found in object storage")), "{said:?}");
     }
     let sync_recovered = t0.elapsed();
     let next = eventually(Duration::from_secs(150), "the next run", || async {
@@ -939,6 +959,15 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
     })
     .await;
     assert_eq!(condition_of(&s, "Accepted").0, "True", "{s}");
+    // Each run's Events say what it is: a run of the schedule (not a backup found in object storage).
+    for r in [&run, &next] {
+        let said = events_of(&admin, &sns, r, "ScheduledRun").await;
+        assert!(
+            said.iter().any(|m| m.contains("NonAdminSchedule minutely")),
+            "{r}: {said:?}"
+        );
+        assert!(events_of(&admin, &sns, r, "BackupSynced").await.is_empty(), "{r}");
+    }
     // No more runs while the final check counts; then the schedule goes, and its Velero Schedule with it.
     nases
         .patch(
