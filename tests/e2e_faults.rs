@@ -561,6 +561,20 @@ async fn leader_killed_mid_delete() {
     );
 }
 
+/// Waits until the tenant's location `own` shows Velero's `Unavailable`, with Velero's reason.
+async fn location_unavailable(nabsls: &Api<NonAdminBackupStorageLocation>) {
+    let n = wait_json(nabsls, "own", T, "the location Unavailable", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
+    })
+    .await;
+    assert!(
+        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{n}"
+    );
+}
+
 /// The S3 server gone (kill -9, its port refusing) while a tenant's storage location is validated and while a
 /// download request is answered: the location shows Velero's `Unavailable` with its reason, and once the S3
 /// server is back on its port it turns `Available` by itself; the download request is answered (Velero signs
@@ -578,16 +592,7 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
     let offsite = backup(&nabs, "offsite", json!({"storageLocation": "own"})).await;
 
     Part::S3.signal("KILL");
-    let n = wait_json(&nabsls, "own", T, "location Unavailable while S3 is gone", |n| {
-        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
-    })
-    .await;
-    assert!(
-        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()),
-        "{n}"
-    );
+    location_unavailable(&nabsls).await;
     let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user.clone(), &ns);
     let req: NonAdminDownloadRequest = serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
@@ -889,16 +894,7 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
         failed["status"]["veleroBackup"]["status"]["phase"], "Failed",
         "{failed}"
     );
-    let n = wait_json(&nabsls, "own", T, "the location Unavailable", |n| {
-        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
-    })
-    .await;
-    assert!(
-        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()),
-        "{n}"
-    );
+    location_unavailable(&nabsls).await;
     // The sync was reading when the server died, and gave up on the listing (Velero then syncs and deletes nothing).
     eventually(T, "Velero's sync failing to list", || async {
         velero_log_since(log_offset)
