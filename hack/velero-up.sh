@@ -6,6 +6,8 @@
 # usage: hack/velero-up.sh             start S3 + Velero for the running cluster (idempotent)
 #        hack/velero-up.sh --restart   stop Velero and start it again (same bucket, same BSL): Velero syncs
 #                                      backups from the bucket at start, a test's way to force a backup sync
+#                                      (of each location it has not synced within the last minute: it skips
+#                                      the others until its next tick, a minute on)
 #        hack/velero-up.sh --restart-unvalidated   as --restart, but ready once the server starts its controllers,
 #                                      not once it has validated the BSL: the S3 server may be paused or gone
 #                                      (a fault test starts Velero over it)
