@@ -6,6 +6,11 @@
 # usage: hack/velero-up.sh             start S3 + Velero for the running cluster (idempotent)
 #        hack/velero-up.sh --restart   stop Velero and start it again (same bucket, same BSL): Velero syncs
 #                                      backups from the bucket at start, a test's way to force a backup sync
+#                                      (of each location it has not synced within the last minute: it skips
+#                                      the others until its next tick, a minute on)
+#        hack/velero-up.sh --restart-unvalidated   as --restart, but ready once the server starts its controllers,
+#                                      not once it has validated the BSL: the S3 server may be paused or gone
+#                                      (a fault test starts Velero over it)
 #        hack/velero-up.sh --stop-velero   stop Velero only (Backups wait in phase New until --restart)
 #        hack/velero-up.sh --stop      stop Velero and the S3 server
 #
@@ -180,8 +185,11 @@ velero_kubeconfig() {
 	echo "$kc"
 }
 
+# start_velero [validated|started]: ready once this Velero has validated the BSL (the default), or once it has
+# started its controllers.
 start_velero() {
-	local pid metrics profiler deadline offset kc
+	local pid metrics profiler deadline offset kc ready='BackupStorageLocations is valid, marking as available'
+	[[ ${1:-validated} == started ]] && ready='Server starting\.\.\.'
 	pid=$(env_get VELERO_PID)
 	if pid_is velero "$pid"; then
 		return 0
@@ -219,14 +227,17 @@ print(a.getsockname()[1], b.getsockname()[1])')
 			tail -n 30 "$CLUSTER_DIR/velero.log" >&2
 			exit 1
 		fi
-		if tail -c "+$((offset + 1))" "$CLUSTER_DIR/velero.log" |
-			grep -q 'BackupStorageLocations is valid, marking as available'; then
-			log "velero $(env_get VELERO_VERSION) (pid $pid) up, BSL default Available (validated by Velero)"
+		if tail -c "+$((offset + 1))" "$CLUSTER_DIR/velero.log" | grep -q "$ready"; then
+			if [[ ${1:-validated} == started ]]; then
+				log "velero $(env_get VELERO_VERSION) (pid $pid) started (BSL not validated yet)"
+			else
+				log "velero $(env_get VELERO_VERSION) (pid $pid) up, BSL default Available (validated by Velero)"
+			fi
 			return 0
 		fi
 		sleep 0.2
 	done
-	log "error: the BSL did not become Available within ${VELERO_READY_TIMEOUT}s; last lines of the velero log:"
+	log "error: velero not ready within ${VELERO_READY_TIMEOUT}s (no \"$ready\" in its log); last lines of the velero log:"
 	tail -n 30 "$CLUSTER_DIR/velero.log" >&2
 	exit 1
 }
@@ -331,8 +342,15 @@ case ${1:-} in
 	fi
 	exit 0
 	;;
+--restart-unvalidated)
+	[[ $NODE == 1 ]] && die "--restart-unvalidated: the node environment runs Velero in pods (use --restart)"
+	stop_velero
+	env_set VELERO_PID=
+	start_velero started
+	exit 0
+	;;
 '') ;;
-*) die "usage: $0 [--restart | --stop-velero | --stop]" ;;
+*) die "usage: $0 [--restart | --restart-unvalidated | --stop-velero | --stop]" ;;
 esac
 
 for b in velero velero-plugin-for-aws versitygw; do

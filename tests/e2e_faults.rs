@@ -1,8 +1,9 @@
 //! End to end with the real parts, a part dies in the middle of work: Velero killed (kill -9) while a backup or a
 //! restore is InProgress, the S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero
-//! uploads, the API server restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take
-//! traffic and nac writes statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest
-//! made, NonAdminBackup not yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
+//! uploads and while its backup sync reads the storage locations and a schedule's due run fires, the API server
+//! restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take traffic and nac writes
+//! statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not
+//! yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
 //!
 //! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
 //! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
@@ -17,7 +18,9 @@ use common::e2e::*;
 use common::faults::*;
 use common::velero::*;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore};
+use nac::api::{
+    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminRestore, NonAdminSchedule,
+};
 use nac::naming::NAB_ORIGIN_NACUUID_LABEL;
 use nac::velero::DeleteBackupRequest;
 use serde_json::{json, Value};
@@ -561,6 +564,20 @@ async fn leader_killed_mid_delete() {
     );
 }
 
+/// Waits until the tenant's location `own` shows Velero's `Unavailable`, with Velero's reason.
+async fn location_unavailable(nabsls: &Api<NonAdminBackupStorageLocation>) {
+    let n = wait_json(nabsls, "own", T, "the location Unavailable", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
+    })
+    .await;
+    assert!(
+        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{n}"
+    );
+}
+
 /// The S3 server gone (kill -9, its port refusing) while a tenant's storage location is validated and while a
 /// download request is answered: the location shows Velero's `Unavailable` with its reason, and once the S3
 /// server is back on its port it turns `Available` by itself; the download request is answered (Velero signs
@@ -578,16 +595,7 @@ async fn s3_server_gone_while_a_location_is_validated_and_a_download_answered() 
     let offsite = backup(&nabs, "offsite", json!({"storageLocation": "own"})).await;
 
     Part::S3.signal("KILL");
-    let n = wait_json(&nabsls, "own", T, "location Unavailable while S3 is gone", |n| {
-        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Unavailable"
-    })
-    .await;
-    assert!(
-        n["status"]["veleroBackupStorageLocation"]["status"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()),
-        "{n}"
-    );
+    location_unavailable(&nabsls).await;
     let nadrs: Api<NonAdminDownloadRequest> = Api::namespaced(user.clone(), &ns);
     let req: NonAdminDownloadRequest = serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
@@ -755,6 +763,267 @@ async fn leader_killed_mid_location_approval() {
         "nac leader kill -9 mid location approval (Secret copied, BSL not yet made)",
         "1 NABSL approved",
         recovered,
+        &tally,
+    );
+}
+
+/// The lines of Velero's log written since byte `offset` (the log of one Velero run).
+fn velero_log_since(offset: u64) -> String {
+    let log = std::fs::read(Cluster::load().get("VELERO_LOG")).unwrap_or_default();
+    String::from_utf8_lossy(log.get(offset as usize..).unwrap_or_default()).into_owned()
+}
+
+/// The S3 server stalled (SIGSTOP) and then gone (kill -9, its port refusing) while Velero's backup sync reads the
+/// storage locations and while a NonAdminSchedule's run is due. One Velero lifetime for both faults: each then
+/// waits for Velero's one-minute tick (its sync and its schedules run on it), once.
+///
+/// Backup sync, as on a new cluster: a tenant's two backups on their own location, their NonAdminBackups and
+/// Velero Backups gone while Velero is stopped, the data in their bucket. Velero starts over the stalled S3 server
+/// (its sync at start lists every location and hangs), then the server dies: nothing is half-synced, nothing is
+/// deleted for want of a listing (a backup on the admin's location keeps its Velero Backup), the location shows
+/// Velero's `Unavailable` with its reason; once the S3 server is back on its port, the sync resumes by itself and
+/// the two NonAdminBackups come back, each once, with their identity, their data untouched.
+///
+/// The schedule: every minute, paused until Velero is stopped, so its run falls due while Velero is down; Velero,
+/// started over the stalled S3 server, fires it (once: Velero does not catch up missed runs) and it hangs uploading;
+/// the S3 server dies and the run fails with Velero's reason and the retry advice; the next run is not blocked by
+/// it and completes once the S3 server is back. One Velero Backup and one NonAdminBackup per run; the schedule's
+/// status lists the runs as they ended.
+#[tokio::test]
+async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
+    let (_serial, env) = start().await;
+    let c = Cluster::load();
+    let (ns, user, admin, nabs) = tenant("fault-sync").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    let (sns, suser, _, snabs) = tenant("fault-sched").await;
+    let nases: Api<NonAdminSchedule> = Api::namespaced(suser.clone(), &sns);
+    let schedule: NonAdminSchedule = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule",
+        "metadata": {"name": "minutely"},
+        "spec": {"schedule": "* * * * *", "paused": true, "template": {"backupSpec": {}}}
+    }))
+    .unwrap();
+    nases.create(&PostParams::default(), &schedule).await.unwrap();
+    let s = wait_json(&nases, "minutely", T, "the schedule accepted", |n| {
+        n["status"]["phase"] == "Created" && n["status"]["veleroSchedule"]["name"].is_string()
+    })
+    .await;
+    let vschedule = s["status"]["veleroSchedule"]["name"].as_str().unwrap().to_string();
+    let keep = backup(&nabs, "keep", json!({})).await;
+    let mut synced = Vec::new();
+    for name in ["a", "b"] {
+        synced.push((name, backup(&nabs, name, json!({"storageLocation": "own"})).await));
+    }
+
+    // As on a new cluster: Velero stopped, the NonAdminBackups and Velero Backups of the two gone, their data kept.
+    velero_idle(&admin).await;
+    velero_up(&c, &["--stop-velero"]);
+    for (name, _) in &synced {
+        nabs.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    for (name, velero) in &synced {
+        wait_gone(&nabs, name, T, "the NonAdminBackup deleted").await;
+        wait_gone(&backups, velero, T, "its Velero Backup deleted").await;
+        assert!(files_in(&bucket, &format!("{ns}/p"), velero).contains(&format!("{velero}.tar.gz")));
+    }
+    // Nor any sync recorded on the locations (Velero skips at its start a location it synced within its period):
+    // its sync at start reads them.
+    let own = serde_json::to_value(nabsls.get("own").await.unwrap()).unwrap()["status"]["veleroBackupStorageLocation"]
+        ["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bsls: Api<nac::velero::BackupStorageLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    for location in ["default", own.as_str()] {
+        bsls.patch(
+            location,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastSyncedTime": null}})),
+        )
+        .await
+        .unwrap();
+    }
+    // The schedule's run falls due while Velero is down.
+    nases
+        .patch(
+            "minutely",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    let s = wait_json(&nases, "minutely", T, "the schedule's next run", |n| {
+        n["status"]["nextRun"].is_string()
+    })
+    .await;
+    let due: k8s_openapi::jiff::Timestamp = s["status"]["nextRun"].as_str().unwrap().parse().unwrap();
+    let wait = due.duration_since(k8s_openapi::jiff::Timestamp::now()).as_secs_f64() + 1.0;
+    tokio::time::sleep(Duration::from_secs_f64(wait.max(0.0))).await;
+
+    // Velero started over the stalled S3 server: its sync lists the locations, the due run uploads; both hang.
+    Part::S3.signal("STOP");
+    let log_offset = std::fs::metadata(c.get("VELERO_LOG")).map(|m| m.len()).unwrap_or(0);
+    velero_up(&c, &["--restart-unvalidated"]);
+    let run = eventually(T, "the due run fired", || async {
+        runs_of(&snabs, "minutely")
+            .await
+            .into_iter()
+            .next()
+            .and_then(|n| n.metadata.name)
+    })
+    .await;
+    velero_phase(&snabs, &run, &["InProgress"]).await;
+    // Meanwhile: nothing synced, nothing deleted.
+    for (name, _) in &synced {
+        assert!(
+            nabs.get_opt(name).await.unwrap().is_none(),
+            "{name} synced from a stalled store"
+        );
+    }
+    assert!(backups.get_opt(&keep).await.unwrap().is_some());
+
+    Part::S3.signal("KILL");
+    let failed = velero_phase(
+        &snabs,
+        &run,
+        &["Failed", "FailedValidation", "Completed", "PartiallyFailed"],
+    )
+    .await;
+    assert_eq!(
+        failed["status"]["veleroBackup"]["status"]["phase"], "Failed",
+        "{failed}"
+    );
+    location_unavailable(&nabsls).await;
+    // The sync was reading when the server died, and gave up on the listing (Velero then syncs and deletes nothing).
+    eventually(T, "Velero's sync failing to list", || async {
+        velero_log_since(log_offset)
+            .contains("Error listing backups in backup store")
+            .then_some(())
+    })
+    .await;
+    for (name, _) in &synced {
+        assert!(
+            nabs.get_opt(name).await.unwrap().is_none(),
+            "{name} synced from a dead store"
+        );
+    }
+    assert!(
+        backups.get_opt(&keep).await.unwrap().is_some(),
+        "a backup deleted as not in the store"
+    );
+
+    // The S3 server back on its port: the location Available, the sync resumes by itself, the next run completes.
+    let t0 = Instant::now();
+    velero_up(&c, &[]);
+    wait_json(&nabsls, "own", T, "the location Available again", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+    for (name, velero) in &synced {
+        // Velero's next tick: at most a minute after its start.
+        let back = wait_json(&nabs, name, Duration::from_secs(150), "synced back", |n| {
+            n["status"]["veleroBackup"]["status"]["phase"] == "Completed"
+        })
+        .await;
+        assert_eq!(velero_name(&back), *velero, "{back}");
+        assert_eq!(
+            back["metadata"]["labels"][NAB_ORIGIN_NACUUID_LABEL],
+            velero.as_str(),
+            "{back}"
+        );
+        let said = events_of(&admin, &ns, name, "BackupSynced").await;
+        assert!(said.iter().any(|m| m.contains("found in object storage")), "{said:?}");
+    }
+    let sync_recovered = t0.elapsed();
+    let next = eventually(Duration::from_secs(150), "the next run", || async {
+        runs_of(&snabs, "minutely")
+            .await
+            .into_iter()
+            .nth(1)
+            .and_then(|n| n.metadata.name)
+    })
+    .await;
+    completed(&snabs, &next).await;
+    let schedule_recovered = t0.elapsed();
+    let s = wait_json(&nases, "minutely", T, "the runs listed as they ended", |n| {
+        let recent = &n["status"]["recentBackups"];
+        recent[0]["name"] == next.as_str()
+            && recent[0]["phase"] == "Completed"
+            && recent[1]["name"] == run.as_str()
+            && recent[1]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(condition_of(&s, "Accepted").0, "True", "{s}");
+    // Each run's Events say what it is: a run of the schedule (not a backup found in object storage).
+    for r in [&run, &next] {
+        let said = events_of(&admin, &sns, r, "ScheduledRun").await;
+        assert!(
+            said.iter().any(|m| m.contains("NonAdminSchedule minutely")),
+            "{r}: {said:?}"
+        );
+        assert!(events_of(&admin, &sns, r, "BackupSynced").await.is_empty(), "{r}");
+    }
+    // No more runs while the final check counts; then the schedule goes, and its Velero Schedule with it.
+    nases
+        .patch(
+            "minutely",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let schedules: Api<nac::velero::Schedule> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    wait_json(&schedules, &vschedule, T, "the Velero Schedule paused", |v| {
+        v["spec"]["paused"] == true
+    })
+    .await;
+
+    let tally = final_check(&admin, &[&ns], &[keep], &[], T).await;
+    tally.expect(&[("Completed", 3), ("Available", 1)]);
+    for (_, velero) in &synced {
+        assert!(files_in(&bucket, &format!("{ns}/p"), velero).contains(&format!("{velero}.tar.gz")));
+    }
+    report(
+        env,
+        "S3 server SIGSTOP then kill -9 while backup sync reads the locations",
+        "2 NABs on the tenant's location synced back (as on a new cluster), 1 kept, 1 NABSL",
+        sync_recovered,
+        &tally,
+    );
+
+    // One Velero Backup per run, one NonAdminBackup per Velero Backup (a run fired as the pause arrived included).
+    let runs = eventually(T, "every run with its NonAdminBackup", || async {
+        let runs = runs_of(&snabs, "minutely").await;
+        let velero_runs = backups
+            .list(&ListParams::default().labels(&format!("velero.io/schedule-name={vschedule}")))
+            .await
+            .ok()?
+            .items;
+        let named: std::collections::BTreeSet<String> = runs
+            .iter()
+            .filter_map(|n| n.status.as_ref()?.velero_backup.as_ref()?.name.clone())
+            .collect();
+        (named.len() == runs.len() && velero_runs.len() == runs.len()).then_some(named)
+    })
+    .await;
+    let kept: Vec<String> = runs.iter().filter(|v| **v != velero_name(&failed)).cloned().collect();
+    let tally = final_check(&admin, &[&sns], &kept, &[], T).await;
+    tally.expect(&[("Failed", 1), ("Completed", runs.len() - 1)]);
+    nases.delete("minutely", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nases, "minutely", T, "the schedule deleted").await;
+    wait_gone(&schedules, &vschedule, T, "its Velero Schedule deleted").await;
+    report(
+        env,
+        "S3 server SIGSTOP then kill -9 while a schedule's due run fires",
+        &format!(
+            "NonAdminSchedule every minute, its run due while Velero was down; {} runs",
+            runs.len()
+        ),
+        schedule_recovered,
         &tally,
     );
 }

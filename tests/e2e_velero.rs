@@ -1182,26 +1182,6 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {restorer}}}
     assert!(bindings.get_opt("escalate").await.unwrap().is_none());
 }
 
-/// The run NonAdminBackups of schedule `nas` in `ns` (named `<nas>-<timestamp>`), oldest first.
-async fn runs_of(api: &Api<NonAdminBackup>, nas: &str) -> Vec<NonAdminBackup> {
-    let mut runs: Vec<NonAdminBackup> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|n| {
-            n.metadata
-                .name
-                .as_deref()
-                .and_then(|x| x.strip_prefix(&format!("{nas}-")))
-                .is_some_and(|ts| ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .collect();
-    runs.sort_by_key(|n| n.metadata.name.clone());
-    runs
-}
-
 fn time_of(v: &Value) -> k8s_openapi::jiff::Timestamp {
     v.as_str().unwrap_or_else(|| panic!("not a time: {v}")).parse().unwrap()
 }

@@ -267,7 +267,8 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
         out.push(note(
             false,
             &format!("Velero{kind}Created"),
-            format!("{} accepted; created Velero {kind} {target}", kind),
+            // Made by nac, or adopted (a scheduled run, a backup found in object storage): "its", not "created".
+            format!("{kind} accepted; its Velero {kind} is {target}"),
         ));
     } else if matches!(cond(new, ACCEPTED), Some(("True", ..))) && !matches!(cond(old, ACCEPTED), Some(("True", ..))) {
         let reason = cond(new, ACCEPTED).map(|c| c.1).unwrap_or_default();
@@ -453,6 +454,15 @@ mod tests {
             reasons(&n),
             vec!["VeleroBackupCreated"],
             "one event for accepted + created"
+        );
+        // True also of a Velero Backup nac adopted (a scheduled run, one found in object storage): nac names it,
+        // without claiming to have made it.
+        assert!(
+            n[0].message
+                .contains("its Velero Backup is openshift-adp/team-a-nightly-u")
+                && !n[0].message.contains("created"),
+            "{}",
+            n[0].message
         );
     }
 

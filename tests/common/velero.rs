@@ -2,7 +2,7 @@
 //! objects, waits on Velero's phases, and the bucket read as plain files (versitygw's posix backend).
 
 use super::e2e::*;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use serde_json::{json, Value};
@@ -479,4 +479,24 @@ pub fn velero_up(c: &Cluster, args: &[&str]) {
         "velero-up.sh {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The run NonAdminBackups of schedule `nas` in `ns` (named `<nas>-<timestamp>`), oldest first.
+pub async fn runs_of(api: &Api<NonAdminBackup>, nas: &str) -> Vec<NonAdminBackup> {
+    let mut runs: Vec<NonAdminBackup> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .and_then(|x| x.strip_prefix(&format!("{nas}-")))
+                .is_some_and(|ts| ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    runs.sort_by_key(|n| n.metadata.name.clone());
+    runs
 }

@@ -50,6 +50,9 @@ pub struct Origin {
     pub nacuuid: String,
     /// The tenant's own storage location (NonAdminBackupStorageLocation name) the backup is on, if it is on one.
     pub location: Option<String>,
+    /// The NonAdminSchedule whose Velero Schedule made this backup, while that schedule exists: a new run, not a
+    /// backup found in object storage.
+    pub scheduled_by: Option<String>,
 }
 
 /// The owner of a Velero storage location made for a tenant: `(namespace, NonAdminBackupStorageLocation name)`.
@@ -88,6 +91,8 @@ pub struct Run {
     pub name: String,
     /// The Velero Schedule's name.
     pub schedule: String,
+    /// The NonAdminSchedule's name.
+    pub nas: String,
 }
 
 /// The nacuuid of a run's NonAdminBackup: an ordinary one for its namespace and name (a run's own name is longer
@@ -115,6 +120,7 @@ pub fn run_of(b: &Backup) -> Option<Run> {
         namespace: namespace.to_string(),
         name: run_name(nas, ts),
         schedule: schedule.to_string(),
+        nas: nas.to_string(),
     })
 }
 
@@ -187,6 +193,7 @@ pub fn sync_origin(
             name,
             nacuuid,
             location: own,
+            scheduled_by: run.map(|r| r.nas),
         });
     }
     status?.completion_timestamp.as_ref()?;
@@ -215,7 +222,25 @@ pub fn sync_origin(
         name,
         nacuuid,
         location: own,
+        scheduled_by: None,
     })
+}
+
+/// The Event on a NonAdminBackup backup sync created for Velero Backup `backup`: a run of a schedule is a new
+/// backup its schedule made, not one found in object storage.
+pub fn synced_note(backup: &str, origin: &Origin) -> Note {
+    match &origin.scheduled_by {
+        Some(nas) => Note {
+            warning: false,
+            reason: "ScheduledRun".into(),
+            message: format!("a run of NonAdminSchedule {nas}: Velero Backup {backup}, made by its Velero Schedule"),
+        },
+        None => Note {
+            warning: false,
+            reason: "BackupSynced".into(),
+            message: format!("re-created from Velero Backup {backup} found in object storage"),
+        },
+    }
 }
 
 /// The NonAdminBackup backup sync creates for `b`: the origin's name and namespace, the backup's nacuuid as its
@@ -396,14 +421,7 @@ async fn sync_one(ctx: &Cx<()>, name: &str) -> Outcome {
     match api.create(&PostParams::default(), &nab).await {
         Ok(created) => {
             tracing::info!(nab = %key_of(&created), backup = %name, "backup sync: re-created the NonAdminBackup");
-            ctx.publish(
-                &created,
-                vec![Note {
-                    warning: false,
-                    reason: "BackupSynced".into(),
-                    message: format!("re-created from Velero Backup {name} found in object storage"),
-                }],
-            );
+            ctx.publish(&created, vec![synced_note(name, &origin)]);
             return stamp_if_new(ctx, &b, &origin).await;
         }
         // Taken: by a NonAdminBackup the cache has not shown yet, which may be one being deleted.
@@ -614,6 +632,11 @@ mod tests {
         );
         assert_eq!(o.nacuuid, nacuuid_with("team-a", "weekly-20261125020000", RUN_UID));
         assert!(o.nacuuid.len() <= crate::naming::MAX_NAME_LEN);
+        // Its Event says what it is: a new run of the schedule, not a backup found in object storage.
+        assert_eq!(o.scheduled_by.as_deref(), Some("weekly"));
+        let note = synced_note("r", &o);
+        assert_eq!(note.reason, "ScheduledRun");
+        assert!(note.message.contains("NonAdminSchedule weekly") && !note.message.contains("object storage"));
         // Stamped by nac with that identity, it is the same origin.
         let mut stamped = b.clone();
         let meta = NAB.stamp("x", "velero", &o.nacuuid, "team-a", "weekly-20261125020000", &[]);
@@ -642,7 +665,10 @@ mod tests {
         wide.spec_mut().included_namespaces = Some(vec!["team-a".into(), "team-b".into()]);
         assert_eq!(sync_origin(&wide, &sync, &none, &live), None);
         assert_eq!(sync_origin(&b, &sync, &none, &no_live), None);
-        assert!(sync_origin(&run("Completed", "default"), &open(&["default"]), &none, &no_live).is_some());
+        // Found in object storage once its schedule is gone: synced as any backup, and said so.
+        let found = sync_origin(&run("Completed", "default"), &open(&["default"]), &none, &no_live).unwrap();
+        assert_eq!(found.scheduled_by, None);
+        assert_eq!(synced_note("r", &found).reason, "BackupSynced");
         // A template naming no location: the run is on Velero's default, never on a tenant's own location.
         let unnamed = |name: &str| (name == SCHEDULE).then(|| ("team-a".to_string(), None));
         assert!(sync_origin(&run("InProgress", "default"), &sync, &tenants, &unnamed).is_some());
