@@ -8,7 +8,6 @@ use super::{object, Error, Result, Session};
 use crate::manifest::{diff, Diff, Item, Limits, Manifest};
 use crate::rights::{backup_kinds, discover, BackupRights};
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::discovery::ApiResource;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 
@@ -52,17 +51,7 @@ pub async fn live(s: &Session, spec: &Map<String, Value>) -> Result<Manifest> {
     }
     let mut m = Manifest::default();
     for k in backup_kinds(spec, &kinds) {
-        let ar = ApiResource {
-            group: k.group.clone(),
-            version: k.version.clone(),
-            api_version: if k.group.is_empty() {
-                k.version.clone()
-            } else {
-                format!("{}/{}", k.group, k.version)
-            },
-            kind: k.kind.clone(),
-            plural: k.resource.clone(),
-        };
+        let ar = k.api_resource();
         let api: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &s.namespace, &ar);
         let list = match api.list(&lp).await {
             Ok(l) => l,

@@ -121,6 +121,21 @@ pub struct Kind {
 }
 
 impl Kind {
+    /// Its resource in the cluster's preferred version, for a dynamic `Api`.
+    pub fn api_resource(&self) -> kube::discovery::ApiResource {
+        kube::discovery::ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: if self.group.is_empty() {
+                self.version.clone()
+            } else {
+                format!("{}/{}", self.group, self.version)
+            },
+            kind: self.kind.clone(),
+            plural: self.resource.clone(),
+        }
+    }
+
     /// A kind whose singular name is its lower-cased kind.
     pub fn new(group: &str, resource: &str, kind: &str, short_names: &[&str]) -> Kind {
         Kind {

@@ -12,7 +12,7 @@
 use super::rbac::{Epochs, Stamp};
 use super::{Kind, Swept};
 use futures::future::{BoxFuture, FutureExt, Shared};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -164,17 +164,7 @@ impl KubeOccupancy {
     async fn holds(&self, namespace: &str, kind: &Kind) -> Seen {
         let key = (namespace.to_string(), (kind.group.clone(), kind.resource.clone()));
         let keep = |v: &Seen, at: Instant| *v != Seen::Unknown && at.elapsed() < SEEN_TTL;
-        let ar = ApiResource {
-            group: kind.group.clone(),
-            version: kind.version.clone(),
-            api_version: if kind.group.is_empty() {
-                kind.version.clone()
-            } else {
-                format!("{}/{}", kind.group, kind.version)
-            },
-            kind: kind.kind.clone(),
-            plural: kind.resource.clone(),
-        };
+        let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &ar);
         let (lists, name, ns) = (self.lists.clone(), kind.filter_name(), namespace.to_string());
         let start = move || {
