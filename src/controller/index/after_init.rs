@@ -12,15 +12,16 @@ use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher::{Error, Event};
 
 /// Like `touched_objects`, but the objects of a list come after its `InitDone`, read from `store` (which has them
-/// then): during a list only their references are held, not a second copy of every object.
+/// then): during a list only their references are held, and afterwards each object is copied out of the store
+/// only as the controller takes it, never the whole list at once.
 pub fn touched_after_init<K, S>(events: S, store: Store<K>) -> impl Stream<Item = Result<K, Error>> + Send
 where
     K: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Result<Event<K>, Error>> + Send,
 {
     events
-        .scan(Vec::<ObjectRef<K>>::new(), move |listing, ev| {
-            let out: Vec<Result<K, Error>> = match ev {
+        .scan(Vec::<ObjectRef<K>>::new(), |listing, ev| {
+            let out: Vec<Yield<K>> = match ev {
                 Ok(Event::Init) => {
                     listing.clear();
                     Vec::new()
@@ -29,17 +30,26 @@ where
                     listing.push(o.to_object_ref(()));
                     Vec::new()
                 }
-                Ok(Event::InitDone) => std::mem::take(listing)
-                    .into_iter()
-                    .filter_map(|r| store.get(&r))
-                    .map(|o| Ok(K::clone(&o)))
-                    .collect(),
-                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => vec![Ok(o)],
-                Err(e) => vec![Err(e)],
+                Ok(Event::InitDone) => std::mem::take(listing).into_iter().map(Yield::Listed).collect(),
+                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => vec![Yield::Event(Ok(o))],
+                Err(e) => vec![Yield::Event(Err(e))],
             };
             futures::future::ready(Some(stream::iter(out)))
         })
         .flatten()
+        .filter_map(move |y| {
+            futures::future::ready(match y {
+                // Gone since the list ended: its delete event follows.
+                Yield::Listed(r) => store.get(&r).map(|o| Ok(K::clone(&o))),
+                Yield::Event(e) => Some(e),
+            })
+        })
+}
+
+/// What a watch event yields: a listed object's reference (read from the store as it is taken), or an object.
+enum Yield<K: Lookup<DynamicType = ()>> {
+    Listed(ObjectRef<K>),
+    Event(Result<K, Error>),
 }
 
 /// Like `applied_objects` (no deleted objects), with the objects of a list after its `InitDone`.
