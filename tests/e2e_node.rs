@@ -1,11 +1,12 @@
 //! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, Velero's server and
 //! node agent in pods): nac as it ships, its image installed with `helm install`, the API server calling the
 //! webhooks through the chart's Service; file-system backup of real volume data by Velero's node agent under the
-//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; and
-//! `helm uninstall`. What only a node can show; the process-mode suites cover the rest.
+//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; Velero's
+//! server pod and its node agent's pod killed mid file-system backup; and `helm uninstall`. What only a node can
+//! show; the process-mode suites cover the rest.
 //!
 //! The tests share one installation and run in name order, one at a time (`make e2e-node` passes
-//! `--test-threads=1`): install, volume data, failover, upgrade, uninstall last.
+//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, uninstall last.
 #![cfg(all(feature = "e2e", feature = "node"))]
 
 mod common;
