@@ -298,6 +298,7 @@ fn stored_backup(f: &mut Fixture, phase: Option<&str>) -> String {
         crate::velero::BackupSpec::default(),
     );
     vb.metadata.uid = Some("vb-uid".into());
+    vb.metadata.resource_version = Some("7".into());
     vb.status = phase.map(|p| crate::velero::BackupStatus {
         phase: Some(p.into()),
         ..Default::default()
@@ -391,6 +392,27 @@ async fn a_plain_delete_removes_the_velero_backup_then_the_finalizer() {
         "Deleting, the Velero Backup object deleted (no DeleteBackupRequest: the data stays), the finalizer removed"
     );
     assert_eq!(events, 1);
+}
+
+#[tokio::test]
+async fn the_velero_backup_is_deleted_only_in_the_version_judged_deletable() {
+    // Velero may move a Queued backup to ReadyToStart between nac's read of the store and its delete; deleted
+    // then, Velero's queue stalls (seen on a node: every tenant's backups Queued until Velero restarted). The
+    // API server refuses the delete once the object changed.
+    let (mut f, handle) = fixture("{}");
+    stored_backup(&mut f, Some("Queued"));
+    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
+    let (calls, _) = run(&f, handle, obj).await;
+    let delete = calls
+        .iter()
+        .find(|c| c.method == Method::DELETE)
+        .expect("the Velero Backup deleted");
+    assert_eq!(delete.path, VELERO_BACKUP);
+    assert_eq!(
+        delete.body["preconditions"],
+        json!({"uid": "vb-uid", "resourceVersion": "7"}),
+        "the version nac judged"
+    );
 }
 
 #[tokio::test]

@@ -238,10 +238,11 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
         tracing::debug!(kind = c.kind, object = %c.name, why, "garbage collection: kept");
         return Ok(false);
     }
+    // Only the version judged: Velero may have moved it on since (Queued to ReadyToStart, which must not go).
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: meta.uid.clone(),
-            resource_version: None,
+            resource_version: meta.resource_version.clone(),
         }),
         ..DeleteParams::background()
     };
@@ -259,7 +260,8 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
             );
             Ok(true)
         }
-        // Gone already, or replaced by a new object of the same name (the uid precondition).
+        // Gone already, changed since it was judged, or replaced by a new object of the same name: the next
+        // trigger or sweep judges what is there now.
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
