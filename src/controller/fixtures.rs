@@ -416,17 +416,20 @@ async fn the_velero_backup_is_deleted_only_in_the_version_judged_deletable() {
 }
 
 #[tokio::test]
-async fn a_backup_velero_is_about_to_start_is_deleted_only_once_it_runs() {
-    // Velero 1.18 never uncounts a ReadyToStart backup deleted before it starts: its queue would stall.
-    let (mut f, handle) = fixture("{}");
-    stored_backup(&mut f, Some("ReadyToStart"));
-    let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
-    let (calls, _) = run(&f, handle, obj).await;
-    assert_eq!(
-        calls,
-        vec![call(Method::PUT, NAB_STATUS)],
-        "Deleting written; the Velero Backup is left alone while ReadyToStart"
-    );
+async fn a_backup_velero_is_starting_or_running_is_deleted_only_once_it_ends() {
+    // Velero 1.18 never uncounts a ReadyToStart backup deleted before it starts, and keeps counting an InProgress
+    // one deleted under it for its resource timeout: either way its queue stalls for every tenant.
+    for phase in ["ReadyToStart", "InProgress"] {
+        let (mut f, handle) = fixture("{}");
+        stored_backup(&mut f, Some(phase));
+        let obj = created_nab(json!({"metadata": {"deletionTimestamp": "2026-11-23T00:00:01Z"}}));
+        let (calls, _) = run(&f, handle, obj).await;
+        assert_eq!(
+            calls,
+            vec![call(Method::PUT, NAB_STATUS)],
+            "Deleting written; the Velero Backup is left alone while {phase}"
+        );
+    }
 }
 
 #[tokio::test]

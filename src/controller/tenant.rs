@@ -639,8 +639,8 @@ pub async fn delete_velero<K: Tenant>(ctx: &Shared, name: &str, velero: &K::Vele
     if !crate::velero::deletable_now(velero.phase()) {
         // Woken by Velero's next phase change of the object.
         return Err(Error::Waiting(format!(
-            "waiting for Velero to start {} {}/{name} before deleting it (deleting it in phase {} would stall \
-             Velero's queue)",
+            "waiting for Velero to move {} {}/{name} on before deleting it (deleting it in phase {} would stall \
+             Velero's queue for every tenant)",
             <K::Velero as VeleroObject>::KIND,
             ctx.opts.velero_namespace,
             velero.phase().unwrap_or_default()

@@ -188,7 +188,7 @@ pub fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
     let s = b.status.as_ref();
     let phase = s.and_then(|s| s.phase.as_deref());
     if !crate::velero::deletable_now(phase) {
-        return Some("Velero is starting it (deleting it now would stall Velero's backup queue)");
+        return Some("Velero is starting or running it (deleting it now would stall Velero's backup queue)");
     }
     if location_gone {
         return None;
@@ -445,6 +445,7 @@ mod tests {
             "Finalizing",
             "Deleting",
             "ReadyToStart",
+            "InProgress",
         ] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
@@ -455,12 +456,12 @@ mod tests {
             let stranded = backup_kept(&b, true);
             assert_eq!(
                 stranded.is_some(),
-                phase == "ReadyToStart",
+                matches!(phase, "ReadyToStart" | "InProgress"),
                 "{phase}: its location is gone"
             );
             assert!(matches!(verdict(&m, &NAB, kept, &Presence::Missing), Verdict::Keep(_)));
         }
-        for phase in ["New", "Queued", "InProgress", "FailedValidation"] {
+        for phase in ["New", "Queued", "FailedValidation"] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
