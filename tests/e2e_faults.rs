@@ -98,54 +98,12 @@ async fn backup(nabs: &Api<NonAdminBackup>, name: &str, spec: Value) -> String {
     velero_name(&completed(nabs, name).await)
 }
 
-/// Waits until Velero runs nothing (no Backup New, queued or in progress), so the next backup is the one a fault
-/// catches mid-run, not one queued behind another test's.
-async fn velero_idle(admin: &kube::Client) {
-    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    eventually(Duration::from_secs(300), "Velero idle", || async {
-        let busy = backups
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .any(|b| nac::velero::backup_phase_unfinished(b.status.as_ref().and_then(|s| s.phase.as_deref())));
-        (!busy).then_some(())
-    })
-    .await;
-}
-
 /// The end of every fault: nac never panicked, and the fault's line for BENCHMARKS.md.
 fn report(env: &Env, fault: &str, workload: &str, recovered: Duration, tally: &Tally) {
     assert_no_panic(&env.nac);
     println!(
         "fault: {fault} | {workload} | recovered in {:.1}s | {tally}",
         recovered.as_secs_f64()
-    );
-}
-
-/// `n` (a NonAdmin`kind`) failed because Velero stopped mid-run: Velero's phase and reason say so, and so does the
-/// `{kind}Failed` Event, with how to retry.
-async fn failed_by_velero_stopping(admin: &kube::Client, ns: &str, name: &str, kind: &str, n: &Value) {
-    let velero = &n["status"][format!("velero{kind}")]["status"];
-    assert_eq!(velero["phase"], "Failed", "{n}");
-    assert!(
-        velero["failureReason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("during the server starting"),
-        "{n}"
-    );
-    let reason = format!("{kind}Failed");
-    let events = eventually(T, &format!("the {reason} Event"), || async {
-        let e = events_of(admin, ns, name, &reason).await;
-        (!e.is_empty()).then_some(e)
-    })
-    .await;
-    assert!(
-        events[0].contains(&format!("Velero stopped while this {} ran", kind.to_lowercase()))
-            && events[0].contains(&format!("To try again, create a new NonAdmin{kind}")),
-        "{events:?}"
     );
 }
 

@@ -1,16 +1,18 @@
 //! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, Velero's server and
 //! node agent in pods): nac as it ships, its image installed with `helm install`, the API server calling the
 //! webhooks through the chart's Service; file-system backup of real volume data by Velero's node agent under the
-//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; and
-//! `helm uninstall`. What only a node can show; the process-mode suites cover the rest.
+//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; Velero's
+//! server pod and its node agent's pod killed mid file-system backup; and `helm uninstall`. What only a node can
+//! show; the process-mode suites cover the rest.
 //!
 //! The tests share one installation and run in name order, one at a time (`make e2e-node` passes
-//! `--test-threads=1`): install, volume data, failover, upgrade, uninstall last.
+//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, uninstall last.
 #![cfg(all(feature = "e2e", feature = "node"))]
 
 mod common;
 
 use common::e2e::{bind, bind_editor, eventually, parse_env, unique_ns, wait_json, Cluster};
+use common::faults::{failed_by_velero_stopping, final_check_of, list_json, velero_idle};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -346,18 +348,8 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let (ns, alice) = tenant(&c, &admin, "node-fs").await;
-    let pv_root = PathBuf::from(c.get("NODE_DIR")).join("local-pv");
-    let (pv1, pv2) = (format!("{ns}-1"), format!("{ns}-2"));
-    for pv in [&pv1, &pv2] {
-        std::fs::create_dir_all(pv_root.join(pv)).unwrap();
-    }
-    apply(&c, &app_yaml(&ns, pv_root.join(&pv1).to_str().unwrap(), &pv1, mib));
-    pod_ready(&admin, &ns, "app", Duration::from_secs(120)).await;
-    let before = checksums(&c, &ns);
-    let sums: Vec<&str> = before.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
-    assert_eq!(sums.len(), 2);
-    assert_ne!(sums[0], sums[1], "two different random payloads");
+    let app = App::new(&c, &admin, "node-fs", mib).await;
+    let (ns, alice) = (app.ns.clone(), app.alice.clone());
 
     // The tenant asks for nothing about volumes; the policy enforces file-system backup.
     let nabs: Api<NonAdminBackup> = Api::namespaced(alice.clone(), &ns);
@@ -417,61 +409,91 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
         velero_done_at.saturating_sub(made_at)
     );
 
-    // The data is lost: pod, claim and volume deleted, the volume's directory wiped.
-    run(kubectl(&c).args(["-n", &ns, "delete", "pod", "app", "--wait=true"]));
-    run(kubectl(&c).args(["-n", &ns, "delete", "pvc", "data", "--wait=true"]));
-    run(kubectl(&c).args(["delete", "pv", &pv1, "--wait=true"]));
-    std::fs::remove_dir_all(pv_root.join(&pv1)).unwrap();
-    // The admin provides the volume again, empty, under its old name (the restored claim names it).
-    apply(
-        &c,
-        app_yaml(&ns, pv_root.join(&pv2).to_str().unwrap(), &pv1, mib)
-            .split("---")
-            .nth(1)
-            .unwrap(),
-    );
+    let after = app.lose_and_restore(&c, &admin, "volumes").await;
+    assert_eq!(app.before, after, "the restored volumes hold the same bytes");
+    println!("checksums before and after:\n{after}");
+}
 
-    let nars: Api<NonAdminRestore> = Api::namespaced(alice, &ns);
-    let nar: NonAdminRestore = serde_json::from_value(json!({
-        "metadata": {"name": "volumes"}, "spec": {"restoreSpec": {"backupName": "volumes"}}
-    }))
-    .unwrap();
-    nars.create(&PostParams::default(), &nar).await.unwrap();
-    let restored = wait_json(
-        &nars,
-        "volumes",
-        Duration::from_secs(300),
-        "the restore Completed",
-        |v| {
+/// A tenant (`alice`'s namespace) whose pod writes `mib` MiB of random data into an emptyDir and into a claim on a
+/// local PersistentVolume (`pv`, in directory `dir`), with the checksums it started with.
+struct App {
+    ns: String,
+    alice: Client,
+    pv: String,
+    dir: PathBuf,
+    mib: u64,
+    before: String,
+}
+
+impl App {
+    async fn new(c: &Cluster, admin: &Client, prefix: &str, mib: u64) -> App {
+        let (ns, alice) = tenant(c, admin, prefix).await;
+        let pv = ns.clone();
+        let dir = PathBuf::from(c.get("NODE_DIR")).join("local-pv").join(&pv);
+        std::fs::create_dir_all(&dir).unwrap();
+        apply(c, &app_yaml(&ns, dir.to_str().unwrap(), &pv, mib));
+        pod_ready(admin, &ns, "app", Duration::from_secs(120)).await;
+        let before = checksums(c, &ns);
+        let sums: Vec<&str> = before.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+        assert_eq!(sums.len(), 2);
+        assert_ne!(sums[0], sums[1], "two different random payloads");
+        App {
+            ns,
+            alice,
+            pv,
+            dir,
+            mib,
+            before,
+        }
+    }
+
+    /// The data lost (pod, claim and volume deleted, the volume's directory wiped; the admin provides the volume
+    /// again, empty, under its old name: the restored claim names it), then a NonAdminRestore of NonAdminBackup
+    /// `backup`: waits for it and both PodVolumeRestores, and returns the restored pod's checksums.
+    async fn lose_and_restore(&self, c: &Cluster, admin: &Client, backup: &str) -> String {
+        let ns = self.ns.as_str();
+        run(kubectl(c).args(["-n", ns, "delete", "pod", "app", "--wait=true"]));
+        run(kubectl(c).args(["-n", ns, "delete", "pvc", "data", "--wait=true"]));
+        run(kubectl(c).args(["delete", "pv", &self.pv, "--wait=true"]));
+        std::fs::remove_dir_all(&self.dir).unwrap();
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let yaml = app_yaml(ns, self.dir.to_str().unwrap(), &self.pv, self.mib);
+        apply(c, yaml.split("---").nth(1).unwrap());
+
+        let nars: Api<NonAdminRestore> = Api::namespaced(self.alice.clone(), ns);
+        let nar: NonAdminRestore = serde_json::from_value(json!({
+            "metadata": {"name": backup}, "spec": {"restoreSpec": {"backupName": backup}}
+        }))
+        .unwrap();
+        nars.create(&PostParams::default(), &nar).await.unwrap();
+        let restored = wait_json(&nars, backup, Duration::from_secs(300), "the restore Completed", |v| {
             let phase = v["status"]["veleroRestore"]["status"]["phase"].as_str().unwrap_or("");
             assert!(
                 !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
                 "restore {phase}: {v}"
             );
             phase == "Completed"
-        },
-    )
-    .await;
-    assert_eq!(restored["status"]["phase"], "Created");
-    // The node agent's PodVolumeRestores, counted in the status as OADP's controller reports them.
-    let counted = wait_json(
-        &nars,
-        "volumes",
-        Duration::from_secs(60),
-        "both PodVolumeRestores counted Completed",
-        |v| v["status"]["fileSystemPodVolumeRestores"]["completed"] == json!(2),
-    )
-    .await;
-    assert_eq!(
-        counted["status"]["fileSystemPodVolumeRestores"]["failed"]
-            .as_i64()
-            .unwrap_or(0),
-        0
-    );
-    pod_ready(&admin, &ns, "app", Duration::from_secs(120)).await;
-    let after = checksums(&c, &ns);
-    assert_eq!(before, after, "the restored volumes hold the same bytes");
-    println!("checksums before and after:\n{after}");
+        })
+        .await;
+        assert_eq!(restored["status"]["phase"], "Created");
+        // The node agent's PodVolumeRestores, counted in the status as OADP's controller reports them.
+        let counted = wait_json(
+            &nars,
+            backup,
+            Duration::from_secs(60),
+            "both PodVolumeRestores counted Completed",
+            |v| v["status"]["fileSystemPodVolumeRestores"]["completed"] == json!(2),
+        )
+        .await;
+        assert_eq!(
+            counted["status"]["fileSystemPodVolumeRestores"]["failed"]
+                .as_i64()
+                .unwrap_or(0),
+            0
+        );
+        pod_ready(admin, ns, "app", Duration::from_secs(120)).await;
+        checksums(c, ns)
+    }
 }
 
 /// The Lease holder's pod name, once there is one (between two terms the Lease has no holder).
@@ -668,6 +690,266 @@ async fn d_helm_upgrade_to_a_new_image_fails_no_admission_request() {
         "admission requests failed during the rollout: {errors:?}"
     );
     remove_namespace(&admin, &ns).await;
+}
+
+/// A part of Velero that runs in a pod on the node, killed while a file-system backup runs.
+#[derive(Clone, Copy, Debug)]
+enum Victim {
+    /// The Deployment `velero`'s pod: the server that runs the backup.
+    Server,
+    /// The DaemonSet `node-agent`'s pod: it runs each PodVolumeBackup in a data-path pod of its own.
+    NodeAgent,
+}
+
+impl Victim {
+    fn selector(self) -> &'static str {
+        match self {
+            Victim::Server => "deploy=velero",
+            Victim::NodeAgent => "name=node-agent",
+        }
+    }
+}
+
+/// The one Ready, not deleted pod of `victim`.
+async fn victim_pod(admin: &Client, victim: Victim) -> Pod {
+    eventually(
+        Duration::from_secs(120),
+        &format!("{victim:?}'s pod Ready"),
+        || async move {
+            let pods = Api::<Pod>::namespaced(admin.clone(), VELERO_NS)
+                .list(&ListParams::default().labels(victim.selector()))
+                .await
+                .ok()?
+                .items;
+            let ready: Vec<&Pod> = nac_pods(&pods);
+            (pods.len() == 1 && ready.len() == 1).then(|| ready[0].clone())
+        },
+    )
+    .await
+}
+
+/// Kills the pod's containers as a node does when it dies (every process SIGKILLed by the runtime, no SIGTERM
+/// first), then deletes the pod object without waiting for the kubelet (`--grace-period=0 --force`): its
+/// controller starts a new one.
+fn kill_hard(c: &Cluster, pod: &Pod) {
+    let name = pod.metadata.name.as_deref().unwrap();
+    for s in pod.status.as_ref().unwrap().container_statuses.iter().flatten() {
+        let id = s.container_id.as_deref().unwrap().trim_start_matches("containerd://");
+        run(Command::new("ctr")
+            .args([
+                "--address",
+                c.get("CONTAINERD_SOCK"),
+                "-n",
+                "k8s.io",
+                "tasks",
+                "kill",
+                "--all",
+            ])
+            .args(["--signal", "SIGKILL", id]));
+    }
+    run(kubectl(c).args(["-n", VELERO_NS, "delete", "pod", name, "--grace-period=0", "--force"]));
+}
+
+/// The S3 server (a host process on the node address) paused while it lives: Velero's uploads stall, so a kill
+/// lands mid-run whatever the payload. Resumed on drop, also when the test fails.
+struct S3Paused(u32);
+
+impl S3Paused {
+    fn new(c: &Cluster) -> S3Paused {
+        let pid: u32 = c.get("S3_PID").parse().unwrap();
+        run(Command::new("kill").args(["-STOP", &pid.to_string()]));
+        S3Paused(pid)
+    }
+}
+
+impl Drop for S3Paused {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
+    }
+}
+
+/// The PodVolumeBackups of Velero backup `backup`, as JSON.
+async fn pod_volume_backups(admin: &Client, backup: &str) -> Vec<Value> {
+    let gvk = kube::api::GroupVersionKind::gvk("velero.io", "v1", "PodVolumeBackup");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "podvolumebackups");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(admin.clone(), VELERO_NS, &ar);
+    let label = format!(
+        "{}={}",
+        nac::naming::VELERO_BACKUP_NAME_LABEL,
+        nac::naming::velero_label_value(backup)
+    );
+    list_json(api, &ListParams::default().labels(&label)).await
+}
+
+fn phases(pvbs: &[Value]) -> Vec<String> {
+    pvbs.iter()
+        .map(|p| p["status"]["phase"].as_str().unwrap_or("New").to_string())
+        .collect()
+}
+
+/// NonAdminBackup `name` made, and `victim` killed while one of its PodVolumeBackups is InProgress (the S3 server
+/// paused from the moment the node agent takes it on, so its upload stalls there); the S3 server resumed at
+/// once. Waits until the NonAdminBackup and every PodVolumeBackup are final and nac's count shows none in
+/// progress; returns the NonAdminBackup, its PodVolumeBackups and the time from the kill.
+async fn killed_mid_pod_volume_backup(
+    c: &Cluster,
+    admin: &Client,
+    nabs: &Api<NonAdminBackup>,
+    name: &str,
+    victim: Victim,
+) -> (Value, Vec<Value>, Duration) {
+    velero_idle(admin).await;
+    let pod = victim_pod(admin, victim).await;
+    nabs.create(&PostParams::default(), &nab(name, json!({})))
+        .await
+        .unwrap();
+    let made = wait_json(nabs, name, Duration::from_secs(60), "its Velero Backup", |v| {
+        v["status"]["veleroBackup"]["name"].is_string()
+    })
+    .await;
+    let backup = made["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    // Taken on by the node agent (its data-path pod made, not yet uploading): the store pauses here.
+    eventually(Duration::from_secs(120), "a PodVolumeBackup taken on", || async {
+        let p = phases(&pod_volume_backups(admin, &backup).await);
+        assert!(
+            !p.iter().any(|p| p == "Completed"),
+            "a PodVolumeBackup completed before the store paused: {p:?}"
+        );
+        p.iter()
+            .any(|p| matches!(p.as_str(), "Accepted" | "Prepared" | "InProgress"))
+            .then_some(())
+    })
+    .await;
+    let paused = S3Paused::new(c);
+    let running = eventually(Duration::from_secs(120), "a PodVolumeBackup InProgress", || async {
+        let pvbs = pod_volume_backups(admin, &backup).await;
+        phases(&pvbs).iter().any(|p| p == "InProgress").then_some(pvbs)
+    })
+    .await;
+    // Stalled on the store for a moment: the kill lands mid-upload, not at its start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    kill_hard(c, &pod);
+    let t0 = Instant::now();
+    drop(paused);
+    // Meanwhile the user sees the run as Velero last reported it.
+    let seen = serde_json::to_value(nabs.get(name).await.unwrap()).unwrap();
+    assert_eq!(
+        seen["status"]["veleroBackup"]["status"]["phase"], "InProgress",
+        "{seen}"
+    );
+
+    let terminal = |p: &str| matches!(p, "Completed" | "Failed" | "Canceled");
+    let pvbs = eventually(Duration::from_secs(300), "every PodVolumeBackup final", || async {
+        let pvbs = pod_volume_backups(admin, &backup).await;
+        (pvbs.len() == 2 && phases(&pvbs).iter().all(|p| terminal(p))).then_some(pvbs)
+    })
+    .await;
+    // nac's counts end as Velero's objects did (a Canceled one only in the total: OADP's status has no field).
+    let of = |phase: &str| json!(phases(&pvbs).iter().filter(|p| *p == phase).count());
+    let want = json!({"total": 2, "new": 0, "inProgress": 0, "completed": of("Completed"), "failed": of("Failed")});
+    let n = wait_json(
+        nabs,
+        name,
+        Duration::from_secs(300),
+        "the NonAdminBackup final, counted as Velero's",
+        |v| {
+            !nac::velero::backup_phase_unfinished(v["status"]["veleroBackup"]["status"]["phase"].as_str())
+                && v["status"]["fileSystemPodVolumeBackups"] == want
+        },
+    )
+    .await;
+    let recovered = t0.elapsed();
+    victim_pod(admin, victim).await;
+    println!(
+        "{victim:?} killed mid PodVolumeBackup ({:?} then): NonAdminBackup's Velero phase {} after {recovered:?}, \
+         PodVolumeBackups {:?} {:?}",
+        phases(&running),
+        n["status"]["veleroBackup"]["status"]["phase"],
+        phases(&pvbs),
+        pvbs.iter()
+            .map(|p| p["status"]["message"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>(),
+    );
+    (n, pvbs, recovered)
+}
+
+/// No nac container restarted, and no panic in the logs of nac's pods.
+fn assert_nac_never_panicked(c: &Cluster) {
+    let pods: Value = serde_json::from_str(&run(kubectl(c).args([
+        "-n",
+        NAC_NS,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=nac",
+        "-o",
+        "json",
+    ])))
+    .unwrap();
+    for p in pods["items"].as_array().unwrap() {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        for s in p["status"]["containerStatuses"].as_array().into_iter().flatten() {
+            assert_eq!(s["restartCount"], 0, "pod {name} restarted: {s}");
+        }
+        let log = run(kubectl(c).args(["-n", NAC_NS, "logs", name]));
+        assert!(!log.contains("panicked at"), "pod {name} panicked:\n{log}");
+    }
+}
+
+/// Velero's server pod killed (SIGKILL to its processes, the pod force-deleted) while a PodVolumeBackup uploads:
+/// the new server fails the backup with its reason and cancels the PodVolumeBackups, the NonAdminBackup says
+/// Velero stopped and how to retry. The node agent's pod killed the same way: the new one takes the running
+/// data-path pod back and the backup completes, for real (its restore gives the same bytes). The retry completes
+/// and restores the same bytes; nothing duplicated, orphaned or stuck.
+#[tokio::test]
+async fn e_velero_server_and_node_agent_pods_killed_mid_file_system_backup_lose_nothing() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = App::new(&c, &admin, "node-kill", 4).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+
+    let (server, _, server_recovered) =
+        killed_mid_pod_volume_backup(&c, &admin, &nabs, "server-killed", Victim::Server).await;
+    failed_by_velero_stopping(&admin, &app.ns, "server-killed", "Backup", &server).await;
+
+    let (agent, agent_pvbs, agent_recovered) =
+        killed_mid_pod_volume_backup(&c, &admin, &nabs, "agent-killed", Victim::NodeAgent).await;
+    assert_eq!(
+        (&agent["status"]["veleroBackup"]["status"]["phase"], phases(&agent_pvbs)),
+        (&json!("Completed"), vec!["Completed".to_string(); 2]),
+        "the node agent resumes its data path: {agent}"
+    );
+    let after = app.lose_and_restore(&c, &admin, "agent-killed").await;
+    assert_eq!(
+        app.before, after,
+        "the backup the node agent's kill interrupted restores the same bytes"
+    );
+
+    // The retry the Event advises.
+    nabs.create(&PostParams::default(), &nab("retry", json!({})))
+        .await
+        .unwrap();
+    let retry = wait_json(&nabs, "retry", Duration::from_secs(300), "the retry Completed", |v| {
+        v["status"]["veleroBackup"]["status"]["phase"] == "Completed"
+            && v["status"]["fileSystemPodVolumeBackups"]["completed"] == json!(2)
+    })
+    .await;
+    let after = app.lose_and_restore(&c, &admin, "retry").await;
+    assert_eq!(app.before, after, "the retry restores the same bytes");
+
+    let velero_name = |n: &Value| n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let kept = [velero_name(&agent), velero_name(&retry)];
+    let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
+    tally.expect(&[("Completed", 4), ("Failed", 1)]);
+    assert_nac_never_panicked(&c);
+    for (victim, recovered) in [("server", server_recovered), ("node agent", agent_recovered)] {
+        println!(
+            "fault: Velero's {victim} pod killed mid file-system backup | recovered in {:.1}s | {tally}",
+            recovered.as_secs_f64()
+        );
+    }
+    remove_namespace(&admin, &app.ns).await;
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use super::status::{self, Mirrors, TenantStatus};
 use super::view::Registry;
 use super::watches::{self, VolumeProgress, WatchIndex};
 use super::write::CompactStatus;
-use super::write::{create_or_get, delete_if_present};
+use super::write::{create_or_get, delete_as_seen};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
 use crate::metrics::Metrics;
@@ -639,15 +639,23 @@ pub async fn delete_velero<K: Tenant>(ctx: &Shared, name: &str, velero: &K::Vele
     if !crate::velero::deletable_now(velero.phase()) {
         // Woken by Velero's next phase change of the object.
         return Err(Error::Waiting(format!(
-            "waiting for Velero to start {} {}/{name} before deleting it (deleting it in phase {} would stall \
-             Velero's queue)",
+            "waiting for Velero to move {} {}/{name} on before deleting it (deleting it in phase {} would stall \
+             Velero's queue for every tenant)",
             <K::Velero as VeleroObject>::KIND,
             ctx.opts.velero_namespace,
             velero.phase().unwrap_or_default()
         )));
     }
+    // Only the version judged above: Velero may have moved it on (Queued to ReadyToStart) since the store's copy.
     let kind = <K::Velero as VeleroObject>::KIND;
-    Ok(delete_if_present(&ctx.velero_api::<K::Velero>(), name, &ctx.metrics, kind).await?)
+    match delete_as_seen(&ctx.velero_api::<K::Velero>(), name, velero.meta(), &ctx.metrics, kind).await? {
+        Some(gone) => Ok(gone),
+        // Woken by the watch's newer version, which is judged again.
+        None => Err(Error::Waiting(format!(
+            "Velero changed {kind} {}/{name} since nac read it; deciding again on its new version",
+            ctx.opts.velero_namespace
+        ))),
+    }
 }
 
 /// The controller of one tenant kind: its own objects, its Velero objects (mapped back through the origin

@@ -367,6 +367,36 @@ where
     }
 }
 
+/// Deletes object `name` only in the version nac judged (`seen`'s uid and resourceVersion): the API server refuses
+/// (409 Conflict) once anyone changed it since, so a decision made from the store never applies to a newer
+/// version. `Ok(None)`: it changed; the watch brings the new version and the caller decides again. Otherwise as
+/// [`delete_if_present`].
+pub async fn delete_as_seen<K>(
+    api: &Api<K>,
+    name: &str,
+    seen: &kube::api::ObjectMeta,
+    metrics: &Metrics,
+    kind: &str,
+) -> Result<Option<bool>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    metrics.write(kind);
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: seen.uid.clone(),
+            resource_version: seen.resource_version.clone(),
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &dp).await {
+        Ok(either) => Ok(Some(either.either(|o| o.finalizers().is_empty(), |_| true))),
+        Err(e) if is_not_found(&e) => Ok(Some(true)),
+        Err(e) if is_conflict(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -260,10 +260,12 @@ pub const BACKUP_FINAL_PHASES: &[&str] = &["Completed", "PartiallyFailed", "Fail
 
 /// Whether a Velero object in `phase` may be deleted now. Velero 1.18's backup queue counts a `ReadyToStart`
 /// backup as running until its backup controller picks it up; deleted in that phase, it is never uncounted and
-/// Velero starts no other backup until it restarts (measured: the whole queue stalls). A moment later it is
-/// `InProgress`, which Velero finishes (and uncounts) even when the object is gone.
+/// Velero starts no other backup until it restarts. Deleted while `InProgress`, a backup or restore is finished
+/// by Velero, whose last status write then retries on "not found" for its resource timeout (10 minutes by
+/// default) with the object still counted: no other tenant's backup starts meanwhile (both measured on the node:
+/// the whole queue stalls). So these wait for Velero's next phase.
 pub fn deletable_now(phase: Option<&str>) -> bool {
-    phase != Some("ReadyToStart")
+    !matches!(phase, Some("ReadyToStart" | "InProgress"))
 }
 
 /// Whether Velero still has work to do on a backup in `phase` (an empty phase is a backup Velero has not seen yet).

@@ -4,7 +4,7 @@
 //! object, nothing stuck behind a finalizer, no backup data gone that nobody asked to delete.
 
 use super::e2e::*;
-use super::velero::bucket_files;
+use super::velero::bucket_files_of;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{Api, ListParams};
 use kube::Client;
@@ -156,9 +156,21 @@ pub async fn final_check(
     deleted: &[String],
     timeout: Duration,
 ) -> Tally {
+    final_check_of(&Cluster::load(), admin, namespaces, kept, deleted, timeout).await
+}
+
+/// [`final_check`] in environment `c`, whose bucket holds the backups' data.
+pub async fn final_check_of(
+    c: &Cluster,
+    admin: &Client,
+    namespaces: &[&str],
+    kept: &[String],
+    deleted: &[String],
+    timeout: Duration,
+) -> Tally {
     let deadline = Instant::now() + timeout;
     loop {
-        let (tally, problems) = survey(admin, namespaces, kept, deleted).await;
+        let (tally, problems) = survey(c, admin, namespaces, kept, deleted).await;
         if problems.is_empty() {
             return tally;
         }
@@ -173,7 +185,15 @@ async fn list<K>(api: Api<K>) -> Vec<Value>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    api.list(&ListParams::default())
+    list_json(api, &ListParams::default()).await
+}
+
+/// The objects `lp` selects, as JSON.
+pub async fn list_json<K>(api: Api<K>, lp: &ListParams) -> Vec<Value>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.list(lp)
         .await
         .unwrap()
         .items
@@ -186,7 +206,13 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     path.iter().fold(v, |v, k| &v[*k]).as_str().unwrap_or_default()
 }
 
-async fn survey(admin: &Client, namespaces: &[&str], kept: &[String], deleted: &[String]) -> (Tally, Vec<String>) {
+async fn survey(
+    c: &Cluster,
+    admin: &Client,
+    namespaces: &[&str],
+    kept: &[String],
+    deleted: &[String],
+) -> (Tally, Vec<String>) {
     let mut t = Tally::default();
     let mut problems = Vec::new();
     let vns = VELERO_NAMESPACE;
@@ -345,7 +371,7 @@ async fn survey(admin: &Client, namespaces: &[&str], kept: &[String], deleted: &
         }
     }
     for b in kept {
-        if !bucket_files(b).contains(&format!("{b}.tar.gz")) {
+        if !bucket_files_of(c, b).contains(&format!("{b}.tar.gz")) {
             t.lost += 1;
             problems.push(format!(
                 "the data of backup {b} is gone from the bucket; nobody asked to delete it"
@@ -353,11 +379,9 @@ async fn survey(admin: &Client, namespaces: &[&str], kept: &[String], deleted: &
         }
     }
     for b in deleted {
-        if !bucket_files(b).is_empty() {
-            problems.push(format!(
-                "the data of backup {b} is still in the bucket: {:?}",
-                bucket_files(b)
-            ));
+        let files = bucket_files_of(c, b);
+        if !files.is_empty() {
+            problems.push(format!("the data of backup {b} is still in the bucket: {files:?}"));
         }
     }
     (t, problems)
@@ -371,6 +395,48 @@ pub async fn events_of(admin: &Client, ns: &str, name: &str, reason: &str) -> Ve
         .filter(|e| s(e, &["involvedObject", "name"]) == name && s(e, &["reason"]) == reason)
         .map(|e| s(e, &["message"]).to_string())
         .collect()
+}
+
+/// Waits until Velero runs nothing (no Backup New, queued or in progress), so the next backup is the one a fault
+/// catches mid-run, not one queued behind another test's.
+pub async fn velero_idle(admin: &kube::Client) {
+    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    eventually(Duration::from_secs(300), "Velero idle", || async {
+        let busy = backups
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .iter()
+            .any(|b| nac::velero::backup_phase_unfinished(b.status.as_ref().and_then(|s| s.phase.as_deref())));
+        (!busy).then_some(())
+    })
+    .await;
+}
+
+/// `n` (a NonAdmin`kind`) failed because Velero stopped mid-run: Velero's phase and reason say so, and so does the
+/// `{kind}Failed` Event, with how to retry.
+pub async fn failed_by_velero_stopping(admin: &kube::Client, ns: &str, name: &str, kind: &str, n: &Value) {
+    let velero = &n["status"][format!("velero{kind}")]["status"];
+    assert_eq!(velero["phase"], "Failed", "{n}");
+    assert!(
+        velero["failureReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("during the server starting"),
+        "{n}"
+    );
+    let reason = format!("{kind}Failed");
+    let events = eventually(super::velero::T, &format!("the {reason} Event"), || async {
+        let e = events_of(admin, ns, name, &reason).await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0].contains(&format!("Velero stopped while this {} ran", kind.to_lowercase()))
+            && events[0].contains(&format!("To try again, create a new NonAdmin{kind}")),
+        "{events:?}"
+    );
 }
 
 /// No panic in nac's log.

@@ -123,7 +123,11 @@ pub async fn completed(api: &Api<NonAdminBackup>, name: &str) -> Value {
 
 /// Where Velero keeps a backup in the bucket (versitygw's posix backend: one file per object).
 pub fn bucket_dir(backup: &str) -> PathBuf {
-    let c = Cluster::load();
+    bucket_dir_of(&Cluster::load(), backup)
+}
+
+/// [`bucket_dir`] in environment `c` (the node suite's is not the one [`Cluster::load`] reads).
+pub fn bucket_dir_of(c: &Cluster, backup: &str) -> PathBuf {
     PathBuf::from(c.get("S3_DATA_DIR"))
         .join(c.get("S3_BUCKET"))
         .join(c.get("S3_PREFIX"))
@@ -132,7 +136,11 @@ pub fn bucket_dir(backup: &str) -> PathBuf {
 }
 
 pub fn bucket_files(backup: &str) -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(bucket_dir(backup))
+    bucket_files_of(&Cluster::load(), backup)
+}
+
+pub fn bucket_files_of(c: &Cluster, backup: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(bucket_dir_of(c, backup))
         .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     files.sort();

@@ -188,7 +188,7 @@ pub fn backup_kept(b: &Backup, location_gone: bool) -> Option<&'static str> {
     let s = b.status.as_ref();
     let phase = s.and_then(|s| s.phase.as_deref());
     if !crate::velero::deletable_now(phase) {
-        return Some("Velero is starting it (deleting it now would stall Velero's backup queue)");
+        return Some("Velero is starting or running it (deleting it now would stall Velero's backup queue)");
     }
     if location_gone {
         return None;
@@ -238,10 +238,11 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
         tracing::debug!(kind = c.kind, object = %c.name, why, "garbage collection: kept");
         return Ok(false);
     }
+    // Only the version judged: Velero may have moved it on since (Queued to ReadyToStart, which must not go).
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: meta.uid.clone(),
-            resource_version: None,
+            resource_version: meta.resource_version.clone(),
         }),
         ..DeleteParams::background()
     };
@@ -259,7 +260,8 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
             );
             Ok(true)
         }
-        // Gone already, or replaced by a new object of the same name (the uid precondition).
+        // Gone already, changed since it was judged, or replaced by a new object of the same name: the next
+        // trigger or sweep judges what is there now.
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
@@ -443,6 +445,7 @@ mod tests {
             "Finalizing",
             "Deleting",
             "ReadyToStart",
+            "InProgress",
         ] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
@@ -453,12 +456,12 @@ mod tests {
             let stranded = backup_kept(&b, true);
             assert_eq!(
                 stranded.is_some(),
-                phase == "ReadyToStart",
+                matches!(phase, "ReadyToStart" | "InProgress"),
                 "{phase}: its location is gone"
             );
             assert!(matches!(verdict(&m, &NAB, kept, &Presence::Missing), Verdict::Keep(_)));
         }
-        for phase in ["New", "Queued", "InProgress", "FailedValidation"] {
+        for phase in ["New", "Queued", "FailedValidation"] {
             b.status = Some(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
