@@ -32,6 +32,38 @@ async fn env() -> &'static Env {
     .await
 }
 
+/// A restore of a backup Velero failed validation for backs off at once. Here, one test at a time and followed by
+/// a restart of Velero: Velero 1.18.3 can lose count of a backup that fails validation the moment it is dequeued
+/// (vmware-tanzu/velero#10519) and then starts no other backup until it restarts.
+#[tokio::test]
+async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
+    let _serial = SERIAL.lock().await;
+    let env = env().await;
+    let (ns, user, _) = new_tenant("vel-fail").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    // Velero refuses a backup that both includes and excludes a resource.
+    nabs.create(
+        &PostParams::default(),
+        &nab(
+            "broken",
+            json!({"includedResources": ["configmaps"], "excludedResources": ["configmaps"]}),
+        ),
+    )
+    .await
+    .unwrap();
+    velero_phase(&nabs, "broken", &["FailedValidation"]).await;
+    velero_up(&env.cluster, &["--restart"]);
+    nars.create(&PostParams::default(), &nar("from-broken", "broken"))
+        .await
+        .unwrap();
+    let n = backing_off(&nars, "from-broken").await;
+    let (status, reason, message) = nar_condition(&n, "Accepted").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "BackupNotRestorable"));
+    assert!(message.contains("its Velero Backup is FailedValidation"), "{message}");
+    assert!(accepted_after_creation(&n) < 10.0, "refused at once, not after a wait");
+}
+
 #[tokio::test]
 async fn a_lost_namespace_comes_back_from_its_synced_backup() {
     let _serial = SERIAL.lock().await;
