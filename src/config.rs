@@ -109,6 +109,10 @@ pub struct RightsSettings {
     /// With `authorizers: rbac`: how long an answer is reused at most while nac's watches of the RBAC objects see
     /// no change that could reach it (the safety net should a change go unseen).
     pub cache_lifetime_secs: u64,
+    /// Whether the left-out warning looks which left-out kinds hold objects in the namespace (metadata lists of at
+    /// most one object, see `rights::occupancy`). Off: nac sends no such list, and the warning names the kinds
+    /// alphabetically, saying nac may not look.
+    pub warning_lookups: bool,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
@@ -185,6 +189,7 @@ impl Default for RightsSettings {
         RightsSettings {
             authorizers: Authorizers::Other,
             cache_lifetime_secs: 3600,
+            warning_lookups: true,
         }
     }
 }

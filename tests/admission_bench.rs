@@ -119,11 +119,14 @@ enum Config {
     /// The fill-ins as the in-process MutatingAdmissionPolicy of `cel` and nac's validating call alone: what a
     /// create would cost if nac rendered its mutation as a policy and kept its call for the checks.
     MapAndFloor,
+    /// `nac` with `rights.warning_lookups: false`: no list of which left-out kinds hold objects (what those
+    /// lookups cost, side by side).
+    NacNoLookups,
     Cel,
 }
 
 impl Config {
-    const ALL: [Config; 10] = [
+    const ALL: [Config; 11] = [
         Config::None,
         Config::Nac,
         Config::NacTwoCalls,
@@ -133,6 +136,7 @@ impl Config {
         Config::Baseline,
         Config::NoneNacSized,
         Config::MapAndFloor,
+        Config::NacNoLookups,
         Config::Cel,
     ];
     fn name(self) -> &'static str {
@@ -146,6 +150,7 @@ impl Config {
             Config::Baseline => "nac-baseline",
             Config::NoneNacSized => "none-nac-sized",
             Config::MapAndFloor => "cel-mutation-and-floor",
+            Config::NacNoLookups => "nac-no-lookups",
             Config::Cel => "cel",
         }
     }
@@ -254,7 +259,7 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
     set_policy(admin, &policy).await.unwrap();
     match config {
         Config::None | Config::NoneNacSized => {}
-        Config::Nac | Config::NacH1 | Config::NacRightsOff | Config::Baseline => {
+        Config::Nac | Config::NacH1 | Config::NacRightsOff | Config::Baseline | Config::NacNoLookups => {
             register_webhooks(&env.cluster, admin, nac).await
         }
         Config::NacTwoCalls => {
@@ -270,7 +275,7 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
         Config::Cel => apply_yaml(admin, CEL).await,
     }
     let want = match config {
-        Config::NacH1 | Config::Baseline => Config::Nac,
+        Config::NacH1 | Config::Baseline | Config::NacNoLookups => Config::Nac,
         Config::NoneNacSized => Config::None,
         c => c,
     };
@@ -386,21 +391,10 @@ async fn measure(
     (lat, wall)
 }
 
-/// CPU time (user + system) a process has used so far, in milliseconds; `None` when it is gone.
-fn cpu_ms(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (which may hold spaces) start after its closing parenthesis.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(ticks * 1000.0 / hz)
-}
-
 /// The nac processes beside the main one: HTTP/1.1 only, and another build.
 struct Procs {
     h1: NacProcess,
+    no_lookups: NacProcess,
     baseline: Option<NacProcess>,
 }
 
@@ -409,6 +403,7 @@ impl Procs {
     fn of<'a>(&'a self, env: &'a Env, config: Config) -> &'a NacProcess {
         match config {
             Config::NacH1 => &self.h1,
+            Config::NacNoLookups => &self.no_lookups,
             Config::Baseline => self
                 .baseline
                 .as_ref()
@@ -436,7 +431,10 @@ impl Cpu {
         }
     }
     fn sample(&self) -> Vec<f64> {
-        self.procs.iter().map(|(_, p)| cpu_ms(*p).unwrap_or(0.0)).collect()
+        self.procs
+            .iter()
+            .map(|(_, p)| process_cpu_ms(*p).unwrap_or(0.0))
+            .collect()
     }
 }
 
@@ -500,6 +498,16 @@ async fn reviews_answered(admin: &Client) -> (f64, f64) {
     (count("subjectaccessreviews"), count("selfsubjectaccessreviews"))
 }
 
+/// The lists a nac process has sent to learn which left-out kinds hold objects (`rights::occupancy`).
+async fn occupancy_lists(nac: &NacProcess) -> f64 {
+    nac.metrics_text()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("nac_rights_occupancy_lists_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// The many-tenant configuration (ADMISSION_TENANTS=N, N > 1): `nac` and `cel` only (and `nac-baseline`), each round's creates spread
 /// over N tenants made once (each its own user in its own namespace, Kubernetes' `admin` role and nac's editor
 /// role there), create `i` by tenant `i % N`; reviews asked per create and the API server's CPU per create, per
@@ -518,31 +526,52 @@ async fn many_tenants(env: &Env, procs: &Procs, admin: &Client, tenants: usize, 
          nac and cel interleaved (the order rotated each round)",
         made.elapsed().as_secs_f64()
     );
-    println!("| round | s since start | configuration | p50 ms | p99 ms | creates/s | reviews/create | self-reviews/create | API server CPU ms/create |");
-    println!("|---|---|---|---|---|---|---|---|---|");
-    let start = Instant::now();
+    println!("| round | s since start | configuration | p50 ms | p99 ms | creates/s | reviews/create | self-reviews/create | lists/create | API server CPU ms/create |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let plain = nab("template");
-    let mut per_round: Vec<(usize, Config, f64, f64)> = Vec::new();
     // With ADMISSION_BASELINE_BIN, that build too (before and after a change in one run).
     let many: Vec<Config> = configs()
         .into_iter()
-        .filter(|c| matches!(c, Config::Nac | Config::Baseline | Config::Cel))
+        .filter(|c| matches!(c, Config::Nac | Config::Baseline | Config::NacNoLookups | Config::Cel))
         .collect();
+    // Each configuration warmed with 200 creates in a tenant of its own (as the one-tenant runs are): the
+    // processes' connections and the API server's webhook clients are warm, while every one of the N tenants is
+    // still first seen in round 0. This also lets the API server and controller manager finish with the N new
+    // namespaces and bindings before anything is timed.
+    let (warm_ns, warm_user, _) = new_tenant("adm-warm").await;
+    let warm = Api::<NonAdminBackup>::namespaced(warm_user, &warm_ns);
+    for config in &many {
+        configure(env, procs, admin, *config, &warm).await;
+        measure(
+            std::slice::from_ref(&warm),
+            &format!("warm-{}-", config.name()),
+            200,
+            in_flight,
+            &plain,
+        )
+        .await;
+    }
+    println!("each configuration warmed with 200 creates in a tenant of its own");
+    let start = Instant::now();
+    let mut per_round: Vec<(usize, Config, f64, f64)> = Vec::new();
     for round in 0..rounds {
         for config in order(&many, round) {
             configure(env, procs, admin, config, &apis[0]).await;
             let cpu = Cpu::new(env, procs.of(env, config));
             let (before, reviews) = (cpu.sample(), reviews_answered(admin).await);
+            let lists = occupancy_lists(procs.of(env, config)).await;
             let at = start.elapsed().as_secs_f64();
             let (lat, wall) = measure(&apis, &format!("r{round}-{}-", config.name()), n, in_flight, &plain).await;
             let (after, reviews_after) = (cpu.sample(), reviews_answered(admin).await);
+            let lists = occupancy_lists(procs.of(env, config)).await - lists;
             let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
             println!(
-                "| {round} | {at:.0} | {} | {p50:.1} | {p99:.1} | {:.0} | {:.3} | {:.3} | {:.2} |",
+                "| {round} | {at:.0} | {} | {p50:.1} | {p99:.1} | {:.0} | {:.3} | {:.3} | {:.3} | {:.2} |",
                 config.name(),
                 n as f64 / wall.as_secs_f64(),
                 (reviews_after.0 - reviews.0) / n as f64,
                 (reviews_after.1 - reviews.1) / n as f64,
+                lists / n as f64,
                 (after[0] - before[0]) / n as f64,
             );
             per_round.push((round, config, p50, p99));
@@ -573,7 +602,11 @@ async fn admission_configurations_side_by_side() {
         POLICY,
         NacOptions {
             controllers: false,
-            extra_env: [info(), vec![("NAC_RIGHTS__CACHE_LIFETIME_SECS".into(), lifetime)]].concat(),
+            extra_env: [
+                info(),
+                vec![("NAC_RIGHTS__CACHE_LIFETIME_SECS".into(), lifetime.clone())],
+            ]
+            .concat(),
             ..Default::default()
         },
     )
@@ -590,6 +623,22 @@ async fn admission_configurations_side_by_side() {
         },
     );
     h1.wait_ready().await;
+    let no_lookups = NacProcess::spawn(
+        &env.cluster,
+        NacOptions {
+            controllers: false,
+            extra_env: [
+                info(),
+                vec![
+                    ("NAC_RIGHTS__WARNING_LOOKUPS".into(), "false".into()),
+                    ("NAC_RIGHTS__CACHE_LIFETIME_SECS".into(), lifetime.clone()),
+                ],
+            ]
+            .concat(),
+            ..Default::default()
+        },
+    );
+    no_lookups.wait_ready().await;
     // Another build of nac beside this one (its parent, say), registered the same way.
     let baseline = std::env::var("ADMISSION_BASELINE_BIN").ok().map(|bin| {
         NacProcess::spawn(
@@ -604,7 +653,11 @@ async fn admission_configurations_side_by_side() {
     if let Some(b) = &baseline {
         b.wait_ready().await;
     }
-    let procs = Procs { h1, baseline };
+    let procs = Procs {
+        h1,
+        no_lookups,
+        baseline,
+    };
     if tenants > 1 {
         return many_tenants(&env, &procs, &admin, tenants, n, in_flight).await;
     }

@@ -42,17 +42,33 @@ async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
     let (ns, user, _) = new_tenant("vel-fail").await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
     let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
-    // Velero refuses a backup that both includes and excludes a resource.
-    nabs.create(
-        &PostParams::default(),
-        &nab(
-            "broken",
-            json!({"includedResources": ["configmaps"], "excludedResources": ["configmaps"]}),
-        ),
-    )
-    .await
-    .unwrap();
+    // A spec alone that Velero fails at validation nac refuses at apply time (`velero::validation`); what is left
+    // is the administrator's side: here a policy enforcing a resource policy ConfigMap that does not exist.
+    let refused = nabs
+        .create(
+            &PostParams::default(),
+            &nab(
+                "refused",
+                json!({"includedResources": ["configmaps"], "excludedResources": ["configmaps"]}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("Velero fails such a backup at validation"),
+        "{refused}"
+    );
+    let broken = POLICY.replacen(
+        "enforceBackupSpec:\n",
+        "enforceBackupSpec:\n  resourcePolicy:\n    kind: configmap\n    name: nac-e2e-no-such-policy\n",
+        1,
+    );
+    set_policy_loaded(env, &broken).await;
+    nabs.create(&PostParams::default(), &nab("broken", json!({})))
+        .await
+        .unwrap();
     velero_phase(&nabs, "broken", &["FailedValidation"]).await;
+    set_policy_loaded(env, POLICY).await;
     velero_up(&env.cluster, &["--restart"]);
     nars.create(&PostParams::default(), &nar("from-broken", "broken"))
         .await
@@ -62,6 +78,21 @@ async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
     assert_eq!((status.as_str(), reason.as_str()), ("False", "BackupNotRestorable"));
     assert!(message.contains("its Velero Backup is FailedValidation"), "{message}");
     assert!(accepted_after_creation(&n) < 10.0, "refused at once, not after a wait");
+}
+
+/// Writes the policy and waits until nac has loaded it (its generation metric moves on).
+async fn set_policy_loaded(env: &Env, policy: &str) {
+    let generation = |m: String| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("nac_policy_generation ")?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let before = generation(env.nac.metrics_text().await);
+    set_policy(&env.admin, policy).await.unwrap();
+    eventually(Duration::from_secs(10), "the policy edit loaded", || async {
+        (generation(env.nac.metrics_text().await) > before).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

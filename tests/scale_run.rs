@@ -164,6 +164,37 @@ async fn restart_over_settled(env: &Env, total: usize, binary: Option<&str>) -> 
     (on_restart, peak, env.nac.rss_kib().unwrap_or(0))
 }
 
+/// CPU ms used so far by the API server, etcd, nac and this test (the tenants' client): where a burst's time goes.
+fn cpu_now(env: &Env) -> [f64; 4] {
+    let pid = |k: &str| env.cluster.get(k).parse::<u32>().unwrap();
+    let of = |p: u32| process_cpu_ms(p).unwrap_or(0.0);
+    [
+        of(pid("APISERVER_PID")),
+        of(pid("ETCD_PID")),
+        of(env.nac.nac_pid().expect("nac runs")),
+        of(std::process::id()),
+    ]
+}
+
+/// Prints the CPU each process used between `before` and `after` (`wall` apart), and how busy that kept the
+/// machine's cores.
+fn print_cpu(before: [f64; 4], after: [f64; 4], wall: Duration, total: usize) {
+    let used: Vec<f64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let busy = used.iter().sum::<f64>() / 1000.0 / (wall.as_secs_f64() * cores);
+    println!(
+        "| CPU ms per NAB: API server / etcd / nac / client | {:.2} / {:.2} / {:.2} / {:.2} |",
+        used[0] / total as f64,
+        used[1] / total as f64,
+        used[2] / total as f64,
+        used[3] / total as f64
+    );
+    println!(
+        "| cores kept busy by these four ({cores} cores) | {:.0}% |",
+        busy * 100.0
+    );
+}
+
 /// SubjectAccessReviews the API server has answered so far (nac's questions about requesters' rights).
 async fn reviews_answered(admin: &kube::Client) -> f64 {
     let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -215,6 +246,7 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     let run = unique_ns("scale-off");
     let tenants = tenants(env, &run, namespaces).await;
     let reviews = reviews_answered(&env.admin).await;
+    let cpu = cpu_now(env);
     let start = Instant::now();
     create_all(&tenants, per_ns, concurrency).await;
     let took = start.elapsed();
@@ -224,6 +256,7 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     println!("| NABs / namespaces | {total} / {namespaces} |");
     println!("| all creates accepted (webhooks only) | {:.1} s |", took.as_secs_f64());
     println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
+    print_cpu(cpu, cpu_now(env), took, total);
 }
 
 /// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
@@ -252,6 +285,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         }
     });
 
+    let cpu = cpu_now(env);
     let start = Instant::now();
     let created_at = create_all(&tenants, per_ns, concurrency).await;
     let creates_done = start.elapsed();
@@ -275,6 +309,8 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     })
     .await
     .unwrap_or_default();
+    // Measured up to here: the creates and the reconciles that make them Created.
+    let cpu_until_created = (cpu_now(env), start.elapsed());
     // Webhook and reconciler together (one cache of answers serves both).
     let reviews = reviews_answered(&env.admin).await - reviews_before;
     // Let status updates settle (queue positions), then count writes.
@@ -308,6 +344,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     println!("| create→Created max | {} ms |", lat.last().unwrap().as_millis());
     println!("| nac API writes per NAB | {:.2} |", writes / total as f64);
     println!("| nac peak RSS (VmHWM) | {:.1} MiB |", rss as f64 / 1024.0);
+    print_cpu(cpu, cpu_until_created.0, cpu_until_created.1, total);
     for l in metrics.lines().filter(|l| l.starts_with("nac_api_writes_total")) {
         println!("  {l}");
     }

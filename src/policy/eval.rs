@@ -129,6 +129,33 @@ impl Ctx<'_> {
         }
     }
 
+    /// What Velero would refuse at validation (see `velero::validation`: such a backup can stall Velero's queue for
+    /// every tenant), and an include list of nothing but kinds nac leaves out. A field already refused above is
+    /// not named twice.
+    fn velero_checks(&mut self) {
+        use crate::velero::{exclusions, validation};
+        if let Some(field) = exclusions::includes_only_excluded(&self.out.spec) {
+            let got = self.get(field).map(display_value).unwrap_or_default();
+            let path = format!("{}.{field}", self.prefix);
+            self.out.violations.push(Violation {
+                message: format!(
+                    "{} {path} names only kinds nac leaves out of every tenant backup (got {got}): the backup would \
+                     hold none of them",
+                    self.kind
+                ),
+                field: path,
+            });
+        }
+        for p in validation::backup_spec_problems(&self.out.spec) {
+            let path = format!("{}.{}", self.prefix, p.field);
+            if self.out.violations.iter().any(|v| v.field == path) {
+                continue;
+            }
+            let message = validation::message(self.kind, self.prefix, &p);
+            self.out.violations.push(Violation { field: path, message });
+        }
+    }
+
     fn check_durations(&mut self, duration_fields: &[&str]) {
         for field in duration_fields {
             match self.get(field) {
@@ -278,6 +305,7 @@ pub fn evaluate_backup_as(
             }
         }
     }
+    c.velero_checks();
     c.out
 }
 

@@ -650,3 +650,43 @@ fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
     }
     assert!(checked >= 10, "only {checked} defaults checked");
 }
+
+#[test]
+fn a_spec_velero_fails_at_validation_is_refused_naming_field_and_value() {
+    let p = Policy::default();
+    let refused = |v: Value| evaluate_backup(&spec(v), &p, "team-a").violations;
+    let v = refused(json!({"includedResources": ["configmaps"], "excludedResources": ["configmaps"]}));
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].field, "spec.backupSpec.excludedResources");
+    assert_eq!(
+        v[0].message,
+        "NonAdminBackup spec.backupSpec.excludedResources cannot hold \"configmaps\", which includedResources holds \
+         too: Velero fails such a backup at validation"
+    );
+    let v = refused(
+        json!({"labelSelector": {"matchLabels": {"a": "b"}}, "orLabelSelectors": [{"matchLabels": {"c": "d"}}]}),
+    );
+    assert_eq!(v[0].field, "spec.backupSpec.orLabelSelectors");
+    // includeClusterResources: false is allowed alone, and is an old-style filter to Velero.
+    assert!(refused(json!({"includeClusterResources": false})).is_empty());
+    let v = refused(json!({"includeClusterResources": false, "excludedNamespaceScopedResources": ["secrets"]}));
+    assert_eq!(v[0].field, "spec.backupSpec.excludedNamespaceScopedResources");
+    assert!(v[0].message.contains("includeClusterResources"), "{v:?}");
+    // Nothing but nac's own kinds: the backup would hold nothing (nac leaves them out).
+    let v = refused(json!({"includedResources": ["nonadminbackups", "nonadminrestores"]}));
+    assert_eq!(v[0].field, "spec.backupSpec.includedResources");
+    assert!(v[0].message.contains("nac leaves out of every tenant backup"), "{v:?}");
+    // A schedule's template gets the same checks under its own path.
+    let o = evaluate_backup_as(
+        &spec(json!({"includedResources": ["*", "pods"]})),
+        &p,
+        "team-a",
+        "NonAdminSchedule",
+        "spec.template.backupSpec",
+    );
+    assert_eq!(o.violations[0].field, "spec.template.backupSpec.includedResources");
+    // A field nac refuses for its own reason is not named twice.
+    let v = refused(json!({"excludedNamespaces": ["*"]}));
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].message.contains("must remain empty"));
+}

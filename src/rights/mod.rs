@@ -230,12 +230,17 @@ pub fn exclude(spec: &mut Map<String, Value>, kinds: &[String]) {
         "excludedResources"
     };
     let mut list = strings(spec, field);
+    if list.iter().any(|k| k == "*") {
+        // Everything is excluded already (new style); Velero refuses "*" beside other items.
+        return;
+    }
     for k in kinds {
         if !list.contains(k) {
             list.push(k.clone());
         }
     }
     spec.insert(field.into(), Value::from(list));
+    crate::velero::validation::drop_excluded_from_includes(spec);
 }
 
 /// One question to the API server's authorizer: may a user `verb` this resource (the object `name`, when set)
@@ -520,6 +525,12 @@ impl KubeAccess {
             kinds: tokio::sync::Mutex::new(None),
             rules: None,
         }
+    }
+
+    /// No lists to learn which left-out kinds hold objects (`rights.warning_lookups: false`).
+    pub fn without_lookups(mut self) -> KubeAccess {
+        self.occupancy = self.occupancy.off();
+        self
     }
 
     /// Counts the lists sent to learn which left-out kinds hold objects on `counter` (see [`occupancy`]).

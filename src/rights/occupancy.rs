@@ -30,7 +30,7 @@ const LISTABLE_TTL: Duration = Duration::from_secs(600);
 pub enum Seen {
     Holds,
     Empty,
-    /// nac may not list the kind.
+    /// nac may not list the kind (or is set not to look: `rights.warning_lookups: false`).
     NotAllowed,
     /// The lookup failed or did not answer within the budget.
     Unknown,
@@ -94,6 +94,8 @@ pub struct KubeOccupancy {
     seen: Flights<(String, KindKey), Seen>,
     /// The lists sent (`nac_rights_occupancy_lists_total`).
     lists: Counter,
+    /// `rights.warning_lookups`: off, nothing is looked into.
+    on: bool,
 }
 
 impl KubeOccupancy {
@@ -105,7 +107,14 @@ impl KubeOccupancy {
             listable: Flights::new(),
             seen: Flights::new(),
             lists: Counter::default(),
+            on: true,
         }
+    }
+
+    /// Looks into nothing: every kind is one nac may not look into.
+    pub fn off(mut self) -> KubeOccupancy {
+        self.on = false;
+        self
     }
 
     /// Counts the lists sent on `counter` (a metric's).
@@ -136,6 +145,9 @@ impl KubeOccupancy {
 
     /// For each of `kinds`: what nac knows of whether it holds objects in `namespace`, within the budget.
     pub async fn occupied(&self, namespace: &str, kinds: &[&Kind]) -> Vec<Seen> {
+        if !self.on {
+            return vec![Seen::NotAllowed; kinds.len()];
+        }
         if namespace.is_empty() {
             // Never a list across namespaces.
             return vec![Seen::Unknown; kinds.len()];

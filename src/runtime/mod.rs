@@ -219,7 +219,11 @@ fn rights_access(
         lifetime: Duration::from_secs(settings.cache_lifetime_secs),
     };
     let epochs = fresh.epochs.clone();
-    let access = crate::rights::KubeAccess::with(client.clone(), fresh).counting_lists(metrics.occupancy_lists.clone());
+    let mut access =
+        crate::rights::KubeAccess::with(client.clone(), fresh).counting_lists(metrics.occupancy_lists.clone());
+    if !settings.warning_lookups {
+        access = access.without_lookups();
+    }
     // With RBAC the only authorizer, rights are answered from the RBAC objects (whole objects watched).
     let access = if rbac_only {
         let (rules, writers) = crate::rights::rules::Rules::new();

@@ -30,6 +30,14 @@ const NEW_STYLE_FILTERS: &[&str] = &[
 ];
 
 fn append_unique(spec: &mut Map<String, Value>, field: &str, items: &[&str]) {
+    // A list holding "*" already excludes everything (new style); Velero refuses "*" beside other items.
+    if spec
+        .get(field)
+        .and_then(Value::as_array)
+        .is_some_and(|l| l.iter().any(|v| v.as_str() == Some("*")))
+    {
+        return;
+    }
     let list = spec
         .entry(field.to_string())
         .and_modify(|v| {
@@ -61,6 +69,25 @@ pub fn add_backup_exclusions(spec: &mut Map<String, Value>) {
         append_unique(spec, "excludedResources", EXCLUDED_NAMESPACED_RESOURCES);
         append_unique(spec, "excludedResources", EXCLUDED_CLUSTER_RESOURCES);
     }
+    super::validation::drop_excluded_from_includes(spec);
+}
+
+/// Whether a tenant's include list names only kinds nac leaves out of every tenant backup (as nac adds them,
+/// exact strings): the backup would hold none of what it asks for. Returns the list's field.
+pub fn includes_only_excluded(spec: &Map<String, Value>) -> Option<&'static str> {
+    ["includedResources", "includedNamespaceScopedResources"]
+        .into_iter()
+        .find(|f| {
+            let items: Vec<&str> = spec
+                .get(*f)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| EXCLUDED_NAMESPACED_RESOURCES.contains(i) || EXCLUDED_CLUSTER_RESOURCES.contains(i))
+        })
 }
 
 /// Adds the same kinds to a restore (restores only have `excludedResources`).

@@ -7,6 +7,7 @@ pub mod exclusions;
 mod other;
 mod restore;
 mod schedule;
+pub mod validation;
 
 pub use backup::*;
 pub use other::*;

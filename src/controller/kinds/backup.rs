@@ -342,7 +342,8 @@ impl Tenant for NonAdminBackup {
             Ok(s) => s,
             Err(e) => return Ok(Admission::from_spec::<Self>(Err(e))),
         };
-        if let Err(message) = recheck_rights(&nab.metadata, NAB.kind, &mut spec, policy, ctx).await? {
+        if let Err(message) = recheck_rights(&nab.metadata, NAB.kind, "spec.backupSpec", &mut spec, policy, ctx).await?
+        {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         if let Some(name) = tenant_location(spec.storage_location.as_deref(), policy) {
@@ -503,6 +504,7 @@ pub fn resolve_location<S>(ctx: &Cx<S>, namespace: &str, name: &str) -> Result<S
 pub async fn recheck_rights(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     kind: &str,
+    path: &str,
     spec: &mut BackupSpec,
     policy: &Policy,
     ctx: &Shared,
@@ -565,6 +567,13 @@ pub async fn recheck_rights(
         )));
     }
     exclude(&mut map, &more);
+    if let Err(e) = crate::velero::validation::check(kind, path, &map) {
+        return Ok(Err(format!(
+            "{kind} refused: left out what {} may not list in namespace {ns} ({}), {e}",
+            who.username,
+            more.join(", ")
+        )));
+    }
     *spec = serde_json::from_value(Value::Object(map))
         .map_err(|e| Error::Inconsistent(format!("Velero BackupSpec after exclusions: {e}")))?;
     Ok(Ok(()))
@@ -611,6 +620,9 @@ pub fn recorded_spec(
         None => {}
     }
     add_backup_exclusions(&mut spec);
+    // A webhook bypassed, or an object admitted before nac checked this: Velero must never get a spec it fails
+    // at validation (its queue can stall for every tenant, see `velero::validation`).
+    crate::velero::validation::check(kind, path, &spec)?;
     serde_json::from_value(Value::Object(spec))
         .map_err(|e| format!("{kind} {path} is not a valid Velero BackupSpec: {e}"))
 }
@@ -1036,6 +1048,33 @@ mod tests {
     /// The Velero Backup nac builds for a NonAdminBackup of `spec` (named "x", in "velero") under the default policy.
     fn backup_for(spec: Value) -> Result<Backup, String> {
         velero_backup_for(&nab(spec), "x", "velero", &Policy::default())
+    }
+
+    #[test]
+    fn exclusions_never_make_a_spec_velero_fails_at_validation() {
+        // nac's own kinds named among others: left out of the include list, which stays what it was otherwise.
+        let b = backup_for(json!({"includedResources": ["pods", "nonadminbackups"]})).unwrap();
+        let spec = serde_json::to_value(&b.spec).unwrap();
+        assert_eq!(spec["includedResources"], json!(["pods"]));
+        assert!(crate::velero::validation::backup_spec_problems(spec.as_object().unwrap()).is_empty());
+        // An exclude-everything list gains nothing beside its "*".
+        let b = backup_for(json!({"excludedNamespaceScopedResources": ["*"]})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&b.spec).unwrap()["excludedNamespaceScopedResources"],
+            json!(["*"])
+        );
+        // A kind the requester may not list, named alone: the backup would hold nothing, and Velero would fail
+        // it; refused before any Velero Backup exists (the webhook bypassed, or the record written by hand).
+        let mut n = nab(json!({"includedResources": ["secrets"]}));
+        n.metadata.annotations.as_mut().unwrap().insert(
+            crate::rights::BACKUP_RIGHTS_ANNOTATION.into(),
+            r#"{"mode":"exclude","excluded":["secrets"]}"#.into(),
+        );
+        let e = velero_backup_spec(&n, &Policy::default()).unwrap_err();
+        assert!(e.contains("excludedResources cannot hold \"secrets\""), "{e}");
+        // What the webhook refuses, the reconciler refuses too.
+        let e = backup_for(json!({"includedResources": ["cm"], "excludedResources": ["cm"]})).unwrap_err();
+        assert!(e.contains("Velero fails such a backup at validation"), "{e}");
     }
 
     #[test]

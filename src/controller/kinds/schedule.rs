@@ -365,7 +365,16 @@ async fn wanted(
         Ok(t) => t,
         Err(e) => return Ok(Err(e)),
     };
-    if let Err(message) = recheck_rights(&nas.metadata, NAS.kind, &mut template, policy, ctx).await? {
+    if let Err(message) = recheck_rights(
+        &nas.metadata,
+        NAS.kind,
+        SCHEDULE_TEMPLATE_PREFIX,
+        &mut template,
+        policy,
+        ctx,
+    )
+    .await?
+    {
         return Ok(Err(message));
     }
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
