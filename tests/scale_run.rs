@@ -195,6 +195,58 @@ fn print_cpu(before: [f64; 4], after: [f64; 4], wall: Duration, total: usize) {
     );
 }
 
+/// The API server's requests so far by verb and resource (`apiserver_request_total`), watches left out.
+async fn requests_by_kind(admin: &kube::Client) -> std::collections::BTreeMap<String, f64> {
+    let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(req).await.unwrap();
+    let label = |l: &str, k: &str| -> String {
+        let key = format!("{k}=\"");
+        l.split_once(&key)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(v, _)| v.to_string())
+            .unwrap_or_default()
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let verb = label(l, "verb");
+        if verb == "WATCH" {
+            continue;
+        }
+        let sub = label(l, "subresource");
+        let what = format!(
+            "{verb} {}{}",
+            label(l, "resource"),
+            if sub.is_empty() {
+                String::new()
+            } else {
+                format!("/{sub}")
+            }
+        );
+        let n: f64 = l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        *out.entry(what).or_insert(0.0) += n;
+    }
+    out
+}
+
+/// Prints the requests per NAB between two [`requests_by_kind`] samples (those at 0.05 per NAB or more).
+fn print_requests(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    total: usize,
+) {
+    let mut rows: Vec<(String, f64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), (v - before.get(k).copied().unwrap_or(0.0)) / total as f64))
+        .filter(|(_, v)| *v >= 0.05)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let shown: Vec<String> = rows.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+    println!(
+        "| API server requests per NAB (by verb and resource) | {} |",
+        shown.join(", ")
+    );
+}
+
 /// SubjectAccessReviews the API server has answered so far (nac's questions about requesters' rights).
 async fn reviews_answered(admin: &kube::Client) -> f64 {
     let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -246,10 +298,11 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     let run = unique_ns("scale-off");
     let tenants = tenants(env, &run, namespaces).await;
     let reviews = reviews_answered(&env.admin).await;
-    let cpu = cpu_now(env);
+    let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
     let start = Instant::now();
     create_all(&tenants, per_ns, concurrency).await;
     let took = start.elapsed();
+    let requests_after = requests_by_kind(&env.admin).await;
     let reviews = reviews_answered(&env.admin).await - reviews;
     let total = namespaces * per_ns;
     println!("\n| measure (controllers off) | value |\n|---|---|");
@@ -257,6 +310,7 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     println!("| all creates accepted (webhooks only) | {:.1} s |", took.as_secs_f64());
     println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
     print_cpu(cpu, cpu_now(env), took, total);
+    print_requests(&requests, &requests_after, total);
 }
 
 /// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
@@ -285,7 +339,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         }
     });
 
-    let cpu = cpu_now(env);
+    let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
     let start = Instant::now();
     let created_at = create_all(&tenants, per_ns, concurrency).await;
     let creates_done = start.elapsed();
@@ -311,6 +365,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     .unwrap_or_default();
     // Measured up to here: the creates and the reconciles that make them Created.
     let cpu_until_created = (cpu_now(env), start.elapsed());
+    let requests_until_created = requests_by_kind(&env.admin).await;
     // Webhook and reconciler together (one cache of answers serves both).
     let reviews = reviews_answered(&env.admin).await - reviews_before;
     // Let status updates settle (queue positions), then count writes.
@@ -345,6 +400,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     println!("| nac API writes per NAB | {:.2} |", writes / total as f64);
     println!("| nac peak RSS (VmHWM) | {:.1} MiB |", rss as f64 / 1024.0);
     print_cpu(cpu, cpu_until_created.0, cpu_until_created.1, total);
+    print_requests(&requests, &requests_until_created, total);
     for l in metrics.lines().filter(|l| l.starts_with("nac_api_writes_total")) {
         println!("  {l}");
     }

@@ -7,7 +7,10 @@
 //! the warning says nac may not look. One metadata-only list of at most one object per left-out kind, in the
 //! requester's namespace only, reused [`SEEN_TTL`]: concurrent creates in a namespace share it, so a burst costs
 //! at most one list per kind. The warning waits at most [`BUDGET`] for the answers; a lookup still running then
-//! goes on and serves the next create, and the warning says nac could not tell.
+//! goes on and serves the next create, and the warning says nac could not tell. While more than [`WAITERS`] creates
+//! wait at once (a burst: a schedule firing in many namespaces, a GitOps tool applying many), a create does not
+//! wait at all: it gets what is known, the lookups run on for the next ones, and a burst is never slowed for the
+//! wording of a warning.
 
 use super::rbac::{Epochs, Stamp};
 use super::{Kind, Swept};
@@ -15,6 +18,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,8 @@ use std::time::{Duration, Instant};
 pub const SEEN_TTL: Duration = Duration::from_secs(60);
 /// How long a create waits for the lookups: the warning says what is known by then.
 pub const BUDGET: Duration = Duration::from_secs(1);
+/// How many creates may wait for the lookups at once; beyond that one does not wait.
+pub const WAITERS: usize = 4;
 /// How long whether nac may list a kind is reused while no ClusterRole or ClusterRoleBinding changes.
 const LISTABLE_TTL: Duration = Duration::from_secs(600);
 
@@ -82,16 +88,19 @@ impl<K: Hash + Eq, V: Clone + Send + Sync + 'static> Flights<K, V> {
 
 type KindKey = (String, String);
 
-/// Which kinds hold objects, asked of the API server with nac's own rights.
+/// Which kinds hold objects, asked of the API server with nac's own rights. Clones share everything.
+#[derive(Clone)]
 pub struct KubeOccupancy {
     client: kube::Client,
     epochs: Arc<Epochs>,
     budget: Duration,
     /// Whether nac may list a kind (`("*", "*")`: every kind) in every namespace: the RBAC state it was asked
     /// in and the answer (`None`: the review failed, not kept).
-    listable: Flights<KindKey, (Stamp, Option<bool>)>,
+    listable: Arc<Flights<KindKey, (Stamp, Option<bool>)>>,
     /// Whether a kind held objects in a namespace.
-    seen: Flights<(String, KindKey), Seen>,
+    seen: Arc<Flights<(String, KindKey), Seen>>,
+    /// Creates in [`KubeOccupancy::occupied`] now.
+    waiting: Arc<AtomicUsize>,
     /// The lists sent (`nac_rights_occupancy_lists_total`).
     lists: Counter,
     /// `rights.warning_lookups`: off, nothing is looked into.
@@ -104,8 +113,9 @@ impl KubeOccupancy {
             client,
             epochs,
             budget: BUDGET,
-            listable: Flights::new(),
-            seen: Flights::new(),
+            listable: Arc::new(Flights::new()),
+            seen: Arc::new(Flights::new()),
+            waiting: Arc::default(),
             lists: Counter::default(),
             on: true,
         }
@@ -143,7 +153,8 @@ impl KubeOccupancy {
         self.listable.get(key, keep, (stamp, None), start).await.0 .1
     }
 
-    /// For each of `kinds`: what nac knows of whether it holds objects in `namespace`, within the budget.
+    /// For each of `kinds`: what nac knows of whether it holds objects in `namespace`, within the budget (none
+    /// while more than [`WAITERS`] creates wait).
     pub async fn occupied(&self, namespace: &str, kinds: &[&Kind]) -> Vec<Seen> {
         if !self.on {
             return vec![Seen::NotAllowed; kinds.len()];
@@ -152,7 +163,30 @@ impl KubeOccupancy {
             // Never a list across namespaces.
             return vec![Seen::Unknown; kinds.len()];
         }
-        let deadline = tokio::time::Instant::now() + self.budget;
+        struct Waiter<'a>(&'a AtomicUsize);
+        impl Drop for Waiter<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _waiter = Waiter(&self.waiting);
+        if self.waiting.fetch_add(1, Ordering::Relaxed) >= WAITERS {
+            // The lookups run on their own (answers kept for the next creates); this create takes what is known.
+            let (this, ns) = (self.clone(), namespace.to_string());
+            let owned: Vec<Kind> = kinds.iter().map(|k| (*k).clone()).collect();
+            tokio::spawn(async move {
+                let refs: Vec<&Kind> = owned.iter().collect();
+                this.look(&ns, &refs, this.budget).await;
+            });
+            return self.look(namespace, kinds, Duration::ZERO).await;
+        }
+        self.look(namespace, kinds, self.budget).await
+    }
+
+    /// The lookups of `kinds` in `namespace`, waited for `budget` at most: a kept answer is returned at once, one
+    /// still unknown then is [`Seen::Unknown`].
+    async fn look(&self, namespace: &str, kinds: &[&Kind], budget: Duration) -> Vec<Seen> {
+        let deadline = tokio::time::Instant::now() + budget;
         let every = async { self.listable("*", "*").await == Some(true) }.shared();
         futures::future::join_all(kinds.iter().map(|k| {
             let every = every.clone();
@@ -373,8 +407,8 @@ mod tests {
         ));
         let all = kinds();
         let k: Vec<&Kind> = all.iter().collect();
-        // Sixteen creates at once, then another after they are answered: one list per kind.
-        let answers = futures::future::join_all((0..16).map(|_| occupancy.occupied("team-a", &k))).await;
+        // As many creates at once as may wait, then another after they are answered: one list per kind.
+        let answers = futures::future::join_all((0..WAITERS).map(|_| occupancy.occupied("team-a", &k))).await;
         let expected = vec![Seen::Holds, Seen::Empty, Seen::Empty];
         assert!(answers.iter().all(|a| *a == expected), "{answers:?}");
         assert_eq!(occupancy.occupied("team-a", &k).await, expected);
@@ -396,6 +430,51 @@ mod tests {
                 "/apis/velero.io/v1/namespaces/team-a/backups?&limit=1",
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_burst_does_not_wait_for_the_lookups_and_they_serve_the_next_creates() {
+        let (service, handle) = tower_test::mock::pair();
+        let server = api_server(handle, |_| true, &["secrets"], Duration::from_millis(100));
+        let occupancy = KubeOccupancy::new(kube::Client::new(service, "default"), Arc::default());
+        let all = kinds();
+        let k: Vec<&Kind> = all.iter().collect();
+        // Sixteen creates at once in new namespaces: those past the first WAITERS do not wait.
+        let started = Instant::now();
+        let timed = |ns: String| {
+            let (o, k) = (&occupancy, &k);
+            async move {
+                let answers = o.occupied(&ns, k).await;
+                (answers, started.elapsed())
+            }
+        };
+        let answers = futures::future::join_all((0..16).map(|i| timed(format!("team-{i}")))).await;
+        let at_once: Vec<_> = answers.iter().filter(|(_, t)| *t < Duration::from_millis(50)).collect();
+        assert_eq!(at_once.len(), 16 - WAITERS, "{answers:?}");
+        assert!(at_once.iter().all(|(a, _)| *a == [Seen::Unknown; 3]), "{at_once:?}");
+        // Their lookups went on: each namespace's answers are there for its next create (the mock answers one
+        // request at a time, 100 ms each).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for i in 0..16 {
+            // What is known without waiting, polled until the lists are answered.
+            while occupancy
+                .look(&format!("team-{i}"), &k, Duration::ZERO)
+                .await
+                .contains(&Seen::Unknown)
+            {
+                assert!(Instant::now() < deadline, "team-{i}'s lookups went on");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        for i in 0..16 {
+            let t = Instant::now();
+            let a = occupancy.occupied(&format!("team-{i}"), &k).await;
+            assert_eq!(a, [Seen::Holds, Seen::Empty, Seen::Empty], "team-{i}");
+            assert!(t.elapsed() < Duration::from_millis(50));
+        }
+        assert_eq!(occupancy.lists.get(), 48, "one list per kind and namespace");
+        drop(occupancy);
+        server.abort();
     }
 
     #[tokio::test]
