@@ -7,10 +7,10 @@
 //! the warning says nac may not look. One metadata-only list of at most one object per left-out kind, in the
 //! requester's namespace only, reused [`SEEN_TTL`]: concurrent creates in a namespace share it, so a burst costs
 //! at most one list per kind. The warning waits at most [`BUDGET`] for the answers; a lookup still running then
-//! goes on and serves the next create, and the warning says nac could not tell. While more than [`WAITERS`] creates
-//! wait at once (a burst: a schedule firing in many namespaces, a GitOps tool applying many), a create does not
-//! wait at all: it gets what is known, the lookups run on for the next ones, and a burst is never slowed for the
-//! wording of a warning.
+//! goes on and serves the next create, and the warning says nac could not tell. At most [`WAITS_PER_SECOND`]
+//! creates a second wait; in a burst beyond that (a schedule firing in many namespaces, a GitOps tool applying
+//! many) a create does not wait at all: it gets what is known, the lookups run on for the next ones, and a burst
+//! is never slowed for the wording of a warning.
 
 use super::rbac::{Epochs, Stamp};
 use super::{Kind, Swept};
@@ -18,7 +18,6 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use prometheus_client::metrics::counter::Counter;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,8 +25,8 @@ use std::time::{Duration, Instant};
 pub const SEEN_TTL: Duration = Duration::from_secs(60);
 /// How long a create waits for the lookups: the warning says what is known by then.
 pub const BUDGET: Duration = Duration::from_secs(1);
-/// How many creates may wait for the lookups at once; beyond that one does not wait.
-pub const WAITERS: usize = 4;
+/// How many creates a second may wait for the lookups; beyond that one does not wait.
+pub const WAITS_PER_SECOND: usize = 4;
 /// How long whether nac may list a kind is reused while no ClusterRole or ClusterRoleBinding changes.
 const LISTABLE_TTL: Duration = Duration::from_secs(600);
 
@@ -99,8 +98,8 @@ pub struct KubeOccupancy {
     listable: Arc<Flights<KindKey, (Stamp, Option<bool>)>>,
     /// Whether a kind held objects in a namespace.
     seen: Arc<Flights<(String, KindKey), Seen>>,
-    /// Creates in [`KubeOccupancy::occupied`] now.
-    waiting: Arc<AtomicUsize>,
+    /// The waits of the current second: when it began, and how many.
+    waits: Arc<Mutex<(Instant, usize)>>,
     /// The lists sent (`nac_rights_occupancy_lists_total`).
     lists: Counter,
     /// `rights.warning_lookups`: off, nothing is looked into.
@@ -115,7 +114,7 @@ impl KubeOccupancy {
             budget: BUDGET,
             listable: Arc::new(Flights::new()),
             seen: Arc::new(Flights::new()),
-            waiting: Arc::default(),
+            waits: Arc::new(Mutex::new((Instant::now(), 0))),
             lists: Counter::default(),
             on: true,
         }
@@ -154,7 +153,7 @@ impl KubeOccupancy {
     }
 
     /// For each of `kinds`: what nac knows of whether it holds objects in `namespace`, within the budget (none
-    /// while more than [`WAITERS`] creates wait).
+    /// past [`WAITS_PER_SECOND`]).
     pub async fn occupied(&self, namespace: &str, kinds: &[&Kind]) -> Vec<Seen> {
         if !self.on {
             return vec![Seen::NotAllowed; kinds.len()];
@@ -163,14 +162,11 @@ impl KubeOccupancy {
             // Never a list across namespaces.
             return vec![Seen::Unknown; kinds.len()];
         }
-        struct Waiter<'a>(&'a AtomicUsize);
-        impl Drop for Waiter<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
+        let known = self.look(namespace, kinds, Duration::ZERO).await;
+        if !known.contains(&Seen::Unknown) {
+            return known;
         }
-        let _waiter = Waiter(&self.waiting);
-        if self.waiting.fetch_add(1, Ordering::Relaxed) >= WAITERS {
+        if !self.may_wait() {
             // The lookups run on their own (answers kept for the next creates); this create takes what is known.
             let (this, ns) = (self.clone(), namespace.to_string());
             let owned: Vec<Kind> = kinds.iter().map(|k| (*k).clone()).collect();
@@ -178,9 +174,19 @@ impl KubeOccupancy {
                 let refs: Vec<&Kind> = owned.iter().collect();
                 this.look(&ns, &refs, this.budget).await;
             });
-            return self.look(namespace, kinds, Duration::ZERO).await;
+            return known;
         }
         self.look(namespace, kinds, self.budget).await
+    }
+
+    /// Whether another create may wait this second.
+    fn may_wait(&self) -> bool {
+        let mut w = self.waits.lock().expect("occupancy waits");
+        if w.0.elapsed() >= Duration::from_secs(1) {
+            *w = (Instant::now(), 0);
+        }
+        w.1 += 1;
+        w.1 <= WAITS_PER_SECOND
     }
 
     /// The lookups of `kinds` in `namespace`, waited for `budget` at most: a kept answer is returned at once, one
@@ -408,7 +414,7 @@ mod tests {
         let all = kinds();
         let k: Vec<&Kind> = all.iter().collect();
         // As many creates at once as may wait, then another after they are answered: one list per kind.
-        let answers = futures::future::join_all((0..WAITERS).map(|_| occupancy.occupied("team-a", &k))).await;
+        let answers = futures::future::join_all((0..WAITS_PER_SECOND).map(|_| occupancy.occupied("team-a", &k))).await;
         let expected = vec![Seen::Holds, Seen::Empty, Seen::Empty];
         assert!(answers.iter().all(|a| *a == expected), "{answers:?}");
         assert_eq!(occupancy.occupied("team-a", &k).await, expected);
@@ -439,7 +445,7 @@ mod tests {
         let occupancy = KubeOccupancy::new(kube::Client::new(service, "default"), Arc::default());
         let all = kinds();
         let k: Vec<&Kind> = all.iter().collect();
-        // Sixteen creates at once in new namespaces: those past the first WAITERS do not wait.
+        // Sixteen creates at once in new namespaces: those past the first WAITS_PER_SECOND do not wait.
         let started = Instant::now();
         let timed = |ns: String| {
             let (o, k) = (&occupancy, &k);
@@ -450,7 +456,7 @@ mod tests {
         };
         let answers = futures::future::join_all((0..16).map(|i| timed(format!("team-{i}")))).await;
         let at_once: Vec<_> = answers.iter().filter(|(_, t)| *t < Duration::from_millis(50)).collect();
-        assert_eq!(at_once.len(), 16 - WAITERS, "{answers:?}");
+        assert_eq!(at_once.len(), 16 - WAITS_PER_SECOND, "{answers:?}");
         assert!(at_once.iter().all(|(a, _)| *a == [Seen::Unknown; 3]), "{at_once:?}");
         // Their lookups went on: each namespace's answers are there for its next create (the mock answers one
         // request at a time, 100 ms each).
