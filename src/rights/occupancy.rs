@@ -10,7 +10,9 @@
 //! goes on and serves the next create, and the warning says nac could not tell. At most [`WAITS_PER_SECOND`]
 //! creates a second wait; in a burst beyond that (a schedule firing in many namespaces, a GitOps tool applying
 //! many) a create does not wait at all: it gets what is known, the lookups run on for the next ones, and a burst
-//! is never slowed for the wording of a warning.
+//! is never slowed for the wording of a warning. Nor is the API server: nac sends at most [`LISTS_PER_SECOND`]
+//! lists a second (beyond a first [`LISTS_PER_SECOND`]), so a hundred new namespaces at once do not turn into a
+//! thousand lists at once.
 
 use super::rbac::{Epochs, Stamp};
 use super::{Kind, Swept};
@@ -25,6 +27,8 @@ use std::time::{Duration, Instant};
 pub const SEEN_TTL: Duration = Duration::from_secs(60);
 /// How long a create waits for the lookups: the warning says what is known by then.
 pub const BUDGET: Duration = Duration::from_secs(1);
+/// The lists a second nac sends at most, after a first burst of as many.
+pub const LISTS_PER_SECOND: f64 = 50.0;
 /// How many creates a second may wait for the lookups; beyond that one does not wait.
 pub const WAITS_PER_SECOND: usize = 4;
 /// How long whether nac may list a kind is reused while no ClusterRole or ClusterRoleBinding changes.
@@ -100,6 +104,8 @@ pub struct KubeOccupancy {
     seen: Arc<Flights<(String, KindKey), Seen>>,
     /// The waits of the current second: when it began, and how many.
     waits: Arc<Mutex<(Instant, usize)>>,
+    /// The lists that may be sent now ([`LISTS_PER_SECOND`]), and when that was counted.
+    tokens: Arc<Mutex<(f64, Instant)>>,
     /// The lists sent (`nac_rights_occupancy_lists_total`).
     lists: Counter,
     /// `rights.warning_lookups`: off, nothing is looked into.
@@ -115,6 +121,7 @@ impl KubeOccupancy {
             listable: Arc::new(Flights::new()),
             seen: Arc::new(Flights::new()),
             waits: Arc::new(Mutex::new((Instant::now(), 0))),
+            tokens: Arc::new(Mutex::new((LISTS_PER_SECOND, Instant::now()))),
             lists: Counter::default(),
             on: true,
         }
@@ -219,8 +226,10 @@ impl KubeOccupancy {
         let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &ar);
         let (lists, name, ns) = (self.lists.clone(), kind.filter_name(), namespace.to_string());
+        let tokens = self.tokens.clone();
         let start = move || {
             async move {
+                take_token(&tokens).await;
                 lists.inc();
                 match api.list_metadata(&ListParams::default().limit(1)).await {
                     Ok(list) if list.items.is_empty() => Seen::Empty,
@@ -234,6 +243,24 @@ impl KubeOccupancy {
             .boxed()
         };
         self.seen.get(key, keep, Seen::Unknown, start).await.0
+    }
+}
+
+/// Waits until a list may be sent ([`LISTS_PER_SECOND`]) and takes its token.
+async fn take_token(tokens: &Mutex<(f64, Instant)>) {
+    loop {
+        let wait = {
+            let mut t = tokens.lock().expect("occupancy tokens");
+            let now = Instant::now();
+            t.0 = (t.0 + now.duration_since(t.1).as_secs_f64() * LISTS_PER_SECOND).min(LISTS_PER_SECOND);
+            t.1 = now;
+            if t.0 >= 1.0 {
+                t.0 -= 1.0;
+                return;
+            }
+            Duration::from_secs_f64((1.0 - t.0) / LISTS_PER_SECOND)
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -419,7 +446,9 @@ mod tests {
         assert!(answers.iter().all(|a| *a == expected), "{answers:?}");
         assert_eq!(occupancy.occupied("team-a", &k).await, expected);
         assert_eq!(occupancy.lists.get(), 3);
-        // Another namespace is looked at on its own; none is ever listed across namespaces.
+        // Another namespace is looked at on its own (in the next second: this one's waits are used up); none is
+        // ever listed across namespaces.
+        tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(occupancy.occupied("team-b", &k[..1]).await, [Seen::Holds]);
         assert_eq!(occupancy.occupied("", &k[..1]).await, [Seen::Unknown]);
         drop(occupancy);
@@ -481,6 +510,19 @@ mod tests {
         assert_eq!(occupancy.lists.get(), 48, "one list per kind and namespace");
         drop(occupancy);
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn lists_are_sent_at_most_at_their_rate() {
+        let tokens = Mutex::new((LISTS_PER_SECOND, Instant::now()));
+        let start = Instant::now();
+        // The first burst at once, then LISTS_PER_SECOND a second: 25 more take half a second.
+        for _ in 0..(LISTS_PER_SECOND as usize + 25) {
+            take_token(&tokens).await;
+        }
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(450), "{took:?}");
+        assert!(took < Duration::from_millis(1500), "{took:?}");
     }
 
     #[tokio::test]
