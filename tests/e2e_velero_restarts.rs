@@ -39,7 +39,7 @@ async fn env() -> &'static Env {
 async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
     let _serial = SERIAL.lock().await;
     let env = env().await;
-    let (ns, user, _) = new_tenant("vel-fail").await;
+    let (ns, user, admin) = new_tenant("vel-fail").await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
     let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
     // A spec alone that Velero fails at validation nac refuses at apply time (`velero::validation`); what is left
@@ -63,12 +63,12 @@ async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
         "enforceBackupSpec:\n  resourcePolicy:\n    kind: configmap\n    name: nac-e2e-no-such-policy\n",
         1,
     );
-    set_policy_loaded(env, &broken).await;
+    set_policy_loaded(env, &admin, &broken).await;
     nabs.create(&PostParams::default(), &nab("broken", json!({})))
         .await
         .unwrap();
     velero_phase(&nabs, "broken", &["FailedValidation"]).await;
-    set_policy_loaded(env, POLICY).await;
+    set_policy_loaded(env, &admin, POLICY).await;
     velero_up(&env.cluster, &["--restart"]);
     nars.create(&PostParams::default(), &nar("from-broken", "broken"))
         .await
@@ -80,15 +80,16 @@ async fn a_restore_of_a_backup_velero_failed_backs_off_at_once() {
     assert!(accepted_after_creation(&n) < 10.0, "refused at once, not after a wait");
 }
 
-/// Writes the policy and waits until nac has loaded it (its generation metric moves on).
-async fn set_policy_loaded(env: &Env, policy: &str) {
+/// Writes the policy and waits until nac has loaded it (its generation metric moves on). `admin`: a client of
+/// this test's runtime (the shared `env`'s was made in another's).
+async fn set_policy_loaded(env: &Env, admin: &kube::Client, policy: &str) {
     let generation = |m: String| {
         m.lines()
             .find_map(|l| l.strip_prefix("nac_policy_generation ")?.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
     let before = generation(env.nac.metrics_text().await);
-    set_policy(&env.admin, policy).await.unwrap();
+    set_policy(admin, policy).await.unwrap();
     eventually(Duration::from_secs(10), "the policy edit loaded", || async {
         (generation(env.nac.metrics_text().await) > before).then_some(())
     })
