@@ -651,15 +651,9 @@ async fn backup_rights(
         // What the reconciler will hand Velero: an include list of nothing but left-out kinds makes a spec Velero
         // fails at validation (see `velero::validation`).
         let mut fin = spec.clone();
-        crate::rights::exclude(&mut fin, &denied);
         crate::velero::exclusions::add_backup_exclusions(&mut fin);
-        if let Err(e) = crate::velero::validation::check(what, path, &fin) {
-            let user = &who.username;
-            return Err((
-                field,
-                format!("{what} refused: left out what {user} may not list in namespace {namespace} ({list}), {e}"),
-            ));
-        }
+        crate::rights::exclude_checked(&mut fin, &denied, (what, path), &who.username, namespace)
+            .map_err(|e| (field.clone(), e))?;
     }
     match mode {
         RightsMode::Deny => Err((

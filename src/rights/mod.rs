@@ -243,6 +243,24 @@ pub fn exclude(spec: &mut Map<String, Value>, kinds: &[String]) {
     crate::velero::validation::drop_excluded_from_includes(spec);
 }
 
+/// [`exclude`], refused when what is left is a spec Velero fails at validation (an include list of nothing but
+/// kinds `user` may not list): the webhook and the reconciler say it alike. `kind` and `path` name the BackupSpec.
+pub fn exclude_checked(
+    spec: &mut Map<String, Value>,
+    kinds: &[String],
+    (kind, path): (&str, &str),
+    user: &str,
+    namespace: &str,
+) -> Result<(), String> {
+    exclude(spec, kinds);
+    crate::velero::validation::check(kind, path, spec).map_err(|e| {
+        format!(
+            "{kind} refused: left out what {user} may not list in namespace {namespace} ({}), {e}",
+            kinds.join(", ")
+        )
+    })
+}
+
 /// One question to the API server's authorizer: may a user `verb` this resource (the object `name`, when set)
 /// in `namespace`. Empty strings are absent attributes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -48,14 +48,19 @@ fn shown(items: &BTreeSet<String>) -> String {
 }
 
 /// An include list and its exclude list. `scoped`: the new-style rules (an exclude of `*` alone is allowed, and
-/// then nothing may be included); otherwise the old ones (no `*` in excludes).
+/// then nothing may be included); otherwise the old ones (no `*` in excludes). `all_when_empty`: no includes mean
+/// `*` (Velero's reading of namespaces).
 fn includes_excludes(
     spec: &Map<String, Value>,
     (inc_field, exc_field): (&'static str, &'static str),
     scoped: bool,
+    all_when_empty: bool,
     out: &mut Vec<Problem>,
 ) {
-    let inc: BTreeSet<String> = list(spec, inc_field).into_iter().collect();
+    let mut inc: BTreeSet<String> = list(spec, inc_field).into_iter().collect();
+    if all_when_empty && inc.is_empty() {
+        inc.insert("*".into());
+    }
     let exc: BTreeSet<String> = list(spec, exc_field).into_iter().collect();
     if inc.len() > 1 && inc.contains("*") {
         out.push(Problem {
@@ -106,30 +111,29 @@ pub fn backup_spec_problems(spec: &Map<String, Value>) -> Vec<Problem> {
         });
     }
     if !old.is_empty() {
-        includes_excludes(spec, ("includedResources", "excludedResources"), false, &mut out);
+        includes_excludes(spec, ("includedResources", "excludedResources"), false, false, &mut out);
     } else {
         includes_excludes(
             spec,
             ("includedClusterScopedResources", "excludedClusterScopedResources"),
             true,
+            false,
             &mut out,
         );
         includes_excludes(
             spec,
             ("includedNamespaceScopedResources", "excludedNamespaceScopedResources"),
             true,
+            false,
             &mut out,
         );
     }
     // Namespaces: Velero reads no includes as all of them.
-    let mut with_namespaces = spec.clone();
-    if list(spec, "includedNamespaces").is_empty() {
-        with_namespaces.insert("includedNamespaces".into(), serde_json::json!(["*"]));
-    }
     includes_excludes(
-        &with_namespaces,
+        spec,
         ("includedNamespaces", "excludedNamespaces"),
         false,
+        true,
         &mut out,
     );
     if set(spec, "labelSelector") && set(spec, "orLabelSelectors") {

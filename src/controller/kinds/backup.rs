@@ -509,7 +509,7 @@ pub async fn recheck_rights(
     policy: &Policy,
     ctx: &Shared,
 ) -> Result<Result<(), String>, Error> {
-    use crate::rights::{backup_kinds, exclude, unreadable, BackupRights, Requester, RightsMode};
+    use crate::rights::{backup_kinds, unreadable, BackupRights, Requester, RightsMode};
     let record = BackupRights::of(meta.annotations.as_ref()).ok().flatten();
     // Records written before the kinds were decided here listed them: finding more is then worth a warning.
     let listed = record.as_ref().is_some_and(|r| !r.excluded.is_empty());
@@ -566,13 +566,8 @@ pub async fn recheck_rights(
             more.join(", ")
         )));
     }
-    exclude(&mut map, &more);
-    if let Err(e) = crate::velero::validation::check(kind, path, &map) {
-        return Ok(Err(format!(
-            "{kind} refused: left out what {} may not list in namespace {ns} ({}), {e}",
-            who.username,
-            more.join(", ")
-        )));
+    if let Err(e) = crate::rights::exclude_checked(&mut map, &more, (kind, path), &who.username, &ns) {
+        return Ok(Err(e));
     }
     *spec = serde_json::from_value(Value::Object(map))
         .map_err(|e| Error::Inconsistent(format!("Velero BackupSpec after exclusions: {e}")))?;
