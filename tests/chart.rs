@@ -629,6 +629,11 @@ fn rbac_is_least_privilege() {
                 set(&["get", "list", "watch"])
             ),
             (
+                set(&[""]),
+                set(&["configmaps"]),
+                set(&["get", "create", "patch", "delete"])
+            ),
+            (
                 set(&["velero.io"]),
                 set(&["backupstoragelocations"]),
                 set(&["create", "delete", "get", "list", "watch", "update"])

@@ -545,6 +545,11 @@ async fn stamp_rights(
     patched: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), (String, String)> {
+    if kind.spec_key == Some("restoreSpec") {
+        let spec = spec_of(kind, patched).unwrap_or_default();
+        warnings.extend(restore_rights(state, policy.rights.restore, who, namespace, &spec).await?);
+        return Ok(());
+    }
     let (Some(path), Some(spec)) = (kind.backup_spec_path, backup_spec_of(kind, patched)) else {
         return Ok(());
     };
@@ -614,14 +619,14 @@ async fn backup_rights(
     who: &Requester,
     namespace: &str,
     spec: &Map<String, Value>,
-) -> Result<(BackupRights, Option<String>), (String, String)> {
+) -> Result<(BackupRights, Vec<String>), (String, String)> {
     // The kinds are not recorded (see `BackupRights`): the reconciler decides them again with the same answers.
     let record = BackupRights {
         mode,
         excluded: Vec::new(),
     };
     if mode == RightsMode::Off {
-        return Ok((record, None));
+        return Ok((record, Vec::new()));
     }
     let field = format!("{path}.includedResources");
     let what = kind.kind();
@@ -643,18 +648,54 @@ async fn backup_rights(
     let denied = crate::rights::unreadable(access, who, namespace, &included)
         .await
         .map_err(fail)?;
-    if denied.is_empty() {
-        return Ok((record, None));
+    let readable: Vec<_> = included
+        .iter()
+        .copied()
+        .filter(|k| !denied.contains(&k.filter_name()))
+        .collect();
+    let lacks = crate::rights::features::backup_lacks(access, who, namespace, spec, &readable)
+        .await
+        .map_err(fail)?;
+    if denied.is_empty() && lacks.is_empty() {
+        return Ok((record, Vec::new()));
     }
-    let list = denied.join(", ");
+    let user = &who.username;
+    if mode == RightsMode::Deny {
+        if let Some(l) = lacks.first() {
+            return Err((
+                format!("{path}.{}", l.field),
+                format!(
+                    "{what} {path}.{} asks Velero for {}; leave it out or ask for that right (policy rights.backup: \
+                     deny)",
+                    l.field,
+                    l.reason(user, namespace)
+                ),
+            ));
+        }
+    }
+    let mut warnings: Vec<String> = lacks
+        .iter()
+        .map(|l| {
+            format!(
+                "{path}.{}: left out of the backup, {} (policy rights.backup: exclude)",
+                l.field,
+                l.reason(user, namespace)
+            )
+        })
+        .collect();
     if mode == RightsMode::Exclude {
         // What the reconciler will hand Velero: an include list of nothing but left-out kinds makes a spec Velero
         // fails at validation (see `velero::validation`).
         let mut fin = spec.clone();
         crate::velero::exclusions::add_backup_exclusions(&mut fin);
+        crate::rights::features::apply_to_backup(&mut fin, &lacks);
         crate::rights::exclude_checked(&mut fin, &denied, (what, path), &who.username, namespace)
             .map_err(|e| (field.clone(), e))?;
     }
+    if denied.is_empty() {
+        return Ok((record, warnings));
+    }
+    let list = denied.join(", ");
     match mode {
         RightsMode::Deny => Err((
             field,
@@ -678,10 +719,85 @@ async fn backup_rights(
                     at.and_then(|i| answers.get(i).copied()).unwrap_or(Seen::Unknown)
                 })
                 .collect();
-            let warning = left_out_warning(path, &denied, &seen, &who.username, namespace);
-            Ok((record, Some(warning)))
+            warnings.insert(0, left_out_warning(path, &denied, &seen, &who.username, namespace));
+            Ok((record, warnings))
         }
     }
+}
+
+/// What a new NonAdminRestore asks of Velero beyond creating objects (see `crate::rights::features`), as far as
+/// its spec tells: exec hooks, and `restoreStatus` and `existingResourcePolicy: update` on the kinds its
+/// `includedResources` names. The kinds the backup holds are known once the reconciler reads its contents, which
+/// asks again about all of them.
+async fn restore_rights(
+    state: &AdmissionState,
+    mode: RightsMode,
+    who: &Requester,
+    namespace: &str,
+    spec: &Map<String, Value>,
+) -> Result<Vec<String>, (String, String)> {
+    const PATH: &str = "spec.restoreSpec";
+    if mode == RightsMode::Off {
+        return Ok(Vec::new());
+    }
+    let fail = |e: String| {
+        (
+            PATH.to_string(),
+            format!(
+                "NonAdminRestore refused: nac cannot check what {} may do now ({e}); retry",
+                who.username
+            ),
+        )
+    };
+    let access = state
+        .access
+        .as_deref()
+        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
+    let kinds = access.kinds().await.map_err(fail)?;
+    let named: Vec<String> = spec
+        .get("includedResources")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    let named: Vec<&crate::rights::Kind> = if named.iter().any(|n| n == "*") {
+        Vec::new()
+    } else {
+        kinds.iter().filter(|k| named.iter().any(|n| k.named_by(n))).collect()
+    };
+    let lacks = crate::rights::features::restore_lacks(
+        access,
+        who,
+        namespace,
+        spec,
+        &named,
+        crate::rights::features::Storage::Admin,
+    )
+    .await
+    .map_err(fail)?;
+    let user = &who.username;
+    if mode == RightsMode::Deny {
+        if let Some(l) = lacks.first() {
+            return Err((
+                format!("{PATH}.{}", l.field),
+                format!(
+                    "NonAdminRestore {PATH}.{} asks Velero for {}; leave it out or ask for that right (policy \
+                     rights.restore: deny)",
+                    l.field,
+                    l.reason(user, namespace)
+                ),
+            ));
+        }
+    }
+    Ok(lacks
+        .iter()
+        .map(|l| {
+            format!(
+                "{PATH}.{}: left out of the restore, {} (policy rights.restore: exclude)",
+                l.field,
+                l.reason(user, namespace)
+            )
+        })
+        .collect())
 }
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
