@@ -273,7 +273,7 @@ async fn a_revoked_right_removes_the_copy_and_the_velero_location() {
                 .await;
             let n = serde_json::to_value(admins.get("kept").await.ok()?).ok()?;
             let (status, reason) = condition_of(&n, "Accepted");
-            (status == "False" && reason == "RequesterRightsExceeded").then(|| n)
+            (status == "False" && reason == "RequesterRightsExceeded").then_some(n)
         }
     })
     .await;

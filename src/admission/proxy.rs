@@ -350,14 +350,6 @@ pub(super) async fn mutate(
                     }
                 }
             }
-            if kind == ProxyKind::STORAGE_LOCATION && outcome_allowed {
-                let who = (!is_privileged(state, req)).then(|| Requester::from_user_info(&req.user_info));
-                let spec = spec_of(kind, &patched).unwrap_or_default();
-                let refused = location_rules(state, &policy, who.as_ref(), p.namespace, &spec).await;
-                if !refused.is_empty() {
-                    return with_warnings(deny_all(resp, refused), warnings);
-                }
-            }
         }
         Some((old_obj, old_spec)) if kind.edited => {
             // Schedules are edited: an edited template gets the policy again (and the editor's rights); an
@@ -543,7 +535,8 @@ fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {
 }
 
 /// Records what the requester may read, for the kinds holding a BackupSpec: the record is stamped on the
-/// object, or the refusal returned with its field.
+/// object, or the refusal returned with its field. A storage location gets its rules that need the cluster
+/// instead (`location_rules`; nac's own writes skip them here, and the reconciler judges those).
 async fn stamp_rights(
     state: &AdmissionState,
     kind: ProxyKind,
@@ -553,6 +546,15 @@ async fn stamp_rights(
     patched: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), (String, String)> {
+    if kind == ProxyKind::STORAGE_LOCATION {
+        let spec = spec_of(kind, patched).unwrap_or_default();
+        let refused = location_rules(state, policy, Some(who), namespace, &spec).await;
+        let all: Vec<&str> = refused.iter().map(|(_, m)| m.as_str()).collect();
+        return match refused.first() {
+            None => Ok(()),
+            Some((field, _)) => Err((field.clone(), all.join("; "))),
+        };
+    }
     let (Some(path), Some(spec)) = (kind.backup_spec_path, backup_spec_of(kind, patched)) else {
         return Ok(());
     };
