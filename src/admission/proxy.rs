@@ -88,7 +88,7 @@ impl ProxyKind {
         go_fields: policy::zero::STORAGE_LOCATION,
         evaluate: |spec, policy, _| policy::evaluate_bsl(spec, policy),
         edited: false,
-        acts_as_requester: false,
+        acts_as_requester: true,
         synced: false,
         waits: false,
     };
@@ -535,7 +535,8 @@ fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {
 }
 
 /// Records what the requester may read, for the kinds holding a BackupSpec: the record is stamped on the
-/// object, or the refusal returned with its field.
+/// object, or the refusal returned with its field. A storage location gets its rules that need the cluster
+/// instead (`location_rules`; nac's own writes skip them here, and the reconciler judges those).
 async fn stamp_rights(
     state: &AdmissionState,
     kind: ProxyKind,
@@ -545,10 +546,19 @@ async fn stamp_rights(
     patched: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), (String, String)> {
-    if kind.spec_key == Some("restoreSpec") {
+    if kind == ProxyKind::RESTORE {
         let spec = spec_of(kind, patched).unwrap_or_default();
         warnings.extend(restore_rights(state, policy.rights.restore, who, namespace, &spec).await?);
         return Ok(());
+    }
+    if kind == ProxyKind::STORAGE_LOCATION {
+        let spec = spec_of(kind, patched).unwrap_or_default();
+        let refused = location_rules(state, policy, Some(who), namespace, &spec).await;
+        let all: Vec<&str> = refused.iter().map(|(_, m)| m.as_str()).collect();
+        return match refused.first() {
+            None => Ok(()),
+            Some((field, _)) => Err((field.clone(), all.join("; "))),
+        };
     }
     let (Some(path), Some(spec)) = (kind.backup_spec_path, backup_spec_of(kind, patched)) else {
         return Ok(());
@@ -876,15 +886,74 @@ fn set_label(object: &mut Value, key: &str, value: String) {
     meta["labels"][key] = Value::String(value);
 }
 
-pub(super) fn validate(
+pub(super) async fn validate(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    match prepare(kind, req) {
-        Ok((resp, p)) => validate_parsed(state, kind, req, resp, &p),
-        Err(done) => *done,
+    let (resp, p) = match prepare(kind, req) {
+        Ok(x) => x,
+        Err(done) => return *done,
+    };
+    let verdict = validate_parsed(state, kind, req, resp.clone(), &p);
+    if !verdict.allowed || kind != ProxyKind::STORAGE_LOCATION || p.old.is_some() {
+        return verdict;
     }
+    let Some(policy) = state.policy.admissible() else {
+        return verdict;
+    };
+    let who = (!is_privileged(state, req)).then(|| Requester::from_user_info(&req.user_info));
+    deny_all(
+        verdict,
+        location_rules(state, &policy, who.as_ref(), p.namespace, &p.spec).await,
+    )
+}
+
+/// A new storage location's rules that need the cluster (`crate::rights::credential`, `crate::endpoints`): its
+/// endpoints judged by the addresses their names resolve to, and its credential readable by its requester `who`
+/// (none for nac's own writes: the reconciler then refuses a location without a requester's record).
+async fn location_rules(
+    state: &AdmissionState,
+    policy: &Policy,
+    who: Option<&Requester>,
+    namespace: &str,
+    spec: &Map<String, Value>,
+) -> Vec<(String, String)> {
+    use crate::rights::credential;
+    let mut out: Vec<(String, String)> = state
+        .endpoints
+        .evaluate(spec, policy)
+        .await
+        .violations
+        .into_iter()
+        .map(|v| (v.field, v.message))
+        .collect();
+    let secret = spec
+        .get("credential")
+        .and_then(|c| c.get("name"))
+        .and_then(Value::as_str);
+    let (Some(who), Some(secret)) = (who, secret) else {
+        return out;
+    };
+    let mode = policy.rights.locations;
+    let answer = match state.access.as_deref() {
+        Some(access) => credential::check(access, Some(who), namespace, secret, mode).await,
+        None if mode == RightsMode::Off => Ok(Ok(())),
+        None => Err("nac runs without a connection to the cluster".to_string()),
+    };
+    match answer {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => out.push((credential::FIELD.to_string(), message)),
+        Err(e) => out.push((
+            credential::FIELD.to_string(),
+            format!(
+                "NonAdminBackupStorageLocation refused: nac cannot check whether {} may get Secret {secret:?} in \
+                 namespace {namespace} now ({e}); retry",
+                who.username
+            ),
+        )),
+    }
+    out
 }
 
 /// The validating rules on a parsed review.

@@ -53,13 +53,25 @@ impl ContentsSource {
         // Velero deletes expired requests itself; this one is done with as soon as it is read.
         let _ = api.delete(&name, &DeleteParams::background()).await;
         let url = url?;
-        let ca = backup
+        let bsl = backup
             .spec
             .storage_location
             .as_deref()
-            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
-            .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
-        let read = fetch_and_scan(url, ca, namespace.to_string(), limits.clone());
+            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
+        let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
+        // A tenant's location (or one nac cannot see) is reached only where the policy lets tenants' endpoints go.
+        let guard = bsl
+            .is_none_or(|b| crate::naming::NABSL.origin_of(&b.metadata).is_some())
+            .then(|| crate::endpoints::Guard {
+                rules: std::sync::Arc::new(
+                    ctx.policy
+                        .current()
+                        .map(|p| p.non_admin_bsl.clone())
+                        .unwrap_or_default(),
+                ),
+                endpoints: ctx.opts.endpoints.clone(),
+            });
+        let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone());
         tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
             Error::NotReady(format!(
                 "reading the contents of Velero Backup {} timed out",
@@ -174,12 +186,21 @@ async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Resul
     }
 }
 
-async fn fetch_and_scan(url: String, ca: Option<String>, namespace: String, limits: Limits) -> Result<Scanned, Error> {
+async fn fetch_and_scan(
+    url: String,
+    ca: Option<String>,
+    guard: Option<crate::endpoints::Guard>,
+    namespace: String,
+    limits: Limits,
+) -> Result<Scanned, Error> {
     let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
         .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
-    let stream = crate::download::get(&url, tls)
-        .await
-        .map_err(|e| Error::NotReady(format!("the backup's contents: {e}")))?;
+    let stream = match crate::download::get_guarded(&url, tls, guard).await {
+        Ok(s) => s,
+        // Not retried: the contents cannot be read from there (the restore says why).
+        Err(crate::download::FetchError::Refused(why)) => return Ok(Err(why)),
+        Err(e) => return Err(Error::NotReady(format!("the backup's contents: {e}"))),
+    };
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await

@@ -28,6 +28,7 @@ backupSync:
 nonAdminBSL:
   enabled: true
   requireApproval: true
+  allowedEndpoints: {hosts: [127.0.0.1]}
 ";
 
 pub fn nab(name: &str, backup_spec: Value) -> NonAdminBackup {
