@@ -53,7 +53,28 @@ async fn tenant_with(prefix: &str, role: &str) -> (String, String, Client, Clien
     if !role.is_empty() {
         bind(&admin, &ns, &user, role).await;
     }
-    (ns.clone(), user.clone(), c.as_user(&user).await, admin)
+    let client = c.as_user(&user).await;
+    if !role.is_empty() {
+        may_soon(&client, &ns, "list", "configmaps").await;
+    }
+    (ns.clone(), user.clone(), client, admin)
+}
+
+/// Waits until the API server's authorizer has seen a binding just made: `client`'s user may `verb resource`.
+async fn may_soon(client: &Client, ns: &str, verb: &str, resource: &str) {
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({"spec": {"resourceAttributes":
+        {"namespace": ns, "verb": verb, "resource": resource}}}))
+    .unwrap();
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    eventually(T, &format!("may {verb} {resource} in {ns}"), || {
+        let (api, review) = (api.clone(), review.clone());
+        async move {
+            let r = api.create(&PostParams::default(), &review).await.ok()?;
+            r.status.filter(|s| s.allowed).map(|_| ())
+        }
+    })
+    .await;
 }
 
 /// Creates a NonAdminBackup as `client`, returning the API server's warnings.
@@ -70,6 +91,11 @@ async fn create_nab(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<S
 }
 
 async fn create_nar(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<String> {
+    create_nar_full(client, ns, name, spec).await.0
+}
+
+/// [`create_nar`], also returning the object as created.
+async fn create_nar_full(client: &Client, ns: &str, name: &str, spec: Value) -> (Vec<String>, Value) {
     let body = json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
         "metadata": {"name": name}, "spec": {"restoreSpec": spec}
@@ -81,7 +107,7 @@ async fn create_nar(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<S
     )
     .await;
     assert_eq!(status, 201, "NAR {name} not created: {resp:#}");
-    warnings
+    (warnings, resp)
 }
 
 fn any_contains(warnings: &[String], what: &[&str]) -> bool {
@@ -144,6 +170,7 @@ async fn a_viewers_exec_hooks_and_volume_data_never_reach_velero_and_an_admin_ke
 
     // The namespace's admin may exec into its pods: the same request keeps its hooks and volumes.
     let owner = format!("owner-{ns}");
+    bind_editor(&admin, &ns, &owner).await;
     bind(&admin, &ns, &owner, "admin").await;
     let owner_client = Cluster::load().as_user(&owner).await;
     let warnings = create_nab(
@@ -341,7 +368,7 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {creator}}}]
     .await;
     bind_editor(&admin, &ns, &creator).await;
     let creator_client = Cluster::load().as_user(&creator).await;
-    let spec = json!({"backupName": "limits", "existingResourcePolicy": "update"});
+    let spec = json!({"backupName": "limits", "existingResourcePolicy": "update", "includedResources": ["configmaps"]});
     let warnings = create_nar(&creator_client, &ns, "as-creator", spec.clone()).await;
     assert!(
         any_contains(
@@ -405,37 +432,66 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
 
     let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
     let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    // Velero is paused the moment nac's Velero Restore appears, before it reads the tarball; an attempt where
-    // Velero was quicker is made again.
-    let mut swapped = None;
-    for attempt in 0..5 {
-        let name = format!("swap-{attempt}");
-        create_nar(&client, &ns, &name, json!({"backupName": "plain"})).await;
-        let vr_name = eventually(T, "Velero Restore made", || {
-            let nars = nars.clone();
-            let name = name.clone();
-            async move {
-                let n = nars.get(&name).await.ok()?;
-                n.status?.velero_restore?.name
+    // Velero is paused the moment it has answered nac's DownloadRequest for the contents (nac reads them from the
+    // bucket itself), so the Velero Restore nac then makes waits for the change.
+    let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
+    let uid = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let pauser = {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+        let uid = uid.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(watcher::watcher(
+                drs,
+                watcher::Config::default()
+            )));
+            while let Some(Ok(dr)) = events.next().await {
+                let ours = uid
+                    .lock()
+                    .unwrap()
+                    .as_ref()
+                    .is_some_and(|u| dr.metadata.name.as_deref() == Some(&format!("rights-{u}")));
+                let processed = dr.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Processed");
+                if ours && processed {
+                    Part::Velero.signal("STOP");
+                    let _ = paused_tx.send(());
+                    return;
+                }
             }
         })
-        .await;
-        Part::Velero.signal("STOP");
-        let vr = restores.get(&vr_name).await.unwrap();
-        let fresh = vr
-            .status
+    };
+    // The watch runs before the restore exists.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let name = "swap".to_string();
+    let (_, created) = create_nar_full(&client, &ns, &name, json!({"backupName": "plain"})).await;
+    *uid.lock().unwrap() = created["metadata"]["uid"].as_str().map(str::to_string);
+    let paused = tokio::time::timeout(T, paused_rx).await;
+    pauser.abort();
+    assert!(paused.is_ok(), "Velero never answered nac's DownloadRequest");
+    let made = tokio::time::timeout(
+        T,
+        eventually(T, "Velero Restore made", || {
+            let nars = nars.clone();
+            async move { nars.get("swap").await.ok()?.status?.velero_restore?.name }
+        }),
+    )
+    .await;
+    let vr = match made {
+        Ok(vr_name) => restores.get(&vr_name).await.ok(),
+        Err(_) => None,
+    };
+    let fresh = vr.as_ref().is_some_and(|vr| {
+        vr.status
             .as_ref()
             .and_then(|s| s.phase.as_deref())
-            .is_none_or(|p| p == "New");
-        if fresh {
-            std::fs::write(&tarball, &changed).unwrap();
-            Part::Velero.signal("CONT");
-            swapped = Some((name, vr));
-            break;
-        }
-        Part::Velero.signal("CONT");
-        restore_finished(&nars, &name).await;
+            .is_none_or(|p| p == "New")
+    });
+    if fresh {
+        std::fs::write(&tarball, &changed).unwrap();
     }
+    Part::Velero.signal("CONT");
+    let swapped = vr.filter(|_| fresh).map(|vr| (name, vr));
     let (name, vr) = swapped.expect("Velero was never paused before it read the tarball");
     assert_eq!(
         vr.spec.included_resources.as_deref(),
@@ -443,6 +499,16 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
     );
     restore_finished(&nars, &name).await;
     std::fs::write(&tarball, &original).unwrap();
+    // nac compared what Velero says it restored with what it allowed.
+    let n = wait_json(&nars, &name, T, "restore verified", |n| {
+        condition_of(n, "ResourcesOutsideRights").1 != ""
+    })
+    .await;
+    assert_eq!(
+        condition_of(&n, "ResourcesOutsideRights"),
+        ("False".into(), "RestoredAsChecked".into()),
+        "{n:#}"
+    );
     assert!(
         cms.get_opt("plain").await.unwrap().is_some(),
         "the checked kind was restored"

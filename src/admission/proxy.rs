@@ -764,16 +764,18 @@ async fn restore_rights(
         .as_deref()
         .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
     let kinds = access.kinds().await.map_err(fail)?;
-    let named: Vec<String> = spec
-        .get("includedResources")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
-    let named: Vec<&crate::rights::Kind> = if named.iter().any(|n| n == "*") {
-        Vec::new()
-    } else {
-        kinds.iter().filter(|k| named.iter().any(|n| k.named_by(n))).collect()
+    // The kinds the spec names: in `includedResources`, and those whose status it asks for.
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
     };
+    let mut named = names(spec.get("includedResources"));
+    named.extend(names(
+        spec.get("restoreStatus").and_then(|r| r.get("includedResources")),
+    ));
+    named.retain(|n| n != "*");
+    let named: Vec<&crate::rights::Kind> = kinds.iter().filter(|k| named.iter().any(|n| k.named_by(n))).collect();
     let lacks = crate::rights::features::restore_lacks(
         access,
         who,
