@@ -763,7 +763,13 @@ async fn restore_rights(
     )
     .await
     .map_err(fail)?;
-    lacked(&lacks, ("NonAdminRestore", PATH, "restore"), mode, &who.username, namespace)
+    lacked(
+        &lacks,
+        ("NonAdminRestore", PATH, "restore"),
+        mode,
+        &who.username,
+        namespace,
+    )
 }
 
 /// What the webhook says of features a request uses that its requester lacks the rights for (see
