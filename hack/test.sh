@@ -56,8 +56,22 @@ T0=$(date +%s)
 declare -A job_pid=()
 current='' current_t0=0
 
-# record NAME START STATUS: one line of the summary (start and length in seconds since the run began).
-record() { printf '%s\t%s\t%s\t%s\n' "$(($2 - T0))" "$(($(date +%s) - $2))" "$3" "$1" >>"$RUN/timings"; }
+# record NAME START STATUS [TOOK]: one line of the summary (start and length in seconds since the run began; the
+# length is from START until now unless given).
+record() { printf '%s\t%s\t%s\t%s\n' "$(($2 - T0))" "${4:-$(($(date +%s) - $2))}" "$3" "$1" >>"$RUN/timings"; }
+
+# make_run_starts: passes its input through, recording the `make run` environments the checks start as they
+# report them ("make run ready in N s (DIR)").
+make_run_starts() {
+	local line re='make run ready in ([0-9]+) s \(([^)]*)\)'
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		if [[ $line =~ $re ]]; then
+			record "environment: make run, real Velero ($(basename "${BASH_REMATCH[2]}"))" \
+				"$(($(date +%s) - BASH_REMATCH[1]))" ok "${BASH_REMATCH[1]}"
+		fi
+	done
+}
 
 # step NAME CMD...: CMD in the foreground, timed; its output shown and kept for the test count.
 step() {
@@ -161,8 +175,8 @@ summary() {
 			 NOT RUN: the node suite (tests/e2e_node.rs): nac's image installed by Helm on a real node,
 			 file-system backup and restore of volume data by Velero's node agent, the leader pod and
 			 Velero's pods killed, helm upgrade and uninstall. It needs root (containerd, the kubelet,
-			 iptables, a bridge). To run it: `sudo make test`, or alone: `sudo make node-up e2e-node`.
-			 CI runs it (.ci/run sets TEST_NODE=1, and fails without it).
+			 iptables, a bridge). Run it with `sudo make test`, or alone with
+			 `sudo make node-up e2e-node cluster-down`. CI runs it (.ci/run sets TEST_NODE=1).
 			==========================================================================================
 		EOF
 	fi
@@ -205,12 +219,14 @@ tests() {
 step "lint: cargo fmt, links between documents, import cycles" bash -c \
 	'cargo fmt --all -- --check && hack/docs-check.sh links && hack/import-cycles.py src'
 
-# The Go binaries, beside the Rust build: the control plane's (every environment) first.
+# The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lane)
+# first; the rest, needed later, at the lowest priority while the suites run.
 go_sets=(control-plane velero helm)
 if $node_suite; then go_sets+=(node images); fi
 go_chain() {
 	local set t
 	for set in "${go_sets[@]}"; do
+		if [[ $set == helm ]]; then renice -n 19 -p "$BASHPID" >/dev/null; fi
 		t=$(date +%s)
 		hack/go-tools.sh "$set" || { touch "$RUN/go.failed" && return 1; }
 		record "build: Go tools: $set" "$t" ok
@@ -302,10 +318,10 @@ fake_lane() {
 	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 SUITE_NOTE="against the Helm chart" tests "${chart_tests[@]}"
 	await_go velero
 	t=$(date +%s)
-	SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$ROOT/.cluster-signals} hack/run-signals-check.sh
+	SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$ROOT/.cluster-signals} hack/run-signals-check.sh 2>&1 | make_run_starts
 	record "suite: make run stopped by Ctrl-C, SIGTERM, SIGHUP (.cluster-signals, four make runs)" "$t" ok
 	t=$(date +%s)
-	DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$ROOT/.cluster-docs} hack/docs-check.sh blocks
+	DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$ROOT/.cluster-docs} hack/docs-check.sh blocks 2>&1 | make_run_starts
 	record "suite: documentation's command blocks (a make run environment, .cluster-docs)" "$t" ok
 }
 
