@@ -8,15 +8,16 @@
 #            environment beside it (hack/go-tools.sh, one `go build` per module), the control plane's first;
 #            nac's release build and image (the node suite's) in the background at low priority while the
 #            suites run, with the node's Go binaries.
-#   suites   unit and handler tests; then two lanes side by side, each with its own environments:
-#              fake lane: $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake: tests that play Velero, and the
-#                         webhook and policy tests), then the Helm chart (hack/chart-test.sh, its own control
-#                         plane .cluster-chart) and the end-to-end suite against what the chart installs
-#                         ($E2E_CHART_CLUSTER_DIR, .cluster-e2e-chart), then `make run` stopped by signals
-#                         (.cluster-signals, four in turn) and the documentation's command blocks against a
-#                         `make run` environment (.cluster-docs);
-#              real lane: $VELERO_CLUSTER_DIR (.cluster-velero, VELERO_MODE=real: the real Velero and S3
-#                         server; tests/e2e_faults.rs kills its parts, one test binary at a time);
+#   suites   unit and handler tests; then three lanes side by side, each with its own environments (most of the
+#            suites' time is waiting: for Velero, which works through one backup at a time, for restarts):
+#              $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake): tests that play Velero, and the webhook and policy
+#                tests; then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
+#                end-to-end suite against what the chart installs ($E2E_CHART_CLUSTER_DIR, .cluster-e2e-chart);
+#                then the documentation's command blocks against a `make run` environment (.cluster-docs);
+#              $VELERO_CLUSTER_DIR (.cluster-velero, VELERO_MODE=real: the real Velero and S3 server), then
+#                `make run` stopped by signals (.cluster-signals, four in turn);
+#              $FAULTS_CLUSTER_DIR (.cluster-velero-faults, real): the suites that stop Velero and kill its parts
+#                (tests/e2e_velero_restarts.rs, tests/e2e_faults.rs);
 #            then, as root, the node suite: $NODE_CLUSTER_DIR (.cluster-node, NODE=1: a real node, nac's image
 #            installed by Helm, Velero and its node agent in pods; tests/e2e_node.rs).
 #
@@ -30,6 +31,7 @@ ROOT=$PWD
 
 export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$ROOT/.cluster-test}
 export VELERO_CLUSTER_DIR=${TEST_VELERO_CLUSTER_DIR:-$ROOT/.cluster-velero}
+FAULTS_CLUSTER_DIR=${TEST_FAULTS_CLUSTER_DIR:-$ROOT/.cluster-velero-faults}
 E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$ROOT/.cluster-e2e-chart}
 NODE_CLUSTER_DIR=${TEST_NODE_CLUSTER_DIR:-$ROOT/.cluster-node}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -258,10 +260,11 @@ step "lint (clippy) and build: nac, debug, every target, features $FEATURES" rus
 unit_tests=(lib bin:nac bin:kubectl-nac bin:nac-loadgen webhook cert_rotation serve store_memory)
 fake_tests=(e2e_webhooks e2e_policy e2e_controller e2e_ha e2e_restart e2e_rbac_rules e2e_migration e2e_oadp_cli)
 chart_tests=(e2e_webhooks e2e_controller e2e_policy e2e_ha) # against what the chart installs
-real_tests=(e2e_velero e2e_velero_restarts e2e_plugin e2e_migration_velero e2e_faults)
+real_tests=(e2e_velero e2e_plugin e2e_migration_velero)
+faults_tests=(e2e_velero_restarts e2e_faults) # these stop and kill Velero's parts: an environment of their own
 measurements=(admission_bench scale_run velero_bench) # empty without the feature scale
 unscheduled=$(awk '{print $1}' "$RUN/binaries" | grep -vxF -f <(printf '%s\n' "${unit_tests[@]}" "${fake_tests[@]}" \
-	"${real_tests[@]}" chart e2e_node "${measurements[@]}") || true)
+	"${real_tests[@]}" "${faults_tests[@]}" chart e2e_node "${measurements[@]}") || true)
 if [[ -n $unscheduled ]]; then
 	echo "test: test binaries that hack/test.sh does not run: $unscheduled (add them to a lane)" >&2
 	exit 1
@@ -318,22 +321,33 @@ fake_lane() {
 	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 SUITE_NOTE="against the Helm chart" tests "${chart_tests[@]}"
 	await_go velero
 	t=$(date +%s)
-	SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$ROOT/.cluster-signals} hack/run-signals-check.sh 2>&1 | make_run_starts
-	record "suite: make run stopped by Ctrl-C, SIGTERM, SIGHUP (.cluster-signals, four make runs)" "$t" ok
-	t=$(date +%s)
 	DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$ROOT/.cluster-docs} hack/docs-check.sh blocks 2>&1 | make_run_starts
 	record "suite: documentation's command blocks (a make run environment, .cluster-docs)" "$t" ok
 }
 
+# The real-Velero suites in two environments side by side: most of their time is waiting for Velero, which
+# works through one backup at a time (and rechecks its queue once a minute).
 real_lane() {
 	await_go velero
 	up "$VELERO_CLUSTER_DIR" real
 	SUITE_NOTE="real Velero" tests "${real_tests[@]}"
+	local t
+	t=$(date +%s)
+	SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$ROOT/.cluster-signals} hack/run-signals-check.sh 2>&1 | make_run_starts
+	record "suite: make run stopped by Ctrl-C, SIGTERM, SIGHUP (.cluster-signals, four make runs)" "$t" ok
 }
 
-job "lane: fake Velero, chart, make run" fake_lane
-job "lane: real Velero" real_lane
-await "lane: fake Velero, chart, make run" "lane: real Velero"
+faults_lane() {
+	await_go velero
+	up "$FAULTS_CLUSTER_DIR" real
+	VELERO_CLUSTER_DIR=$FAULTS_CLUSTER_DIR SUITE_NOTE="real Velero, $(basename "$FAULTS_CLUSTER_DIR")" \
+		tests "${faults_tests[@]}"
+}
+
+job "lane: fake Velero, chart, docs" fake_lane
+job "lane: real Velero, make run's signals" real_lane
+job "lane: real Velero, restarts and faults" faults_lane
+await "lane: fake Velero, chart, docs" "lane: real Velero, make run's signals" "lane: real Velero, restarts and faults"
 
 # ------------------------------------------------------------------------------------------------------- node
 if $node_suite; then

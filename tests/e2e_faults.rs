@@ -70,7 +70,13 @@ async fn env() -> &'static Env {
     if Part::Velero.pid().is_none() || Part::S3.pid().is_none() {
         velero_up(&Cluster::load(), &[]);
     }
-    if VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed) {
+    // And Velero's default location Available: after the object store was gone, Velero validates it again only
+    // on its next period, and until then it fails every backup's validation. A restart validates it at once.
+    let stale = VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed);
+    let bsls: Api<nac::velero::BackupStorageLocation> =
+        Api::namespaced(Cluster::load().admin().await, VELERO_NAMESPACE);
+    let default = bsls.get_opt("default").await.ok().flatten();
+    if stale || default.and_then(|b| b.status?.phase).as_deref() != Some("Available") {
         velero_up(&Cluster::load(), &["--restart"]);
     }
     env
