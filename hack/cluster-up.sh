@@ -128,9 +128,7 @@ done
 if ((${#missing[@]})); then
 	[[ $BIN_DIR == "$NAC_ROOT/bin" ]] || die "missing in $BIN_DIR: ${missing[*]}"
 	log "building ${missing[*]} (several minutes on a cold cache)"
-	for b in "${missing[@]}"; do
-		make -C "$NAC_ROOT" --no-print-directory "bin/$b"
-	done
+	"$NAC_ROOT/hack/go-tools.sh" "${missing[@]}"
 fi
 
 mkdir -p "$CLUSTER_DIR" "$PKI/webhook"

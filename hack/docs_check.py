@@ -197,6 +197,7 @@ def start_run(cluster_dir, log_path, metrics_port):
         RUN_METRICS_PORT=str(metrics_port),
     )
     log = open(log_path, "w")
+    started = time.time()
     proc = subprocess.Popen(
         ["hack/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -206,6 +207,7 @@ def start_run(cluster_dir, log_path, metrics_port):
             raise SystemExit(f"docs-check: hack/run.sh exited ({proc.returncode}); its log: {log_path}")
         with open(log_path, encoding="utf-8", errors="replace") as f:
             if "nac is running" in f.read():
+                print(f"docs-check: make run ready in {time.time() - started:.0f} s ({cluster_dir})", flush=True)
                 return proc
         time.sleep(2)
     stop_run(proc)

@@ -2,7 +2,7 @@
 # Builds container images offline, as OCI archives (hack/lib/oci-image.py): no registry, no daemon, no base
 # image. Each is one layer assembled from files built here, reproducible (same inputs, same digest).
 #
-# usage: hack/images.sh nac [BINARY]   nac's image from BINARY (default target/release/nac):
+# usage: hack/images.sh nac [BINARY]   nac's image from BINARY (default $CARGO_TARGET_DIR/release/nac):
 #                                      target/image/nac-$TAG.tar, named localhost/nac:$TAG
 #        hack/images.sh node           the local node's images into $IMAGE_DIR (default bin/images):
 #                                      pause (the pod sandbox), toolbox (busybox, for test pods), velero (the
@@ -63,7 +63,7 @@ nac_rootfs() {
 }
 
 build_nac() {
-	local bin=${1:-$ROOT/target/release/nac} tag=${TAG:-$(crate_version)} repo=${NAC_IMAGE_REPO:-localhost/nac}
+	local bin=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/release/nac} tag=${TAG:-$(crate_version)} repo=${NAC_IMAGE_REPO:-localhost/nac}
 	local out_dir=$ROOT/target/image rootfs revision
 	rootfs=$out_dir/rootfs
 	mkdir -p "$out_dir"
@@ -120,9 +120,7 @@ build_toolbox() {
 # container as upstream's plugin image does (busybox cp stands in for upstream's cp-plugin).
 build_velero() {
 	local rootfs=$IMAGE_DIR/rootfs-velero version
-	for b in velero velero-restore-helper velero-plugin-for-aws; do
-		[[ -x $ROOT/bin/$b ]] || make -C "$ROOT" --no-print-directory "bin/$b"
-	done
+	"$ROOT/hack/go-tools.sh" velero velero-restore-helper velero-plugin-for-aws
 	version=$(cd "$ROOT/tools/velero" && go list -m -f '{{.Version}}' github.com/vmware-tanzu/velero)
 	rm -rf "$rootfs" && mkdir -p "$rootfs/plugins" "$rootfs/scratch" "$rootfs/tmp"
 	chmod 1777 "$rootfs/tmp" "$rootfs/scratch"
@@ -145,7 +143,7 @@ build_velero() {
 
 case ${1:-} in
 nac) build_nac "${2:-}" ;;
-rootfs) nac_rootfs "$ROOT/target/image/rootfs" "${2:-$ROOT/target/release/nac}" ;;
+rootfs) nac_rootfs "$ROOT/target/image/rootfs" "${2:-${CARGO_TARGET_DIR:-$ROOT/target}/release/nac}" ;;
 node)
 	mkdir -p "$IMAGE_DIR"
 	build_pause

@@ -229,10 +229,11 @@ start_node() {
 	[[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR"
 	ensure_packages
 	network_up
-	local b
+	local b missing=()
 	for b in kubelet kube-proxy kube-scheduler; do
-		[[ -x $BIN_DIR/$b ]] || make -C "$NAC_ROOT" --no-print-directory "bin/$b"
+		[[ -x $BIN_DIR/$b ]] || missing+=("$b")
 	done
+	((${#missing[@]} == 0)) || "$NAC_ROOT/hack/go-tools.sh" "${missing[@]}"
 	write_configs
 	env_set NODE=1 "NODE_IP=$NODE_IP" "NODE_NAME=$NODE_NAME" "NODE_DIR=$NODE_DIR" "CONTAINERD_SOCK=$CTR_SOCK"
 

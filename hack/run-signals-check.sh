@@ -63,6 +63,7 @@ for case in "${cases[@]}"; do
 		fi
 		sleep 0.5
 	done
+	echo "run-signals-check: $case: make run ready in $((SECONDS - started)) s ($DIR)"
 	sleep 2 # nac logging, as a user would be reading the walkthrough
 	t0=$SECONDS
 	if [[ $target == group ]]; then kill "-$sig" -- "-$make_pid"; else kill "-$sig" "$make_pid"; fi

@@ -51,7 +51,8 @@ parent=${RUN_PARENT_PID:-$PPID}
 ) &
 watchdog=$!
 
-cargo build --bins
+# SKIP_BUILD=1: the debug build there is (make test's checks of make run, which builds it once for all).
+[[ ${SKIP_BUILD:-0} == 1 ]] || cargo build --bins
 NAC=${CARGO_TARGET_DIR:-$ROOT/target}/debug/nac
 
 if [[ -n ${KUBECONFIG:-} ]]; then

@@ -1,120 +1,383 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint, unit and handler tests, then the end-to-end tests against two local
-# environments started here, the Helm chart tests, and the end-to-end suite again against what the chart installs
-# (another control plane). Each environment has its own state dir, so a `make run` cluster is left alone, and
-# every one started here is stopped on exit, also on failure or Ctrl-C:
-#   $CLUSTER_DIR         (.cluster-test)   VELERO_MODE=fake: tests that play Velero by patching status (queue
-#                                          races, failures, HA, restarts) and the webhook/policy tests;
-#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs,
-#                                          tests/e2e_rights_locations.rs: tenants' own locations within their rights;
-#                                          tests/e2e_faults.rs kills its parts, one test binary at a time);
-#   $NODE_CLUSTER_DIR    (.cluster-node)   NODE=1 (root): a real node, nac installed by Helm from its image,
-#                                          Velero and its node agent in pods (tests/e2e_node.rs).
-# The documentation check (hack/docs-check.sh) starts and stops a `make run` environment of its own (.cluster-docs),
-# and hack/run-signals-check.sh four (.cluster-signals, one after the other) to stop them with signals.
+# The whole test suite, as CI runs it (`make test`). What it does, in order of need, and what runs side by side:
+#
+#   lint     cargo fmt, the links between documents, import cycles; clippy (-D warnings) lints nac as the debug
+#            build below compiles it (clippy-driver as the workspace's compiler: one compilation serves both).
+#   builds   nac once in debug, every target, features e2e,node (every test binary below, run directly: no
+#            `cargo test` holds the build directory while the suites run); the Go binaries of the local
+#            environment beside it (hack/go-tools.sh, one `go build` per module), the control plane's first;
+#            nac's release build and image (the node suite's) in the background at low priority while the
+#            suites run, with the node's Go binaries.
+#   suites   unit and handler tests; then three lanes side by side, each with its own environments (most of the
+#            suites' time is waiting: for Velero, which works through one backup at a time, for restarts):
+#              $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake): tests that play Velero, and the webhook and policy
+#                tests; then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
+#                end-to-end suite against what the chart installs ($E2E_CHART_CLUSTER_DIR, .cluster-e2e-chart);
+#                then the documentation's command blocks against a `make run` environment (.cluster-docs);
+#              $VELERO_CLUSTER_DIR (.cluster-velero, VELERO_MODE=real: the real Velero and S3 server; tenants' own
+#                locations within their rights, tests/e2e_rights_locations.rs), then
+#                `make run` stopped by signals (.cluster-signals, four in turn);
+#              $FAULTS_CLUSTER_DIR (.cluster-velero-faults, real): the suites that stop Velero and kill its parts
+#                (tests/e2e_velero_restarts.rs, tests/e2e_faults.rs), and users' attempts to have Velero act beyond
+#                their rights (tests/e2e_attempts.rs, which stops Velero to swap a tarball under it);
+#            then, as root, the node suite: $NODE_CLUSTER_DIR (.cluster-node, NODE=1: a real node, nac's image
+#            installed by Helm, Velero and its node agent in pods; tests/e2e_node.rs).
+#
+# The node suite needs root. TEST_NODE=1 requires it (`.ci/run` sets it: without root the run fails), TEST_NODE=0
+# leaves it out; by default it runs as root and is otherwise left out with a notice, and the run passes.
+# An environment already running in one of these directories is used and left running; every one started here is
+# stopped on exit, also on failure or Ctrl-C. At the end: how long each phase took, and one line of test counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
-export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$PWD/.cluster-test}
-export VELERO_CLUSTER_DIR=${TEST_VELERO_CLUSTER_DIR:-$PWD/.cluster-velero}
-E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$PWD/.cluster-e2e-chart}
-NODE_CLUSTER_DIR=${TEST_NODE_CLUSTER_DIR:-$PWD/.cluster-node}
-started=() # state dirs of the control planes started here
-cleanup() {
-	status=$?
-	local dir
-	for dir in ${started[@]+"${started[@]}"}; do
-		CLUSTER_DIR=$dir hack/cluster-down.sh || true
+export CLUSTER_DIR=${TEST_CLUSTER_DIR:-$ROOT/.cluster-test}
+export VELERO_CLUSTER_DIR=${TEST_VELERO_CLUSTER_DIR:-$ROOT/.cluster-velero}
+FAULTS_CLUSTER_DIR=${TEST_FAULTS_CLUSTER_DIR:-$ROOT/.cluster-velero-faults}
+E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$ROOT/.cluster-e2e-chart}
+NODE_CLUSTER_DIR=${TEST_NODE_CLUSTER_DIR:-$ROOT/.cluster-node}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+FEATURES=e2e,node
+# Scripts that would build nac (make run, the chart test) use the build made here.
+export SKIP_BUILD=1
+
+case ${TEST_NODE:-auto} in
+1) node_suite=true ;;
+0) node_suite=false ;;
+auto) if ((EUID == 0)); then node_suite=true; else node_suite=false; fi ;;
+*) echo "test: TEST_NODE must be 1, 0 or unset, not '$TEST_NODE'" >&2 && exit 2 ;;
+esac
+node_missing=false
+if $node_suite && ((EUID != 0)); then
+	echo "test: TEST_NODE=1 but not root: the node suite cannot run, and the run will fail at the end" >&2
+	node_suite=false node_missing=true
+fi
+
+exec 3>&1 # progress lines of the background jobs, whose output goes to their logs
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/nac-test.XXXXXX") # job logs, timings, test binaries, environments started
+T0=$(date +%s)
+: >"$RUN/timings" >"$RUN/started"
+declare -A job_pid=()
+current='' current_t0=0
+
+# record NAME START STATUS [TOOK]: one line of the summary (start and length in seconds since the run began; the
+# length is from START until now unless given).
+record() { printf '%s\t%s\t%s\t%s\n' "$(($2 - T0))" "${4:-$(($(date +%s) - $2))}" "$3" "$1" >>"$RUN/timings"; }
+
+# make_run_starts: passes its input through, recording the `make run` environments the checks start as they
+# report them ("make run ready in N s (DIR)").
+make_run_starts() {
+	local line re='make run ready in ([0-9]+) s \(([^)]*)\)'
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		if [[ $line =~ $re ]]; then
+			record "environment: make run, real Velero ($(basename "${BASH_REMATCH[2]}"))" \
+				"$(($(date +%s) - BASH_REMATCH[1]))" ok "${BASH_REMATCH[1]}"
+		fi
 	done
+}
+
+# step NAME CMD...: CMD in the foreground, timed; its output shown and kept for the test count.
+step() {
+	local name=$1 log
+	shift
+	log=$RUN/step.$(date +%s%N).log
+	echo "== $name"
+	current=$name current_t0=$(date +%s)
+	"$@" 2>&1 | tee "$log"
+	record "$name" "$current_t0" ok
+	current=''
+}
+
+# job NAME [nice] CMD...: CMD in the background, in a process group of its own, its output in $RUN/NAME.log;
+# `await NAME` waits for it. "nice": at the lowest CPU priority, so that it takes only what the tests leave.
+job() {
+	local name=$1 prio=0
+	shift
+	if [[ $1 == nice ]]; then prio=19 && shift; fi
+	echo "== $name: started in the background (log $RUN/$name.log)"
+	set -m
+	(
+		t=$(date +%s)
+		if ((prio)); then
+			renice -n "$prio" -p "$BASHPID" >/dev/null
+			ionice -c 3 -p "$BASHPID" 2>/dev/null || true
+		fi
+		# In a subshell of its own, not in a condition: `set -e` holds in the functions CMD calls.
+		("$@") >"$RUN/$name.log" 2>&1 &
+		if wait $!; then record "$name" "$t" ok; else
+			rc=$?
+			record "$name" "$t" "failed ($rc)"
+			exit "$rc"
+		fi
+	) &
+	job_pid[$name]=$!
+	set +m
+}
+
+# await NAME...: waits for the jobs, in the order they end; prints each one's output; fails as soon as one fails
+# (the others are stopped on exit).
+await() {
+	local name rc pids done_pid
+	while :; do
+		pids=()
+		for name in "$@"; do [[ -n ${job_pid[$name]:-} ]] && pids+=("${job_pid[$name]}"); done
+		((${#pids[@]})) || return 0
+		rc=0
+		wait -n -p done_pid "${pids[@]}" || rc=$?
+		for name in "$@"; do [[ ${job_pid[$name]:-} == "$done_pid" ]] && break; done
+		unset "job_pid[$name]"
+		echo "== $name: done in the background$( ((rc)) && echo ", FAILED (exit $rc)"):"
+		sed 's/^/   | /' "$RUN/$name.log"
+		((rc == 0)) || exit "$rc"
+	done
+}
+
+cleanup() {
+	local status=$? name dir
+	trap - EXIT
+	[[ -n $current ]] && record "$current" "$current_t0" failed
+	for name in "${!job_pid[@]}"; do
+		kill -TERM -- "-${job_pid[$name]}" 2>/dev/null || true
+	done
+	for name in "${!job_pid[@]}"; do
+		wait "${job_pid[$name]}" 2>/dev/null || true
+		[[ $status == 0 ]] || { echo "== $name (stopped): last lines of its log:" && tail -n 30 "$RUN/$name.log"; }
+	done
+	while read -r dir; do
+		[[ -n $dir ]] && { CLUSTER_DIR=$dir hack/cluster-down.sh || true; }
+	done <"$RUN/started"
+	summary
+	rm -rf "$RUN"
 	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# up DIR MODE: the environment in DIR, started (and later stopped) here unless it already runs.
+summary() {
+	echo
+	echo "== time per phase (started at m:ss, took m:ss; side-by-side phases overlap)"
+	sort -n "$RUN/timings" | while IFS=$'\t' read -r start took status name; do
+		printf '  %3d:%02d  %3d:%02d  %-7s %s\n' $((start / 60)) $((start % 60)) $((took / 60)) $((took % 60)) \
+			"${status%% *}" "$name"
+	done
+	local total=$(($(date +%s) - T0))
+	printf '  total %d:%02d (%d s)\n' $((total / 60)) $((total % 60)) "$total"
+	local passed failed
+	passed=$(cat "$RUN"/*.log 2>/dev/null | grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' | awk '{s += $4} END {print s + 0}')
+	failed=$(cat "$RUN"/*.log 2>/dev/null | grep -Eo '[0-9]+ failed;' | awk '{s += $1} END {print s + 0}')
+	echo "tests: $passed passed, $failed failed"
+	if $node_missing; then
+		echo "test: FAILED: the node suite was required (TEST_NODE=1) and did not run: it needs root" >&2
+	elif [[ ${TEST_NODE:-} == 0 ]]; then
+		echo "test: the node suite (tests/e2e_node.rs) was left out (TEST_NODE=0)" >&2
+	fi
+	if ! $node_suite && [[ ${TEST_NODE:-} != 0 ]]; then
+		cat >&2 <<-'EOF'
+
+			==========================================================================================
+			 NOT RUN: the node suite (tests/e2e_node.rs): nac's image installed by Helm on a real node,
+			 file-system backup and restore of volume data by Velero's node agent, the leader pod and
+			 Velero's pods killed, helm upgrade and uninstall. It needs root (containerd, the kubelet,
+			 iptables, a bridge). Run it with `sudo make test`, or alone with
+			 `sudo make node-up e2e-node cluster-down`. CI runs it (.ci/run sets TEST_NODE=1).
+			==========================================================================================
+		EOF
+	fi
+}
+
+# up DIR MODE: the environment in DIR, started (and stopped at the end) here unless it already runs.
 up() {
+	local t
+	t=$(date +%s)
 	if ! CLUSTER_DIR=$1 hack/cluster-up.sh --status >/dev/null 2>&1; then
-		started+=("$1")
+		echo "$1" >>"$RUN/started"
 	fi
 	CLUSTER_DIR=$1 VELERO_MODE=$2 make --no-print-directory cluster-up
-	CLUSTER_DIR=$1 hack/install-crds.sh "${CARGO_TARGET_DIR:-target}/debug/nac"
+	CLUSTER_DIR=$1 hack/install-crds.sh "$TARGET/debug/nac"
 	# Velero learns the API's kinds when it starts: restarted, it backs up nac's kinds unless told not to, so
 	# the tests that look for them in a backup's resource list can find them.
 	if [[ $2 == real ]]; then CLUSTER_DIR=$1 hack/velero-up.sh --restart; fi
+	record "environment: $2 Velero ($(basename "$1"))" "$t" ok
 }
 
-echo "== lint"
-cargo fmt --all -- --check
-cargo clippy --all-targets --features e2e,node -- -D warnings
-hack/docs-check.sh links
-hack/import-cycles.py src
+# tests NAME...: the test binaries NAME (integration test targets; `lib` and `bin:NAME` for unit tests), one
+# after the other, from the repository root as cargo runs them; extra arguments in TEST_ARGS.
+tests() {
+	local name exe t rc
+	for name in "$@"; do
+		exe=$(awk -v n="$name" '$1 == n {print $2}' "$RUN/binaries")
+		[[ -n $exe ]] || { echo "test: no test binary $name" && return 1; }
+		echo "     Running $name ($exe)"
+		t=$(date +%s)
+		rc=0
+		# shellcheck disable=SC2086
+		"$exe" ${TEST_ARGS:-} || rc=$?
+		record "suite: $name${SUITE_NOTE:+ ($SUITE_NOTE)}" "$t" "$( ((rc)) && echo "failed ($rc)" || echo ok)"
+		echo "test: $name${SUITE_NOTE:+ ($SUITE_NOTE)}: $( ((rc)) && echo FAILED || echo ok) in $(($(date +%s) - t)) s" >&3
+		((rc == 0)) || return "$rc"
+	done
+}
 
-echo "== build"
-cargo build --bins --tests --features e2e
-make --no-print-directory helm cluster-tools velero-tools
+# ---------------------------------------------------------------------------------------------------- lint, builds
+step "lint: cargo fmt, links between documents, import cycles" bash -c \
+	'cargo fmt --all -- --check && hack/docs-check.sh links && hack/import-cycles.py src'
 
-echo "== environments: $CLUSTER_DIR (fake Velero), $VELERO_CLUSTER_DIR (real Velero)"
-up "$CLUSTER_DIR" fake
-up "$VELERO_CLUSTER_DIR" real
+# The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lane)
+# first; the rest, needed later, at the lowest priority while the suites run.
+go_sets=(control-plane velero helm)
+if $node_suite; then go_sets+=(node images); fi
+go_chain() {
+	local set t
+	for set in "${go_sets[@]}"; do
+		if [[ $set == helm ]]; then renice -n 19 -p "$BASHPID" >/dev/null; fi
+		t=$(date +%s)
+		hack/go-tools.sh "$set" || { touch "$RUN/go.failed" && return 1; }
+		record "build: Go tools: $set" "$t" ok
+		touch "$RUN/go-$set.done"
+	done
+}
+job "build: Go tools" go_chain
 
-echo "== tests (unit, handler, end-to-end)"
-results=$(mktemp)
-cargo test --features e2e 2>&1 | tee "$results"
+# One debug build for clippy and every test: clippy-driver compiles nac's own targets (lints, -D warnings, and
+# code), rustc its dependencies. The test binaries' paths come from cargo's messages.
+rust_debug() {
+	RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
+		CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__ \
+		cargo build --all-targets --features "$FEATURES" --message-format=json-render-diagnostics >"$RUN/cargo.json"
+	python3 - "$RUN/cargo.json" >"$RUN/binaries" <<-'PY'
+		import json, sys
+		for line in open(sys.argv[1]):
+		    m = json.loads(line)
+		    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
+		        continue
+		    kind, name = m["target"]["kind"][0], m["target"]["name"]
+		    if kind in ("test", "lib", "bin"):  # benchmarks are measurements, not tests
+		        print({"test": name, "lib": "lib", "bin": f"bin:{name}"}[kind], m["executable"])
+	PY
+}
+step "lint (clippy) and build: nac, debug, every target, features $FEATURES" rust_debug
 
-echo "== documentation: the README's and the guides' command blocks against a make run environment (.cluster-docs)"
-DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$PWD/.cluster-docs} hack/docs-check.sh blocks
-
-echo "== make run stopped by Ctrl-C, SIGTERM, SIGHUP leaves nothing running (its own environments, .cluster-signals)"
-SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$PWD/.cluster-signals} hack/run-signals-check.sh
-
-echo "== Helm chart (its own control plane in .cluster-chart)"
-CLUSTER_DIR="$PWD/.cluster-chart" SKIP_BUILD=1 hack/chart-test.sh
-
-echo "== end-to-end suite against the installed Helm chart (its own control plane in $E2E_CHART_CLUSTER_DIR)"
-# NAC_E2E_CHART=1: the harness installs charts/nac with `helm upgrade --install` (webhooks by URL at the local
-# nac, the chart's RBAC, user roles and policy ConfigMap) and runs nac with a token of the chart's
-# ServiceAccount. On a fresh control plane the chart installs the CRDs (crds/); on one left running, apply them
-# first, as for an upgrade (Helm never upgrades crds/). e2e_restart is left out: it restarts the API server,
-# which tests nac's watches, not anything the chart installs.
-if CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&1; then
-	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/install-crds.sh -f charts/nac/crds
-else
-	started+=("$E2E_CHART_CLUSTER_DIR")
-	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR VELERO_MODE=fake make --no-print-directory cluster-up
-fi
-CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 cargo test --features e2e \
-	--test e2e_webhooks --test e2e_controller --test e2e_policy --test e2e_ha 2>&1 | tee -a "$results"
-
-echo "== nac as it ships: its image, Helm on a real node, file-system backup (its own environment in $NODE_CLUSTER_DIR)"
-node_run=true
-if ((EUID == 0)); then
-	make --no-print-directory image
-	hack/containerfile-check.sh
-	machine_before=$(mktemp)
-	hack/node-check-clean.sh --snapshot "$machine_before"
-	if ! CLUSTER_DIR=$NODE_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&1; then
-		started+=("$NODE_CLUSTER_DIR")
-	fi
-	CLUSTER_DIR=$NODE_CLUSTER_DIR NODE=1 make --no-print-directory cluster-up
-	NODE_CLUSTER_DIR=$NODE_CLUSTER_DIR cargo test --features e2e,node --test e2e_node -- --test-threads=1 2>&1 |
-		tee -a "$results"
-	# The node leaves the machine as it found it: checked here, so a later run (a developer's, CI's) starts clean.
-	CLUSTER_DIR=$NODE_CLUSTER_DIR hack/cluster-down.sh
-	kept=()
-	for dir in "${started[@]}"; do [[ $dir == "$NODE_CLUSTER_DIR" ]] || kept+=("$dir"); done
-	started=(${kept[@]+"${kept[@]}"})
-	hack/node-check-clean.sh "$machine_before"
-	rm -f "$machine_before"
-else
-	node_run=false
-fi
-
-# One closing line for the whole run (cargo prints one per test binary, the last being the empty doc tests).
-passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$results" | awk '{s += $4} END {print s + 0}')
-failed=$(grep -Eo '[0-9]+ failed;' "$results" | awk '{s += $1} END {print s + 0}')
-rm -f "$results"
-echo "tests: $passed passed, $failed failed"
-if ! $node_run; then
-	echo "test: the node suite (tests/e2e_node.rs) needs root (containerd, kubelet, iptables) and did not run" >&2
+# Every test binary runs below: one not named here (a new file in tests/) fails the run rather than go unrun.
+unit_tests=(lib bin:nac bin:kubectl-nac bin:nac-loadgen webhook cert_rotation serve store_memory)
+fake_tests=(e2e_webhooks e2e_policy e2e_controller e2e_ha e2e_restart e2e_rbac_rules e2e_migration e2e_oadp_cli)
+chart_tests=(e2e_webhooks e2e_controller e2e_policy e2e_ha) # against what the chart installs
+real_tests=(e2e_velero e2e_rights_locations e2e_plugin e2e_migration_velero)
+# These stop and kill Velero's parts (e2e_attempts stops Velero to swap a tarball under it): an environment of their own.
+faults_tests=(e2e_velero_restarts e2e_faults e2e_attempts)
+measurements=(admission_bench scale_run velero_bench) # empty without the feature scale
+unscheduled=$(awk '{print $1}' "$RUN/binaries" | grep -vxF -f <(printf '%s\n' "${unit_tests[@]}" "${fake_tests[@]}" \
+	"${real_tests[@]}" "${faults_tests[@]}" chart e2e_node "${measurements[@]}") || true)
+if [[ -n $unscheduled ]]; then
+	echo "test: test binaries that hack/test.sh does not run: $unscheduled (add them to a lane)" >&2
 	exit 1
 fi
+
+# nac's release build and image for the node suite, while the suites run (the debug build is done: no other
+# cargo command shares the build directory from here on).
+if $node_suite; then
+	image() {
+		cargo build --release --bin nac
+		hack/images.sh nac "$TARGET/release/nac"
+	}
+	job "build: nac, release, and its image" nice image
+fi
+
+# await_go SET: waits until the Go binaries of SET are built (from any job: it watches files, not processes).
+await_go() {
+	while [[ ! -f $RUN/go-$1.done ]]; do
+		if [[ -f $RUN/go.failed ]]; then
+			echo "test: the Go build failed (log $RUN/build: Go tools.log):"
+			tail -n 40 "$RUN/build: Go tools.log"
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+# ------------------------------------------------------------------------------------------------------ suites
+step "suite: unit and handler tests" tests "${unit_tests[@]}"
+
+fake_lane() {
+	await_go control-plane
+	up "$CLUSTER_DIR" fake
+	SUITE_NOTE="fake Velero" tests "${fake_tests[@]}"
+	await_go helm
+	tests chart
+	local t
+	t=$(date +%s)
+	CLUSTER_DIR="$ROOT/.cluster-chart" hack/chart-test.sh
+	record "suite: Helm chart (hack/chart-test.sh, its own control plane)" "$t" ok
+	# NAC_E2E_CHART=1: the harness installs charts/nac with `helm upgrade --install` (webhooks by URL at the local
+	# nac, the chart's RBAC, user roles and policy ConfigMap) and runs nac with a token of the chart's
+	# ServiceAccount. On a fresh control plane the chart installs the CRDs (crds/); on one left running, apply
+	# them first, as for an upgrade (Helm never upgrades crds/). e2e_restart is left out: it restarts the API
+	# server, which tests nac's watches, not anything the chart installs.
+	t=$(date +%s)
+	if CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&1; then
+		CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR hack/install-crds.sh -f charts/nac/crds
+	else
+		echo "$E2E_CHART_CLUSTER_DIR" >>"$RUN/started"
+		CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR VELERO_MODE=fake make --no-print-directory cluster-up
+	fi
+	record "environment: fake Velero ($(basename "$E2E_CHART_CLUSTER_DIR"))" "$t" ok
+	CLUSTER_DIR=$E2E_CHART_CLUSTER_DIR NAC_E2E_CHART=1 SUITE_NOTE="against the Helm chart" tests "${chart_tests[@]}"
+	await_go velero
+	t=$(date +%s)
+	DOCS_CLUSTER_DIR=${TEST_DOCS_CLUSTER_DIR:-$ROOT/.cluster-docs} hack/docs-check.sh blocks 2>&1 | make_run_starts
+	record "suite: documentation's command blocks (a make run environment, .cluster-docs)" "$t" ok
+}
+
+# The real-Velero suites in two environments side by side: most of their time is waiting for Velero, which
+# works through one backup at a time (and rechecks its queue once a minute).
+real_lane() {
+	await_go velero
+	up "$VELERO_CLUSTER_DIR" real
+	SUITE_NOTE="real Velero" tests "${real_tests[@]}"
+	local t
+	t=$(date +%s)
+	SIGNALS_CLUSTER_DIR=${TEST_SIGNALS_CLUSTER_DIR:-$ROOT/.cluster-signals} hack/run-signals-check.sh 2>&1 | make_run_starts
+	record "suite: make run stopped by Ctrl-C, SIGTERM, SIGHUP (.cluster-signals, four make runs)" "$t" ok
+}
+
+faults_lane() {
+	await_go velero
+	up "$FAULTS_CLUSTER_DIR" real
+	VELERO_CLUSTER_DIR=$FAULTS_CLUSTER_DIR SUITE_NOTE="real Velero, $(basename "$FAULTS_CLUSTER_DIR")" \
+		tests "${faults_tests[@]}"
+}
+
+job "lane: fake Velero, chart, docs" fake_lane
+job "lane: real Velero, make run's signals" real_lane
+job "lane: real Velero, restarts and faults" faults_lane
+await "lane: fake Velero, chart, docs" "lane: real Velero, make run's signals" "lane: real Velero, restarts and faults"
+
+# ------------------------------------------------------------------------------------------------------- node
+if $node_suite; then
+	await "build: nac, release, and its image"
+	node_suite() {
+		hack/containerfile-check.sh
+		await_go images
+		local before t
+		before=$RUN/machine-before
+		hack/node-check-clean.sh --snapshot "$before"
+		t=$(date +%s)
+		if ! CLUSTER_DIR=$NODE_CLUSTER_DIR hack/cluster-up.sh --status >/dev/null 2>&1; then
+			echo "$NODE_CLUSTER_DIR" >>"$RUN/started"
+		fi
+		CLUSTER_DIR=$NODE_CLUSTER_DIR NODE=1 make --no-print-directory cluster-up
+		record "environment: a real node ($(basename "$NODE_CLUSTER_DIR"))" "$t" ok
+		NODE_CLUSTER_DIR=$NODE_CLUSTER_DIR TEST_ARGS=--test-threads=1 SUITE_NOTE="a real node" tests e2e_node
+		# The node leaves the machine as it found it: checked here, so a later run (a developer's, CI's) starts
+		# clean.
+		CLUSTER_DIR=$NODE_CLUSTER_DIR hack/cluster-down.sh
+		grep -vxF "$NODE_CLUSTER_DIR" "$RUN/started" >"$RUN/started.new" || true
+		mv "$RUN/started.new" "$RUN/started"
+		hack/node-check-clean.sh "$before"
+	}
+	step "nac as it ships: the Containerfile, a real node" node_suite
+fi
+await "build: Go tools"
+
+$node_missing && exit 1
+exit 0

@@ -353,12 +353,15 @@ case ${1:-} in
 *) die "usage: $0 [--restart | --restart-unvalidated | --stop-velero | --stop]" ;;
 esac
 
+missing=()
 for b in velero velero-plugin-for-aws versitygw; do
-	[[ -x $BIN_DIR/$b ]] && continue
-	[[ $BIN_DIR == "$NAC_ROOT/bin" ]] || die "missing in $BIN_DIR: $b"
-	log "building $b (a few minutes on a cold cache)"
-	make -C "$NAC_ROOT" --no-print-directory "bin/$b"
+	[[ -x $BIN_DIR/$b ]] || missing+=("$b")
 done
+if ((${#missing[@]})); then
+	[[ $BIN_DIR == "$NAC_ROOT/bin" ]] || die "missing in $BIN_DIR: ${missing[*]}"
+	log "building ${missing[*]} (a few minutes on a cold cache)"
+	"$NAC_ROOT/hack/go-tools.sh" "${missing[@]}"
+fi
 
 ok=false
 trap '$ok || { stop_velero; stop_s3; }' EXIT

@@ -71,7 +71,13 @@ async fn env() -> &'static Env {
     if Part::Velero.pid().is_none() || Part::S3.pid().is_none() {
         velero_up(&Cluster::load(), &[]);
     }
-    if VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed) {
+    // And Velero's default location Available: after the object store was gone, Velero validates it again only
+    // on its next period, and until then it fails every backup's validation. A restart validates it at once.
+    let stale = VELERO_STALE.swap(false, std::sync::atomic::Ordering::Relaxed);
+    let bsls: Api<nac::velero::BackupStorageLocation> =
+        Api::namespaced(Cluster::load().admin().await, VELERO_NAMESPACE);
+    let default = bsls.get_opt("default").await.ok().flatten();
+    if stale || default.and_then(|b| b.status?.phase).as_deref() != Some("Available") {
         velero_up(&Cluster::load(), &["--restart"]);
     }
     env
@@ -83,6 +89,24 @@ static VELERO_STALE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 
 fn velero_name(n: &Value) -> String {
     n["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()
+}
+
+/// The phases of the Velero Backups made for namespace `ns`'s NonAdminBackups, as Velero wrote them, counted.
+async fn velero_phases_of(admin: &kube::Client, ns: &str) -> std::collections::BTreeMap<String, usize> {
+    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let mut phases = std::collections::BTreeMap::new();
+    for b in backups.list(&ListParams::default()).await.unwrap().items {
+        let origin = b
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("openshift.io/oadp-nab-origin-namespace"));
+        if origin.map(String::as_str) == Some(ns) {
+            let phase = b.status.and_then(|s| s.phase).unwrap_or_default();
+            *phases.entry(phase).or_default() += 1;
+        }
+    }
+    phases
 }
 
 /// A fresh tenant with the small application: (namespace, user, admin, the user's NonAdminBackups).
@@ -385,12 +409,15 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
             .unwrap()
             .saturating_sub(Duration::from_secs(1))
     };
+    // What the users' side saw stored: every create answered Created, and any other stored anyway.
+    let mut stored = 0;
     for (name, ok, _) in &outcomes {
         let got = nabs.get_opt(name).await.unwrap();
         if !ok {
             // Refused or timed out: a create stored anyway (its answer lost) still has its identity.
             if let Some(n) = got {
                 assert!(n.metadata.finalizers.is_some(), "{name} stored without nac's finalizer");
+                stored += 1;
             }
             continue;
         }
@@ -399,6 +426,7 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
             n.metadata.finalizers.is_some(),
             "{name} admitted without nac's finalizer"
         );
+        stored += 1;
     }
     let t1 = Instant::now();
     let (mut kept, mut failed) = (Vec::new(), 0);
@@ -436,6 +464,22 @@ async fn under_traffic(prefix: &str, fault: &str, refusals: bool, inject: impl F
     // The next tests (and test binaries) get a Velero with fresh watches, not one still backing off.
     velero_up(&Cluster::load(), &["--restart"]);
     VELERO_STALE.store(false, std::sync::atomic::Ordering::Relaxed);
+    // The tally (read from the NonAdminBackups' statuses) against what the creates stored and what Velero's own
+    // Backups say, read apart from the statuses that mirror them.
+    let velero_phases = velero_phases_of(&admin, &ns).await;
+    assert_eq!(tally.objects, stored, "one NonAdminBackup per create stored: {tally}");
+    assert_eq!(
+        velero_phases.values().sum::<usize>(),
+        stored,
+        "Velero Backups: {velero_phases:?}"
+    );
+    for phase in ["Completed", "Failed"] {
+        assert_eq!(
+            tally.states.get(phase).copied().unwrap_or(0),
+            velero_phases.get(phase).copied().unwrap_or(0),
+            "{phase}: {tally}; Velero's Backups: {velero_phases:?}"
+        );
+    }
     assert_eq!(tally.states.get("Completed"), Some(&kept.len()), "{tally}");
     assert_eq!(tally.states.get("Failed").copied().unwrap_or(0), failed, "{tally}");
     assert!(failed <= 1, "more than the one backup in flight failed: {tally}");
@@ -787,7 +831,8 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
     for (name, velero) in &synced {
         wait_gone(&nabs, name, T, "the NonAdminBackup deleted").await;
         wait_gone(&backups, velero, T, "its Velero Backup deleted").await;
-        assert!(files_in(&bucket, &format!("{ns}/p"), velero).contains(&format!("{velero}.tar.gz")));
+        let dir = backup_dir_in(&bucket, &format!("{ns}/p"), velero);
+        assert_eq!(backup_data_problem(&dir, velero), None, "{name}: its data kept");
     }
     // Nor any sync recorded on the locations (Velero skips at its start a location it synced within its period):
     // its sync at start reads them.
@@ -943,8 +988,9 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
 
     let tally = final_check(&admin, &[&ns], &[keep], &[], T).await;
     tally.expect(&[("Completed", 3), ("Available", 1)]);
-    for (_, velero) in &synced {
-        assert!(files_in(&bucket, &format!("{ns}/p"), velero).contains(&format!("{velero}.tar.gz")));
+    for (name, velero) in &synced {
+        let dir = backup_dir_in(&bucket, &format!("{ns}/p"), velero);
+        assert_eq!(backup_data_problem(&dir, velero), None, "{name}: its data kept");
     }
     report(
         env,

@@ -7,7 +7,7 @@
 mod common;
 
 use common::e2e::*;
-use common::oadp::{self, delta, quiet, writes};
+use common::oadp::{self, assert_same_writes, delta, quiet, writes};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminRestore};
@@ -452,9 +452,10 @@ async fn nac_takes_over_what_oadps_controller_left_and_redoes_nothing() {
     // Restores from a backup OADP made and from nac's own: the same writes.
     let from_adopted = restore(&env.nac, &user, &admin, &ns, "from-kept", "kept").await;
     let from_own = restore(&env.nac, &user, &admin, &ns, "from-fresh", "fresh").await;
-    assert_eq!(
-        from_adopted, from_own,
-        "a restore's writes, from OADP's backup and from nac's"
+    assert_same_writes(
+        &from_adopted,
+        &from_own,
+        "a restore's writes, from OADP's backup and from nac's",
     );
     let vr = Api::<Restore>::namespaced(admin.clone(), VELERO_NAMESPACE)
         .list(&ListParams::default().labels(NAR_ORIGIN_NACUUID_LABEL))
@@ -479,9 +480,10 @@ async fn nac_takes_over_what_oadps_controller_left_and_redoes_nothing() {
     // deleteBackup on a backup OADP made and on nac's own: the same writes.
     let del_adopted = delete_backup(&env.nac, &user, &admin, &ns, "kept").await;
     let del_own = delete_backup(&env.nac, &user, &admin, &ns, "fresh").await;
-    assert_eq!(
-        del_adopted, del_own,
-        "deleteBackup's writes, on OADP's backup and on nac's"
+    assert_same_writes(
+        &del_adopted,
+        &del_own,
+        "deleteBackup's writes, on OADP's backup and on nac's",
     );
 
     // The namespace is lost and re-created: Velero's own sync brings the backup objects back from the bucket
@@ -507,7 +509,11 @@ async fn nac_takes_over_what_oadps_controller_left_and_redoes_nothing() {
     })
     .await;
     let sync_own = lose_and_regain(&env.nac, &cluster, &admin, &mine_ns, "long").await;
-    assert_eq!(sync, sync_own, "backup sync's writes, for OADP's backup and for nac's");
+    assert_same_writes(
+        &sync,
+        &sync_own,
+        "backup sync's writes, for OADP's backup and for nac's",
+    );
     println!(
         "writes: restore {from_adopted:?} (nac's own {from_own:?}); deleteBackup {del_adopted:?} (nac's own \
          {del_own:?}); sync {sync:?} (nac's own {sync_own:?})"

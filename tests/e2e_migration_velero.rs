@@ -9,7 +9,7 @@ mod common;
 
 use common::e2e::*;
 use common::oadp::{self, backup_path, delta, quiet};
-use common::velero::{bucket_files, completed, nab, nar, velero_up, workload, T};
+use common::velero::{bucket_files, completed, nab, nar, velero_up, workload, workload_data, T};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -65,6 +65,8 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     let ns = unique_ns("oadp-real");
     ensure_namespace(&admin, &ns).await;
     workload(&admin, &ns).await;
+    let data = workload_data(&admin, &ns).await;
+    assert!(data.values().all(|v| !v.is_null()), "the workload: {data:?}");
 
     // What OADP's controller left: two backups Velero ran, a restore from one of them.
     let kept = oadp_backup(&admin, &ns, "kept").await;
@@ -130,28 +132,23 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
         .unwrap();
     completed(&nabs, "fresh").await;
 
-    // A restore from a backup OADP made brings back what was deleted, with the writes of one from nac's own.
+    // A restore from a backup OADP made brings back what was deleted, with its data, labelled by the Velero
+    // Restore that made it again; with the writes of one from nac's own.
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
     let mut restore_writes = vec![];
     for (name, backup) in [("back", "kept"), ("back-own", "fresh")] {
         cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+        wait_gone(&cms, "app-config", T, "app-config deleted").await;
         let before = quiet(&env.nac).await;
         nars.create(&PostParams::default(), &nar(name, backup)).await.unwrap();
-        wait_for(&nars, name, T, "restore Completed", |o| {
-            let p = o?.clone().status?.velero_restore?.status?.phase?;
-            assert_ne!(p, "Failed");
-            (p == "Completed").then_some(())
-        })
-        .await;
-        assert!(
-            cms.get_opt("app-config").await.unwrap().is_some(),
-            "restored from {backup}"
-        );
+        restored(&nars, &cms, name, backup).await;
+        assert_eq!(workload_data(&admin, &ns).await, data, "restored from {backup}");
         restore_writes.push(backup_path(&delta(&before, &quiet(&env.nac).await)));
     }
-    assert_eq!(
-        restore_writes[0], restore_writes[1],
-        "a restore's writes, from OADP's backup and nac's"
+    oadp::assert_same_writes(
+        &restore_writes[0],
+        &restore_writes[1],
+        "a restore's writes, from OADP's backup and nac's",
     );
 
     // deleteBackup on a backup OADP made: Velero deletes its data from the bucket; the writes of nac's own.
@@ -184,9 +181,10 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
         );
         delete_writes.push(w);
     }
-    assert_eq!(
-        delete_writes[0], delete_writes[1],
-        "deleteBackup's writes, on OADP's backup and nac's"
+    oadp::assert_same_writes(
+        &delete_writes[0],
+        &delete_writes[1],
+        "deleteBackup's writes, on OADP's backup and nac's",
     );
     println!("writes: restore {restore_writes:?}; deleteBackup {delete_writes:?}");
 
@@ -210,15 +208,49 @@ async fn nac_takes_over_oadps_real_backups_and_the_user_goes_on() {
     assert_eq!(back["metadata"]["labels"][NAB_SYNCED_FROM_NACUUID_LABEL], old.as_str());
     assert_eq!(back["status"]["phase"], "Created");
     assert_eq!(back["status"]["veleroBackup"]["name"], old.as_str());
-    // Restorable.
+    // Restorable: the re-created namespace is empty, and the restore brings the whole workload back as it was.
+    assert!(
+        workload_data(&admin, &ns).await.values().all(Value::is_null),
+        "the re-created namespace holds the workload before the restore"
+    );
     nars.create(&PostParams::default(), &nar("after", "old")).await.unwrap();
-    wait_for(&nars, "after", T, "restore from the synced backup Completed", |o| {
+    restored(&nars, &cms, "after", "old").await;
+    assert_eq!(
+        workload_data(&admin, &ns).await,
+        data,
+        "restored from the synced backup"
+    );
+}
+
+/// Waits until NonAdminRestore `name` (from `backup`) completed, and checks that app-config is back, labelled by
+/// that restore's Velero Restore.
+async fn restored(nars: &Api<NonAdminRestore>, cms: &Api<ConfigMap>, name: &str, backup: &str) {
+    wait_for(nars, name, T, "restore Completed", |o| {
         let p = o?.clone().status?.velero_restore?.status?.phase?;
         assert_ne!(p, "Failed");
         (p == "Completed").then_some(())
     })
     .await;
-    assert!(cms.get_opt("app-config").await.unwrap().is_some());
+    let velero_restore = nars
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .velero_restore
+        .unwrap()
+        .name
+        .unwrap();
+    let cm = cms
+        .get_opt("app-config")
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("app-config not restored from {backup}"));
+    assert_eq!(
+        cm.metadata.labels.unwrap_or_default().get("velero.io/restore-name"),
+        Some(&velero_restore),
+        "app-config restored by {name}'s Velero Restore"
+    );
 }
 
 async fn velero_backup_of(nabs: &Api<NonAdminBackup>, name: &str) -> String {

@@ -90,30 +90,8 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
         }
         Some(other) => return Err(format!("spec.nonAdmin must be a mapping, got {other}")),
     };
+    known_fields(&non_admin)?;
     let mut notes = Vec::new();
-    for key in non_admin.keys() {
-        if NON_ADMIN_FIELDS.contains(&key.as_str()) {
-            continue;
-        }
-        let hint = ["enforcedBackupSpec", "enforceBackupSpecs"]
-            .iter()
-            .map(|w| (w, "enforceBackupSpec"))
-            .chain(
-                ["enforcedRestoreSpec", "enforceRestoreSpecs"]
-                    .iter()
-                    .map(|w| (w, "enforceRestoreSpec")),
-            )
-            .find(|(w, _)| key == *w || key.starts_with(&format!("{w}.")))
-            .map(|(_, field)| {
-                let sub = key.split_once('.').map(|(_, s)| s).unwrap_or("FIELD");
-                format!(" (the field is {field}, a mapping: `{field}: {{{sub}: VALUE}}`)")
-            })
-            .unwrap_or_default();
-        return Err(format!(
-            "spec.nonAdmin.{key} is not a field of the DataProtectionApplication{hint}; its fields are {}",
-            NON_ADMIN_FIELDS.join(", ")
-        ));
-    }
     if non_admin.get("enable") != Some(&Value::Bool(true)) {
         notes.push(
             "spec.nonAdmin.enable is not true: OADP's non-admin controller is off in this DataProtectionApplication; \
@@ -122,8 +100,53 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
         );
     }
     let mut policy = Map::new();
+    enforced_specs(&non_admin, &mut policy)?;
+    policy.insert("nonAdminBSL".into(), locations(&non_admin, &mut notes)?);
+    policy.insert("backupSync".into(), sync(&non_admin, &spec, name, &mut notes)?);
+    let gc_period = period(&non_admin, "garbageCollectionPeriod", OADP_GC_PERIOD)?;
+    policy.insert("garbageCollection".into(), json!({"period": gc_period.to_string()}));
+    policy.insert("downloads".into(), json!({"adminLocations": "deny"}));
+    notes.push(
+        "nac also checks each requester's own rights (rights.backup and rights.restore: exclude, nac's default): \
+         a backup leaves out, and a restore does not create, what the user may not read or create themselves; \
+         OADP's controller did not check (rights: {backup: off, restore: off} keeps its behaviour)"
+            .into(),
+    );
+    let policy = Value::Object(policy);
+    let yaml = serde_yaml::to_string(&policy).expect("a JSON value serializes as YAML");
+    Policy::parse(&yaml).map_err(|e| format!("the translated policy is not valid: {e}"))?;
+    Ok(FromDpa { policy, notes })
+}
 
-    let backup = mapping(&non_admin, "enforceBackupSpec")?;
+/// Refuses a key of `spec.nonAdmin` that is not a field of it, with the field meant when it is a known misspelling
+/// (OADP's README once used dotted keys).
+fn known_fields(non_admin: &Map<String, Value>) -> Result<(), String> {
+    let Some(key) = non_admin.keys().find(|k| !NON_ADMIN_FIELDS.contains(&k.as_str())) else {
+        return Ok(());
+    };
+    let hint = ["enforcedBackupSpec", "enforceBackupSpecs"]
+        .iter()
+        .map(|w| (w, "enforceBackupSpec"))
+        .chain(
+            ["enforcedRestoreSpec", "enforceRestoreSpecs"]
+                .iter()
+                .map(|w| (w, "enforceRestoreSpec")),
+        )
+        .find(|(w, _)| key == *w || key.starts_with(&format!("{w}.")))
+        .map(|(_, field)| {
+            let sub = key.split_once('.').map(|(_, s)| s).unwrap_or("FIELD");
+            format!(" (the field is {field}, a mapping: `{field}: {{{sub}: VALUE}}`)")
+        })
+        .unwrap_or_default();
+    Err(format!(
+        "spec.nonAdmin.{key} is not a field of the DataProtectionApplication{hint}; its fields are {}",
+        NON_ADMIN_FIELDS.join(", ")
+    ))
+}
+
+/// `enforceBackupSpec` and `enforceRestoreSpec` into `policy`, refusing what oadp-operator refuses to enforce.
+fn enforced_specs(non_admin: &Map<String, Value>, policy: &mut Map<String, Value>) -> Result<(), String> {
+    let backup = mapping(non_admin, "enforceBackupSpec")?;
     unset(
         &backup,
         "enforceBackupSpec",
@@ -148,7 +171,7 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
         policy.insert("enforceBackupSpec".into(), Value::Object(backup));
     }
 
-    let restore = mapping(&non_admin, "enforceRestoreSpec")?;
+    let restore = mapping(non_admin, "enforceRestoreSpec")?;
     unset(
         &restore,
         "enforceRestoreSpec",
@@ -162,8 +185,12 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
     if !restore.is_empty() {
         policy.insert("enforceRestoreSpec".into(), Value::Object(restore));
     }
+    Ok(())
+}
 
-    let bsl = mapping(&non_admin, "enforceBSLSpec")?;
+/// The policy's `nonAdminBSL`: tenants' own locations open, as in OADP, with its approval and enforced spec.
+fn locations(non_admin: &Map<String, Value>, notes: &mut Vec<String>) -> Result<Value, String> {
+    let bsl = mapping(non_admin, "enforceBSLSpec")?;
     let require_approval = match non_admin.get("requireApprovalForBSL") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -186,10 +213,12 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
                 .into(),
         );
     }
-    policy.insert("nonAdminBSL".into(), Value::Object(locations));
+    Ok(Value::Object(locations))
+}
 
-    let sync_period = period(&non_admin, "backupSyncPeriod", OADP_SYNC_PERIOD)?;
-    let gc_period = period(&non_admin, "garbageCollectionPeriod", OADP_GC_PERIOD)?;
+/// The policy's `backupSync`: OADP's period, and the DPA's default location as the admin location synced.
+fn sync(non_admin: &Map<String, Value>, spec: &Value, dpa: &str, notes: &mut Vec<String>) -> Result<Value, String> {
+    let sync_period = period(non_admin, "backupSyncPeriod", OADP_SYNC_PERIOD)?;
     let mut sync = Map::new();
     if sync_period.is_zero() {
         notes.push(
@@ -198,33 +227,21 @@ pub fn from_dpa(text: &str) -> Result<FromDpa, String> {
         );
         sync.insert("adminLocations".into(), json!([]));
         sync.insert("period".into(), json!("0s"));
-    } else {
-        match default_location(&spec, name)? {
-            Some(l) => {
-                sync.insert("adminLocations".into(), json!([l]));
-            }
-            None => notes.push(
-                "no default location in spec.backupLocations: list the name of Velero's default \
-                 BackupStorageLocation in backupSync.adminLocations, or backups on it do not get their \
-                 NonAdminBackups back after a namespace is lost"
-                    .into(),
-            ),
-        }
-        sync.insert("period".into(), json!(sync_period.to_string()));
+        return Ok(Value::Object(sync));
     }
-    policy.insert("backupSync".into(), Value::Object(sync));
-    policy.insert("garbageCollection".into(), json!({"period": gc_period.to_string()}));
-    policy.insert("downloads".into(), json!({"adminLocations": "deny"}));
-    notes.push(
-        "nac also checks each requester's own rights (rights.backup and rights.restore: exclude, nac's default): \
-         a backup leaves out, and a restore does not create, what the user may not read or create themselves; \
-         OADP's controller did not check (rights: {backup: off, restore: off} keeps its behaviour)"
-            .into(),
-    );
-    let policy = Value::Object(policy);
-    let yaml = serde_yaml::to_string(&policy).expect("a JSON value serializes as YAML");
-    Policy::parse(&yaml).map_err(|e| format!("the translated policy is not valid: {e}"))?;
-    Ok(FromDpa { policy, notes })
+    match default_location(spec, dpa)? {
+        Some(l) => {
+            sync.insert("adminLocations".into(), json!([l]));
+        }
+        None => notes.push(
+            "no default location in spec.backupLocations: list the name of Velero's default \
+             BackupStorageLocation in backupSync.adminLocations, or backups on it do not get their \
+             NonAdminBackups back after a namespace is lost"
+                .into(),
+        ),
+    }
+    sync.insert("period".into(), json!(sync_period.to_string()));
+    Ok(Value::Object(sync))
 }
 
 /// Refuses any of `fields` set in `section`: oadp-operator does not let admins enforce them.

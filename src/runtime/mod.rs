@@ -205,6 +205,50 @@ async fn own_username(client: &kube::Client) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("the SelfSubjectReview names no user"))
 }
 
+/// Starts the policy source: the file when `policy.file` is set, else the ConfigMap through `client`.
+fn spawn_policy_source(
+    settings: &crate::config::PolicySettings,
+    client: Option<&kube::Client>,
+    store: &Arc<PolicyStore>,
+) -> tokio::task::JoinHandle<()> {
+    match (&settings.file, client) {
+        (Some(file), _) => {
+            tracing::info!(file = %file.display(), "policy from file");
+            tokio::spawn(crate::policy::live::source::watch_file(file.clone(), store.clone()))
+        }
+        (None, Some(c)) => {
+            tracing::info!(namespace = %settings.namespace, name = %settings.configmap, "policy from ConfigMap");
+            tokio::spawn(crate::policy::live::source::watch_configmap(
+                c.clone(),
+                settings.namespace.clone(),
+                settings.configmap.clone(),
+                store.clone(),
+            ))
+        }
+        (None, None) => unreachable!("a client is created whenever no policy file is set"),
+    }
+}
+
+/// `webhook.privileged_users` plus nac's own identity: nac's own writes (backup sync re-creating NonAdminBackups
+/// with their identity) pass its webhooks under whatever identity nac has, a ServiceAccount in a pod or a user's
+/// kubeconfig in a local run.
+async fn privileged_users(configured: &[String], client: Option<&kube::Client>) -> Vec<String> {
+    let mut users = configured.to_vec();
+    let Some(c) = client else { return users };
+    match own_username(c).await {
+        Ok(me) if !users.contains(&me) => {
+            tracing::info!(user = %me, "nac's own identity is a privileged webhook user");
+            users.push(me);
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            error = %e,
+            "could not learn nac's own user name (SelfSubjectReview); only webhook.privileged_users are privileged"
+        ),
+    }
+    users
+}
+
 /// The rights cache, with its watches of the RBAC objects (run until the process ends): with
 /// `rights.authorizers: rbac` an answer lasts until an RBAC change could reach it.
 fn rights_access(
@@ -260,22 +304,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let mut tasks = tokio::task::JoinSet::new();
     // The policy source runs until the process ends; it is aborted at shutdown.
-    let policy_task = match (&settings.policy.file, &client) {
-        (Some(file), _) => {
-            tracing::info!(file = %file.display(), "policy from file");
-            tokio::spawn(crate::policy::live::source::watch_file(file.clone(), store.clone()))
-        }
-        (None, Some(c)) => {
-            tracing::info!(namespace = %settings.policy.namespace, name = %settings.policy.configmap, "policy from ConfigMap");
-            tokio::spawn(crate::policy::live::source::watch_configmap(
-                c.clone(),
-                settings.policy.namespace.clone(),
-                settings.policy.configmap.clone(),
-                store.clone(),
-            ))
-        }
-        (None, None) => unreachable!("a client is created whenever no policy file is set"),
-    };
+    let policy_task = spawn_policy_source(&settings.policy, client.as_ref(), &store);
 
     let certs = CertStore::load(&settings.webhook.cert_file, &settings.webhook.key_file)
         .context("loading the webhook serving certificate")?;
@@ -296,22 +325,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             reach
         }),
     });
-    let mut privileged_users = settings.webhook.privileged_users.clone();
-    if let Some(c) = &client {
-        // nac's own writes (backup sync re-creating NonAdminBackups with their identity) pass its webhooks under
-        // whatever identity nac has, a ServiceAccount in a pod or a user's kubeconfig in a local run.
-        match own_username(c).await {
-            Ok(me) if !privileged_users.contains(&me) => {
-                tracing::info!(user = %me, "nac's own identity is a privileged webhook user");
-                privileged_users.push(me);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(
-                error = %e,
-                "could not learn nac's own user name (SelfSubjectReview); only webhook.privileged_users are privileged"
-            ),
-        }
-    }
+    let privileged_users = privileged_users(&settings.webhook.privileged_users, client.as_ref()).await;
     // One cache of answers about requesters' rights for the webhooks and the reconcilers.
     let access = client.as_ref().map(|c| rights_access(c, &settings.rights, &metrics));
     if client.is_none() {

@@ -291,11 +291,14 @@ impl NacProcess {
         line.split_whitespace().nth(1)?.parse().ok()
     }
 
+    /// nac's `/metrics` text; a read that fails, or any answer but 200, fails the test (an empty text would read
+    /// as no writes and no leader).
     pub async fn metrics_text(&self) -> String {
-        http_get(self.metrics, "/metrics")
-            .await
-            .map(|r| r.1)
-            .unwrap_or_default()
+        match http_get(self.metrics, "/metrics").await {
+            Ok((200, text)) => text,
+            Ok((status, text)) => panic!("nac's /metrics answered {status}: {text}\n{}", self.log_tail()),
+            Err(e) => panic!("reading nac's /metrics on {}: {e}\n{}", self.metrics, self.log_tail()),
+        }
     }
 
     /// Stops nac (SIGTERM through the wrapper) and waits for it.

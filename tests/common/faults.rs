@@ -4,7 +4,7 @@
 //! object, nothing stuck behind a finalizer, no backup data gone that nobody asked to delete.
 
 use super::e2e::*;
-use super::velero::bucket_files_of;
+use super::velero::{backup_data_problem, bucket_dir_of, bucket_files_of};
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{Api, ListParams};
 use kube::Client;
@@ -376,6 +376,9 @@ async fn survey(
             problems.push(format!(
                 "the data of backup {b} is gone from the bucket; nobody asked to delete it"
             ));
+        } else if let Some(p) = backup_data_problem(&bucket_dir_of(c, b), b) {
+            t.lost += 1;
+            problems.push(p);
         }
     }
     for b in deleted {
@@ -439,8 +442,10 @@ pub async fn failed_by_velero_stopping(admin: &kube::Client, ns: &str, name: &st
     );
 }
 
-/// No panic in nac's log.
+/// No panic in nac's log, which must be there to be read (nac logs as it starts).
 pub fn assert_no_panic(nac: &NacProcess) {
-    let log = std::fs::read_to_string(&nac.log).unwrap_or_default();
+    let log =
+        std::fs::read_to_string(&nac.log).unwrap_or_else(|e| panic!("reading nac's log {}: {e}", nac.log.display()));
+    assert!(!log.trim().is_empty(), "nac's log {} is empty", nac.log.display());
     assert!(!log.contains("panicked at"), "nac panicked:\n{}", nac.log_tail());
 }

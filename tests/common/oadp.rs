@@ -429,6 +429,15 @@ pub fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> B
         .collect()
 }
 
+/// Asserts that two steps made the same writes, and some: two empty counts would compare equal whatever nac did.
+pub fn assert_same_writes(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, what: &str) {
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "{what}: no writes counted ({a:?}, {b:?})"
+    );
+    assert_eq!(a, b, "{what}");
+}
+
 /// nac's writes once it has stopped writing (no change for two seconds): what an earlier step started (a
 /// finalizer's last retry, a late event) is not counted in the next one.
 pub async fn quiet(nac: &NacProcess) -> BTreeMap<String, u64> {

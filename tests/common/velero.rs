@@ -89,6 +89,41 @@ spec:
     apply_yaml(admin, &yaml).await;
 }
 
+/// What [`workload`] holds in `ns`, as a restore must bring it back, by object (`null` when absent): the
+/// ConfigMaps' and the Secret's data, the Deployment's containers, the Service's ports.
+pub async fn workload_data(admin: &Client, ns: &str) -> BTreeMap<&'static str, Value> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+    let mut data = BTreeMap::new();
+    for name in ["app-config", "app-data"] {
+        data.insert(name, field_of::<ConfigMap>(admin, ns, name, "/data").await);
+    }
+    data.insert("app-secret", field_of::<Secret>(admin, ns, "app-secret", "/data").await);
+    let containers = field_of::<Deployment>(admin, ns, "web", "/spec/template/spec/containers").await;
+    data.insert("deployment web", containers);
+    data.insert(
+        "service web",
+        field_of::<Service>(admin, ns, "web", "/spec/ports").await,
+    );
+    data
+}
+
+/// The field at `pointer` of object `name` in `ns`, `null` when the object or the field is absent.
+async fn field_of<K>(admin: &Client, ns: &str, name: &str, pointer: &str) -> Value
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object = Api::<K>::namespaced(admin.clone(), ns).get_opt(name).await.unwrap();
+    object
+        .and_then(|o| serde_json::to_value(o).unwrap().pointer(pointer).cloned())
+        .unwrap_or(Value::Null)
+}
+
 /// Waits until Velero's phase of the NAB's backup is one of `phases` and returns the NAB.
 pub async fn velero_phase(api: &Api<NonAdminBackup>, name: &str, phases: &[&str]) -> Value {
     wait_for(api, name, T, &format!("NAB {name}: Velero phase in {phases:?}"), |o| {
@@ -146,6 +181,45 @@ pub fn bucket_files_of(c: &Cluster, backup: &str) -> Vec<String> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// What is wrong with backup `backup`'s data in `dir` (its directory in a bucket), if anything: its tarball must
+/// read to its end as a gzipped tar of Kubernetes objects and hold exactly the items of the resource list Velero
+/// wrote beside it (by namespace and name), which may not be empty.
+pub fn backup_data_problem(dir: &std::path::Path, backup: &str) -> Option<String> {
+    use std::io::Read;
+    let read = |file: &str| std::fs::read(dir.join(file)).map_err(|e| format!("{file}: {e}"));
+    let check = || -> Result<(), String> {
+        let tarball = read(&format!("{backup}.tar.gz"))?;
+        let manifest = nac::manifest::Manifest::from_tarball(tarball.as_slice(), &Default::default())
+            .map_err(|e| format!("{backup}.tar.gz: {e}"))?;
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(read(&format!("{backup}-resource-list.json.gz"))?.as_slice())
+            .read_to_end(&mut text)
+            .map_err(|e| format!("{backup}-resource-list.json.gz: {e}"))?;
+        // "apps/v1/Deployment": ["ns/name", ...]; cluster-scoped items by name alone.
+        let list: BTreeMap<String, Vec<String>> =
+            serde_json::from_slice(&text).map_err(|e| format!("{backup}-resource-list.json.gz: {e}"))?;
+        let mut listed: Vec<String> = list.into_values().flatten().collect();
+        let mut held: Vec<String> = manifest
+            .items()
+            .map(|i| match i.namespace.as_str() {
+                "" => i.name.clone(),
+                ns => format!("{ns}/{}", i.name),
+            })
+            .collect();
+        listed.sort();
+        held.sort();
+        if listed.is_empty() || listed != held {
+            return Err(format!(
+                "the tarball holds {held:?}, the resource list names {listed:?}"
+            ));
+        }
+        Ok(())
+    };
+    check()
+        .err()
+        .map(|e| format!("the data of backup {backup} in the bucket: {e}"))
 }
 
 pub fn gunzip(path: &std::path::Path) -> Vec<u8> {
@@ -278,17 +352,20 @@ pub fn create_bucket(name: &str) {
 
 /// The files of a backup in `bucket` under `prefix` (versitygw's posix backend: one file per object).
 pub fn files_in(bucket: &str, prefix: &str, backup: &str) -> Vec<String> {
-    let c = Cluster::load();
-    let dir = PathBuf::from(c.get("S3_DATA_DIR"))
-        .join(bucket)
-        .join(prefix)
-        .join("backups")
-        .join(backup);
-    let mut files: Vec<String> = std::fs::read_dir(dir)
+    let mut files: Vec<String> = std::fs::read_dir(backup_dir_in(bucket, prefix, backup))
         .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// Where a backup lies in `bucket` under `prefix`.
+pub fn backup_dir_in(bucket: &str, prefix: &str, backup: &str) -> PathBuf {
+    PathBuf::from(Cluster::load().get("S3_DATA_DIR"))
+        .join(bucket)
+        .join(prefix)
+        .join("backups")
+        .join(backup)
 }
 
 /// An AWS credentials file for the local S3 server; `secret` overrides the secret key (wrong credentials).
