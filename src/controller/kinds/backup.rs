@@ -137,6 +137,13 @@ impl crate::controller::write::CompactStatus for NonAdminBackupStatus {
     fn is_settled(&self) -> bool {
         self.is_compact() && self.phase == Some(crate::api::NonAdminPhase::Created)
     }
+    fn left_out_as_in(&self, other: &Self) -> bool {
+        match (&self.velero_backup, &other.velero_backup) {
+            (Some(mine), Some(theirs)) => theirs.compact.is_some() && mine == theirs,
+            (None, _) => true,
+            (Some(_), None) => false,
+        }
+    }
     fn identity(&self) -> Option<&str> {
         self.velero_backup
             .as_ref()?
