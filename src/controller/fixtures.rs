@@ -59,7 +59,11 @@ impl Call {
 struct Fixture {
     nab: Arc<Cx<super::backup::State>>,
     nar: Arc<Cx<super::restore::State>>,
+    nas: Arc<Cx<super::schedule::State>>,
+    nadr: Arc<Cx<super::download::State>>,
     nabs: reflector::store::Writer<NonAdminBackup>,
+    locations: reflector::store::Writer<crate::velero::BackupStorageLocation>,
+    download_requests: reflector::store::Writer<crate::velero::DownloadRequest>,
     backups: reflector::store::Writer<Backup>,
     restores: reflector::store::Writer<Restore>,
     /// What GETs of these paths answer (others: 404), for objects the API server has.
@@ -88,7 +92,7 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     ));
     // Every kind registers its stores, as in a term; the other kinds' watches never run here.
     let mut reg = Registry::default();
-    let (locations, _) = reg.watched::<crate::velero::BackupStorageLocation>();
+    let (locations, locations_writer) = reg.watched::<crate::velero::BackupStorageLocation>();
     let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
     let (mut nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
     nar.contents = super::contents::ContentsSource::Fixed(crate::rights::contents::Contents {
@@ -99,9 +103,11 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         ..Default::default()
     });
     let _ = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
-    let _ = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
-    let _ = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
+    let (nadr, nadr_wiring) = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
+    let (nas, _) = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
     for synced in [
+        &nas.velero.synced,
+        &nadr.velero.synced,
         &nab.queued.synced,
         &nar.queued.synced,
         &nar.volumes.data_mover_synced,
@@ -126,7 +132,19 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
                 view: view.clone(),
                 own: nar,
             }),
+            nas: Arc::new(Cx {
+                shared: shared.clone(),
+                view: view.clone(),
+                own: nas,
+            }),
+            nadr: Arc::new(Cx {
+                shared: shared.clone(),
+                view: view.clone(),
+                own: nadr,
+            }),
             nabs: nab_wiring.queued.objects,
+            locations: locations_writer,
+            download_requests: nadr_wiring.velero,
             backups: nab_wiring.queued.velero,
             restores: nar_wiring.velero,
             reads: Default::default(),
@@ -764,4 +782,104 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
         ]
     );
     assert_eq!(events, 1);
+}
+
+const NAS_UUID: &str = "5c3e9a10-2b4d-4e6f-8a1b-0c2d3e4f5a6b";
+
+/// A NonAdminSchedule as the mutating webhook leaves it (identity label, finalizer, the requester's records).
+fn nas(skip_immediately: Option<bool>) -> NonAdminSchedule {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule",
+        "metadata": {
+            "name": "nightly", "namespace": "team-a", "uid": "nas-uid", "resourceVersion": "1",
+            "labels": {crate::naming::NAS_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "nightly", NAS_UUID)},
+            "annotations": {
+                crate::rights::BACKUP_RIGHTS_ANNOTATION: r#"{"mode":"exclude","excluded":[]}"#,
+                crate::rights::REQUESTER_ANNOTATION: json!({"username": "alice"}).to_string(),
+            },
+            "finalizers": [crate::naming::NAS_FINALIZER],
+        },
+        "spec": {"schedule": "@daily", "skipImmediately": skip_immediately, "template": {"backupSpec": {}}}
+    }))
+    .unwrap()
+}
+
+const NAS_PATH: &str = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminschedules/nightly";
+
+/// A NonAdminSchedule's budget: its Velero Schedule and one status write to Created; no read, no Event. One more
+/// write when it asks to skip a run: `spec.skipImmediately` consumed once handed to Velero.
+#[tokio::test]
+async fn a_schedule_is_two_writes_and_a_third_to_consume_its_skip() {
+    for (skip, consumed) in [(None, false), (Some(true), true)] {
+        let (f, handle) = fixture("{}");
+        let (calls, events) = drive(handle, nas(skip), f.reads.clone(), |o| {
+            super::kind::reconcile(o, f.nas.clone())
+        })
+        .await;
+        let mut expected = vec![call(
+            Method::POST,
+            "/apis/velero.io/v1/namespaces/openshift-adp/schedules",
+        )];
+        if consumed {
+            expected.push(call(Method::PATCH, NAS_PATH));
+        }
+        expected.push(call(Method::PUT, &format!("{NAS_PATH}/status")));
+        assert_eq!(calls, expected, "skipImmediately {skip:?}");
+        assert_eq!(events, 0, "accepted is routine");
+    }
+}
+
+/// A NonAdminDownloadRequest's budget: its Velero DownloadRequest, then (once Velero answers) one status write
+/// with the URL; no read, no Event.
+#[tokio::test]
+async fn a_download_request_is_two_writes() {
+    let (mut f, handle) = fixture("downloads: {adminLocations: [default]}");
+    completed_source(&mut f, "Completed");
+    let bsl: crate::velero::BackupStorageLocation = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": "default", "namespace": "openshift-adp"},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}}
+    }))
+    .unwrap();
+    f.locations.apply_watcher_event(&Event::Apply(bsl));
+    let request: NonAdminDownloadRequest = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": "log", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1"},
+        "spec": {"target": {"kind": "BackupLog", "name": "nightly"}}
+    }))
+    .unwrap();
+    let reconcile = |o| super::kind::reconcile(o, f.nadr.clone());
+    let (calls, events, _, handle) = drive_on(handle, request.clone(), f.reads.clone(), reconcile).await;
+    assert_eq!(
+        calls,
+        vec![call(
+            Method::POST,
+            "/apis/velero.io/v1/namespaces/openshift-adp/downloadrequests"
+        )]
+    );
+    assert_eq!(events, 0);
+    // Velero answers; its watch event brings the request back.
+    let mut answered: crate::velero::DownloadRequest = serde_json::from_value(calls[0].answer.clone()).unwrap();
+    let expires = k8s_openapi::jiff::Timestamp::now() + std::time::Duration::from_secs(600);
+    answered.status = Some(crate::velero::DownloadRequestStatus {
+        phase: Some("Processed".into()),
+        download_url: Some("https://s3.example/log".into()),
+        expiration: Some(expires.to_string()),
+    });
+    f.download_requests.apply_watcher_event(&Event::Apply(answered));
+    let reconcile = |o| super::kind::reconcile(o, f.nadr.clone());
+    let (calls, events, _, _) = drive_on(handle, request, f.reads.clone(), reconcile).await;
+    assert_eq!(
+        calls,
+        vec![call(
+            Method::PUT,
+            "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadmindownloadrequests/log/status"
+        )]
+    );
+    assert_eq!(
+        calls[0].body["status"]["velero"]["status"]["downloadURL"], "https://s3.example/log",
+        "{}",
+        calls[0].body
+    );
+    assert_eq!(events, 0);
 }

@@ -4,8 +4,8 @@
 //! the data through a DeleteBackupRequest, a plain delete only the Velero Backup object); a NonAdminBackup that
 //! backup sync re-created adopts its existing Velero Backup.
 //!
-//! Happy path, three writes: the Velero Backup, one status write straight to `Created`, one Event (the webhook
-//! adds the finalizer at create).
+//! Happy path, two writes and no read: the Velero Backup and one status write straight to `Created` (the webhook
+//! adds the finalizer at create; no Event for a routine step), asserted in `fixtures.rs`.
 
 use crate::api::condition::*;
 use crate::api::NonAdminBackupStorageLocation;
