@@ -60,6 +60,7 @@ struct Fixture {
     nab: Arc<Cx<super::backup::State>>,
     nar: Arc<Cx<super::restore::State>>,
     nas: Arc<Cx<super::schedule::State>>,
+    nabsl: Arc<Cx<super::location::State>>,
     nadr: Arc<Cx<super::download::State>>,
     nabs: reflector::store::Writer<NonAdminBackup>,
     locations: reflector::store::Writer<crate::velero::BackupStorageLocation>,
@@ -102,10 +103,12 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
             .collect(),
         ..Default::default()
     });
-    let _ = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
+    let (nabsl, _) = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
     let (nadr, nadr_wiring) = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
     let (nas, _) = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
     for synced in [
+        &nabsl.requests.synced,
+        &nabsl.copies.synced,
         &nas.velero.synced,
         &nadr.velero.synced,
         &nab.queued.synced,
@@ -136,6 +139,11 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
                 shared: shared.clone(),
                 view: view.clone(),
                 own: nas,
+            }),
+            nabsl: Arc::new(Cx {
+                shared: shared.clone(),
+                view: view.clone(),
+                own: nabsl,
             }),
             nadr: Arc::new(Cx {
                 shared: shared.clone(),
@@ -178,7 +186,8 @@ fn nab_by(backup_spec: Value, user: &str) -> NonAdminBackup {
 
 /// Serves requests like an API server until none comes for `quiet`, recording each call: creates and status
 /// replaces are echoed back with a uid and the next resourceVersion; a patch (JSON or merge) applies to `object`,
-/// the tenant object under reconcile; reads answer 404.
+/// the tenant object under reconcile, and so does a status replace of it (which a read of it then answers); other
+/// reads answer from `reads`, else 404.
 async fn serve(
     mut handle: ApiHandle,
     quiet: Duration,
@@ -187,6 +196,8 @@ async fn serve(
 ) -> (Vec<Call>, ApiHandle) {
     let mut calls = Vec::new();
     let mut version = 100;
+    // The tenant object's path, once a status replace named it.
+    let mut own_path: Option<String> = None;
     while let Ok(Some((req, send))) = tokio::time::timeout(quiet, handle.next_request()).await {
         let (parts, body) = req.into_parts();
         let body = body.collect_bytes().await.unwrap();
@@ -216,8 +227,18 @@ async fn serve(
                 } else {
                     StatusCode::OK
                 };
+                let path = parts.uri.path();
+                if parts.method == Method::PUT
+                    && path.ends_with("/status")
+                    && obj["metadata"]["name"] == object["metadata"]["name"]
+                    && obj["kind"] == object["kind"]
+                {
+                    object = obj.clone();
+                    own_path = path.strip_suffix("/status").map(str::to_string);
+                }
                 (code, obj)
             }
+            Method::GET if own_path.as_deref() == Some(parts.uri.path()) => (StatusCode::OK, object.clone()),
             Method::GET if reads.contains_key(parts.uri.path()) => (StatusCode::OK, reads[parts.uri.path()].clone()),
             _ => (
                 StatusCode::NOT_FOUND,
@@ -882,4 +903,62 @@ async fn a_download_request_is_two_writes() {
         calls[0].body
     );
     assert_eq!(events, 0);
+}
+
+/// A NonAdminBackupStorageLocation's budget (once per location, approval not required), as it stands: its status
+/// (the nacuuid recorded first), its approval request and the request's status, a read of the tenant's Secret (nac
+/// watches Secrets' metadata only) and its copy, the Velero BackupStorageLocation, and the status that says so.
+/// One read more than it needs: the last status write reads the object again (the first one left the cache behind
+/// it). Four Events: accepted, approved, the Secret copied, the location made.
+#[tokio::test]
+async fn a_storage_location_is_six_writes_two_reads_and_four_events() {
+    let (mut f, handle) = fixture("nonAdminBSL: {enabled: true, requireApproval: false}");
+    let loc: NonAdminBackupStorageLocation = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackupStorageLocation",
+        "metadata": {
+            "name": "own", "namespace": "team-a", "uid": "nabsl-uid", "resourceVersion": "1",
+            "labels": {crate::naming::NABSL_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "own", NAS_UUID)},
+            "finalizers": [crate::naming::NABSL_FINALIZER],
+        },
+        "spec": {"backupStorageLocationSpec": {
+            "provider": "aws", "objectStorage": {"bucket": "tenants", "prefix": "p"},
+            "credential": {"name": "s3", "key": "cloud"}
+        }}
+    }))
+    .unwrap();
+    let secret = "/api/v1/namespaces/team-a/secrets/s3";
+    f.reads.insert(
+        secret.into(),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": {"cloud": "W2RlZmF1bHRdCg=="},
+               "metadata": {"name": "s3", "namespace": "team-a", "uid": "s-uid", "resourceVersion": "3"}}),
+    );
+    let own = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackupstoragelocations/own";
+    let (calls, events) = drive(handle, loc, f.reads.clone(), |o| {
+        super::kind::reconcile(o, f.nabsl.clone())
+    })
+    .await;
+    let request = format!(
+        "/apis/oadp.openshift.io/v1alpha1/namespaces/openshift-adp/nonadminbackupstoragelocationrequests/{}",
+        nacuuid_with("team-a", "own", NAS_UUID)
+    );
+    assert_eq!(
+        calls,
+        vec![
+            call(Method::PUT, &format!("{own}/status")),
+            call(
+                Method::POST,
+                "/apis/oadp.openshift.io/v1alpha1/namespaces/openshift-adp/nonadminbackupstoragelocationrequests"
+            ),
+            call(Method::PUT, &format!("{request}/status")),
+            call(Method::GET, secret),
+            call(Method::POST, "/api/v1/namespaces/openshift-adp/secrets"),
+            call(
+                Method::POST,
+                "/apis/velero.io/v1/namespaces/openshift-adp/backupstoragelocations"
+            ),
+            call(Method::GET, own),
+            call(Method::PUT, &format!("{own}/status")),
+        ]
+    );
+    assert_eq!(events, 4);
 }
