@@ -469,29 +469,38 @@ pub fn install() -> &'static dyn Install {
 
 /// The harness installs nac itself: the policy ConfigMap it writes, `nac webhook-config` for the webhooks (by
 /// URL, leaving out nac's own requests as the chart does), hack/demo-rbac.yaml for the user roles (as `make run`
-/// does); nac runs with the admin's credentials and rights, as its ServiceAccount's user
-/// ([`write_impersonating_kubeconfig`]).
+/// does); nac runs with the admin's rights, as its ServiceAccount's user ([`write_nac_kubeconfig`]).
 pub struct Direct;
 
 /// The local control plane's admin user (hack/cluster-up.sh's admin certificate).
 pub const ADMIN_USER: &str = "admin";
 
-/// Writes a copy of the admin kubeconfig that acts as `user` (impersonation, with the groups of a ServiceAccount
-/// of nac's namespace and `system:masters`): the API server sees nac's requests as its ServiceAccount's, as in a
-/// cluster, so the webhooks' match conditions on nac's user apply; nac keeps the admin's rights.
-pub fn write_impersonating_kubeconfig(cluster: &Cluster, path: &Path, user: &str) {
+/// Writes a kubeconfig for nac with a client certificate of the cluster's CA for `user` in group `system:masters`
+/// (made once per control plane, beside the admin's): the API server sees nac's requests as its ServiceAccount's,
+/// as in a cluster, so the webhooks' match conditions on nac's user apply, and nac keeps the admin's rights at
+/// the admin's cost per request. (A ServiceAccount token, or impersonation with a ServiceAccount's groups, cost
+/// the local API server many times the CPU per request of a certificate of `system:masters`: the scale run would
+/// measure that instead of nac.)
+pub fn write_nac_kubeconfig(cluster: &Cluster, path: &Path, user: &str) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    let pki = cluster.get("PKI_DIR");
+    let out = format!("{pki}/nac-e2e");
+    let made = Command::new("bash")
+        .arg("-c")
+        .arg(r#"source "$1/hack/lib/cluster.sh" && new_cert "$2" "$3" "/O=system:masters/CN=$4" clientAuth"#)
+        .args(["nac-e2e-cert", env!("CARGO_MANIFEST_DIR"), pki, &out, user])
+        .status()
+        .expect("running openssl through hack/lib/cluster.sh");
+    assert!(made.success(), "making nac's client certificate in {pki}");
     let text = std::fs::read_to_string(cluster.get("KUBECONFIG")).unwrap();
     let mut kc: Value = serde_yaml::from_str(&text).unwrap();
     for u in kc["users"].as_array_mut().expect("kubeconfig users") {
-        u["user"]["as"] = json!(user);
-        u["user"]["as-groups"] = json!([
-            "system:masters",
-            "system:serviceaccounts",
-            format!("system:serviceaccounts:{NAC_NAMESPACE}"),
-            "system:authenticated"
-        ]);
+        let creds = u["user"].as_object_mut().expect("kubeconfig user");
+        creds.remove("client-certificate-data");
+        creds.remove("client-key-data");
+        creds.insert("client-certificate".into(), json!(format!("{out}.crt")));
+        creds.insert("client-key".into(), json!(format!("{out}.key")));
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -537,7 +546,7 @@ impl Install for Direct {
     fn nac_env(&self, cluster: &Cluster, log: &Path) -> (Vec<(String, String)>, Option<PathBuf>) {
         let path = log.with_extension("kubeconfig");
         let me = chart::service_account_user();
-        write_impersonating_kubeconfig(cluster, &path, &me);
+        write_nac_kubeconfig(cluster, &path, &me);
         let env = vec![
             ("KUBECONFIG".to_string(), path.display().to_string()),
             // The tests play nac's part with the admin's client where they must (as nac did when it ran as the
