@@ -114,8 +114,9 @@ pub enum LogFormat {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RightsSettings {
-    /// Which authorizers can allow a tenant's request in this cluster: `other` (the default) when one besides
-    /// RBAC may (a webhook authorizer, whose rules nac cannot see), `rbac` when RBAC is the only one.
+    /// Which authorizers can allow a tenant's request in this cluster: `rbac` (the default) when RBAC is the only
+    /// one, `other` when one besides RBAC may (a webhook authorizer, whose rules nac cannot see). Answers from the
+    /// RBAC objects are never more generous than RBAC, so the default is the fast path and the safe one.
     pub authorizers: Authorizers,
     /// With `authorizers: rbac`: how long an answer is reused at most while nac's watches of the RBAC objects see
     /// no change that could reach it (the safety net should a change go unseen).
@@ -130,9 +131,10 @@ pub struct RightsSettings {
 #[serde(rename_all = "lowercase")]
 pub enum Authorizers {
     /// Answers kept 10 s (and dropped sooner on an RBAC change nac sees).
-    #[default]
     Other,
-    /// Answers kept until an RBAC change could reach them, at most `cache_lifetime_secs`.
+    /// Answered from the RBAC objects nac watches; the API server's answers kept until an RBAC change could reach
+    /// them, at most `cache_lifetime_secs`.
+    #[default]
     Rbac,
 }
 
@@ -198,7 +200,7 @@ impl Default for LeaderElectionSettings {
 impl Default for RightsSettings {
     fn default() -> Self {
         RightsSettings {
-            authorizers: Authorizers::Other,
+            authorizers: Authorizers::Rbac,
             cache_lifetime_secs: 3600,
             warning_lookups: true,
         }
@@ -308,8 +310,8 @@ mod tests {
         assert_eq!(s.webhook.listen.to_string(), "0.0.0.0:9443");
         assert_eq!(s.metrics.listen.to_string(), "0.0.0.0:8080");
         assert_eq!(s.policy.configmap, "nac-policy");
-        // Safe unless told otherwise: another authorizer than RBAC may decide, answers kept 10 s.
-        assert_eq!(s.rights.authorizers, Authorizers::Other);
+        // Rights answered from the RBAC objects: no review for a tenant's create, never more than RBAC allows.
+        assert_eq!(s.rights.authorizers, Authorizers::Rbac);
         assert_eq!(s.rights.cache_lifetime_secs, 3600);
     }
 
@@ -367,8 +369,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.endpoints.cluster_networks, ["10.96.0.0/12", "10.244.0.0/16"]);
-        let s = Settings::load_from(None, env(&[("NAC_RIGHTS__AUTHORIZERS", "rbac")])).unwrap();
-        assert_eq!(s.rights.authorizers, Authorizers::Rbac);
+        let s = Settings::load_from(None, env(&[("NAC_RIGHTS__AUTHORIZERS", "other")])).unwrap();
+        assert_eq!(s.rights.authorizers, Authorizers::Other);
         let mut f = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();
         writeln!(f, "metrcs: {{}}").unwrap();
         let e = Settings::load_from(Some(f.path()), env(&[])).unwrap_err();

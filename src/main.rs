@@ -68,6 +68,10 @@ enum Command {
         velero_namespace: String,
         #[arg(long, default_value_t = 5)]
         timeout_seconds: u32,
+        /// nac's ServiceAccount (in --namespace): the tenant webhooks and the guard leave out requests nac makes
+        /// as it (matchConditions on the request's user), as the Helm chart registers them.
+        #[arg(long)]
+        service_account: Option<String>,
     },
 }
 
@@ -213,11 +217,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             namespace,
             velero_namespace,
             timeout_seconds,
+            service_account,
         } => {
             let ca = std::fs::read(&ca_file).with_context(|| format!("reading {}", ca_file.display()))?;
+            let own = service_account.map(|sa| webhook_config::service_account_user(&namespace, &sa));
             print!(
                 "{}",
-                webhook_config::render(&url, &ca, &namespace, &velero_namespace, timeout_seconds)
+                webhook_config::render(
+                    &url,
+                    &ca,
+                    &namespace,
+                    &velero_namespace,
+                    timeout_seconds,
+                    own.as_deref()
+                )
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -276,12 +276,15 @@ fn webhooks_are_the_ones_nac_serves() {
         &["--set", "webhook.url=https://127.0.0.1:9443", "--set-file", &ca_arg],
     );
     // `nac webhook-config` (what `make run` and the e2e tests register) for the same URL, CA and namespace.
+    // nac's ServiceAccount: the chart's (its full name, the release's).
+    let own = webhook_config::service_account_user(NS, RELEASE);
     let reference: Vec<Value> = serde_yaml::Deserializer::from_str(&webhook_config::render(
         "https://127.0.0.1:9443",
         DUMMY_CA_PEM.as_bytes(),
         NS,
         VELERO_NS,
         5,
+        Some(&own),
     ))
     .map(|d| serde::Deserialize::deserialize(d).unwrap())
     .collect();

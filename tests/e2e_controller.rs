@@ -20,6 +20,10 @@ use tokio::sync::OnceCell;
 static NAC: OnceCell<Env> = OnceCell::const_new();
 const T: Duration = Duration::from_secs(20);
 
+/// Held by the tests that create Velero Backups themselves (not through nac) while they do: the guard's calls that
+/// `nac_s_own_backups_skip_the_guard_that_still_refuses_everyone_else` counts are then its own.
+static VELERO_CREATES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn env() -> &'static Env {
     // Restores here do not wait for their backup unless they ask to (the annotation): the refusals stay immediate.
     // The played Velero answers no DownloadRequests of its own, so restores are not checked against their
@@ -1085,8 +1089,10 @@ async fn orphans_are_collected_and_nothing_else() {
     let pp = PostParams::default();
     let processed = dbrs.create(&pp, &processed).await.unwrap().metadata.name.unwrap();
     let pending = dbrs.create(&pp, &pending).await.unwrap().metadata.name.unwrap();
+    let creating = VELERO_CREATES.lock().await;
     let planted = name_of(velero.create(&pp, &planted).await.unwrap());
     let foreign = name_of(velero.create(&pp, &foreign).await.unwrap());
+    drop(creating);
     let restore = restores.create(&pp, &restore).await.unwrap().metadata.name.unwrap();
     let download = drs.create(&pp, &download).await.unwrap().metadata.name.unwrap();
 
@@ -1141,4 +1147,107 @@ async fn collected_total() -> f64 {
         .filter(|l| l.starts_with("nac_orphans_collected"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The guard's calls so far (`nac_webhook_requests_total` of `/validate/velero-backups`): allowed, denied.
+fn guard_calls(metrics: &str) -> (f64, f64) {
+    let mut calls = (0.0, 0.0);
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("nac_webhook_requests_total") && l.contains("/validate/velero-backups"))
+    {
+        let n: f64 = l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        if l.to_ascii_lowercase().contains("denied") {
+            calls.1 += n;
+        } else {
+            calls.0 += n;
+        }
+    }
+    calls
+}
+
+/// nac's own Velero Backup is not sent through nac's guard (the webhook's match condition on nac's user, in the
+/// API server): it costs no admission round trip. Anyone else's unfinished Backup on a tenant's storage location
+/// still goes through the guard, which refuses it.
+#[tokio::test]
+async fn nac_s_own_backups_skip_the_guard_that_still_refuses_everyone_else() {
+    let (ns, user, admin) = tenant("ctl-guard").await;
+    let e = env().await;
+    // A tenant's storage location, as nac makes it for their NonAdminBackupStorageLocation.
+    opaque_secret(&admin, &ns, "s3").await;
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(user.clone(), &ns);
+    nabsls
+        .create(&PostParams::default(), &location("own", "s3"))
+        .await
+        .unwrap();
+    let n = wait_json(&nabsls, "own", T, "location Created", |n| {
+        n["status"]["phase"] == "Created"
+    })
+    .await;
+    let bsl = n["status"]["veleroBackupStorageLocation"]["nacuuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Another identity that may create Velero Backups: a ServiceAccount of Velero's namespace.
+    let planter = format!("planter-{ns}");
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {planter}, namespace: {VELERO_NAMESPACE}}}
+rules:
+- apiGroups: ["velero.io"]
+  resources: ["backups"]
+  verbs: ["create"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {planter}, namespace: {VELERO_NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {planter}}}
+subjects: [{{kind: ServiceAccount, name: {planter}, namespace: {VELERO_NAMESPACE}}}]
+"#
+        ),
+    )
+    .await;
+    let as_planter = e
+        .cluster
+        .as_user(&format!("system:serviceaccount:{VELERO_NAMESPACE}:{planter}"))
+        .await;
+
+    let _only_this_test_creates = VELERO_CREATES.lock().await;
+    let before = guard_calls(&e.nac.metrics_text().await);
+    // nac's own: the Velero Backup of a NonAdminBackup, unfinished (the guard's rule and condition match it).
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    nabs.create(&PostParams::default(), &nab("own-write")).await.unwrap();
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let (_, vb) = created(&nabs, &velero, "own-write").await;
+    assert!(
+        vb.status.as_ref().and_then(|s| s.phase.as_deref()).is_none(),
+        "unfinished"
+    );
+    let after_nac = guard_calls(&e.nac.metrics_text().await);
+    assert_eq!(after_nac, before, "nac's own Velero Backup called the guard");
+
+    // Anyone else's, on the tenant's location: the guard is called, and refuses it.
+    let planted: Backup = serde_json::from_value(json!({
+        "metadata": {"name": format!("{planter}-backup")},
+        "spec": {"storageLocation": bsl, "includedNamespaces": ["kube-system"]}
+    }))
+    .unwrap();
+    let err = Api::<Backup>::namespaced(as_planter, VELERO_NAMESPACE)
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect_err("the guard refuses an unfinished Backup on a tenant's location");
+    let message = match err {
+        kube::Error::Api(s) => s.message,
+        other => panic!("expected an API error, got {other}"),
+    };
+    assert!(message.contains("only nac starts backups"), "{message}");
+    let after = guard_calls(&e.nac.metrics_text().await);
+    assert_eq!(
+        after,
+        (after_nac.0, after_nac.1 + 1.0),
+        "one call to the guard, refused"
+    );
 }

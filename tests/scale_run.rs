@@ -1,9 +1,11 @@
 //! Reconciler scale run (a measurement; the counts that are promises are asserted): 10,000 NonAdminBackups over
 //! 1,000 namespaces against the local control plane (fake Velero: the run completes the backups itself, oldest
 //! first, as Velero works through its queue). Prints time to all Velero Backups, create→Created latency
-//! percentiles, API writes per NAB, the status writes of queue advances and of draining the whole queue, and
-//! nac's peak memory, for BENCHMARKS.md. Asserts the happy path (one Velero Backup, one Event per NAB), the bound
-//! on writes per queue advance, and that a restart of nac over the settled NABs writes no status.
+//! percentiles, API writes per NAB, the API server's requests and nac's webhook calls per NAB, the status writes
+//! of queue advances and of draining the whole queue, and nac's peak memory, for BENCHMARKS.md. Asserts the happy
+//! path (one Velero Backup and no Event per NAB, one mutating webhook call per create, none of the guard for nac's
+//! own Backups), the bound on writes per queue advance, and that a restart of nac over the settled NABs writes no
+//! status.
 //!
 //! `make scale` (or: cargo test --release --features e2e,scale --test scale_run -- --nocapture); smaller runs
 //! with SCALE_NAMESPACES / SCALE_PER_NAMESPACE. Memory side by side: SCALE_RESTART_BINARIES=a,b restarts nac
@@ -247,6 +249,48 @@ fn print_requests(
     );
 }
 
+/// nac's webhook calls so far by endpoint (`nac_webhook_requests_total`, every verdict).
+fn webhook_calls(metrics: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for l in metrics.lines().filter(|l| l.starts_with("nac_webhook_requests_total{")) {
+        let endpoint = l
+            .split_once("endpoint=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(e, _)| e.to_string())
+            .unwrap_or_default();
+        let n: f64 = l.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        *out.entry(endpoint).or_insert(0.0) += n;
+    }
+    out
+}
+
+/// Prints nac's webhook calls per NAB by endpoint between two [`webhook_calls`] samples; returns the calls of
+/// `endpoint` in between.
+fn print_webhook_calls(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    total: usize,
+    endpoint: &str,
+) -> f64 {
+    let delta = |k: &str| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
+    let shown: Vec<String> = after
+        .keys()
+        .filter(|k| delta(k) > 0.0)
+        .map(|k| format!("{k} {:.2}", delta(k) / total as f64))
+        .collect();
+    let all: f64 = after.keys().map(|k| delta(k)).sum();
+    println!(
+        "| nac webhook calls per NAB (by endpoint) | {:.2}: {} |",
+        all / total as f64,
+        if shown.is_empty() {
+            "none".to_string()
+        } else {
+            shown.join(", ")
+        }
+    );
+    delta(endpoint)
+}
+
 /// SubjectAccessReviews the API server has answered so far (nac's questions about requesters' rights).
 async fn reviews_answered(admin: &kube::Client) -> f64 {
     let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -298,11 +342,13 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     let run = unique_ns("scale-off");
     let tenants = tenants(env, &run, namespaces).await;
     let reviews = reviews_answered(&env.admin).await;
+    let hooks = webhook_calls(&env.nac.metrics_text().await);
     let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
     let start = Instant::now();
     create_all(&tenants, per_ns, concurrency).await;
     let took = start.elapsed();
     let requests_after = requests_by_kind(&env.admin).await;
+    let hooks_after = webhook_calls(&env.nac.metrics_text().await);
     let reviews = reviews_answered(&env.admin).await - reviews;
     let total = namespaces * per_ns;
     println!("\n| measure (controllers off) | value |\n|---|---|");
@@ -311,6 +357,7 @@ async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: u
     println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
     print_cpu(cpu, cpu_now(env), took, total);
     print_requests(&requests, &requests_after, total);
+    print_webhook_calls(&hooks, &hooks_after, total, "/mutate/nonadminbackups");
 }
 
 /// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
@@ -339,6 +386,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         }
     });
 
+    let hooks = webhook_calls(&env.nac.metrics_text().await);
     let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
     let start = Instant::now();
     let created_at = create_all(&tenants, per_ns, concurrency).await;
@@ -366,6 +414,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     // Measured up to here: the creates and the reconciles that make them Created.
     let cpu_until_created = (cpu_now(env), start.elapsed());
     let requests_until_created = requests_by_kind(&env.admin).await;
+    let hooks_until_created = webhook_calls(&env.nac.metrics_text().await);
     // Webhook and reconciler together (one cache of answers serves both).
     let reviews = reviews_answered(&env.admin).await - reviews_before;
     // Let status updates settle (queue positions), then count writes.
@@ -401,17 +450,26 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     println!("| nac peak RSS (VmHWM) | {:.1} MiB |", rss as f64 / 1024.0);
     print_cpu(cpu, cpu_until_created.0, cpu_until_created.1, total);
     print_requests(&requests, &requests_until_created, total);
+    let guard = print_webhook_calls(&hooks, &hooks_until_created, total, "/validate/velero-backups");
+    let mutate = hooks_until_created
+        .get("/mutate/nonadminbackups")
+        .copied()
+        .unwrap_or(0.0)
+        - hooks.get("/mutate/nonadminbackups").copied().unwrap_or(0.0);
     for l in metrics.lines().filter(|l| l.starts_with("nac_api_writes_total")) {
         println!("  {l}");
     }
-    // The happy path: one Velero Backup and one Event per NAB, and one status write straight to Created (the
-    // status writes beyond one per NAB are queue refreshes, counted below).
+    // The happy path: one Velero Backup and one status write straight to Created per NAB, no Event (the status
+    // writes beyond one per NAB are queue refreshes, counted below). nac's own Backups skip its guard; each
+    // tenant's create calls the mutating webhook once.
     assert_eq!(writes_of(&metrics, "Backup"), total as f64, "one Velero Backup per NAB");
-    assert_eq!(writes_of(&metrics, "Event"), total as f64, "one Event per NAB");
+    assert_eq!(writes_of(&metrics, "Event"), 0.0, "no Event on the happy path");
+    assert_eq!(guard, 0.0, "nac's own Velero Backups called its guard");
+    assert_eq!(mutate, total as f64, "one mutating webhook call per create");
     let status_after_create = writes_of(&metrics, STATUS);
     assert!(status_after_create >= total as f64);
     println!(
-        "| happy-path writes per NAB (Backup + status to Created + Event) | 3 |\n| queue refreshes while creating | {} |",
+        "| happy-path writes per NAB (Backup + status to Created) | 2 |\n| queue refreshes while creating | {} |",
         status_after_create - total as f64
     );
 

@@ -6,7 +6,7 @@
 pub use super::error::Error;
 use super::events::{Note, Recorder};
 use super::index::synced::Synced;
-use super::write::{HasStatus, RecentWrites};
+use super::write::{HasStatus, RecentWrites, CACHE_WAIT};
 use super::Options;
 use crate::metrics::{ControllerLabels, Metrics, ReconcileLabels};
 use crate::policy::live::PolicyStore;
@@ -262,14 +262,18 @@ impl Shared {
         }
     }
 
-    /// The object as nac last wrote it when the watch cache still shows an older version (one read), else as is.
-    pub async fn fresh<K: HasStatus>(&self, api: &Api<K>, obj: Arc<K>) -> Result<Arc<K>, Error> {
-        if !self.recent.is_stale(&*obj) {
-            return Ok(obj);
+    /// The object to plan from: as is when the watch cache shows nac's own last write of it; `Err(wait)` while the
+    /// cache is behind it (the write's own watch event triggers the next reconcile, so no read: `wait` is only the
+    /// wake-up should that event never come); read once when the cache has stayed behind for [`CACHE_WAIT`].
+    pub async fn fresh<K: HasStatus>(&self, api: &Api<K>, obj: Arc<K>) -> Result<Result<Arc<K>, Duration>, Error> {
+        match self.recent.behind(&*obj) {
+            None => return Ok(Ok(obj)),
+            Some(since) if since < CACHE_WAIT => return Ok(Err(CACHE_WAIT - since)),
+            Some(_) => {}
         }
         let fresh = api.get(&obj.meta().name.clone().unwrap_or_default()).await?;
         self.recent.record(&fresh);
-        Ok(Arc::new(fresh))
+        Ok(Ok(Arc::new(fresh)))
     }
 
     /// Records a reconcile's outcome and latency; resets or advances the object's error backoff.

@@ -143,11 +143,14 @@ pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Cx<K::State>>) -> Result<A
     res
 }
 
-/// A live object: once the stores are listed, and never planned from a cache behind nac's own last write.
+/// A live object: once the stores are listed, and never planned from a cache behind nac's own last write (the
+/// reconcile that the write's watch event triggers plans instead).
 async fn live<K: Kind>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> Result<Action, Error> {
     K::ready(ctx).await?;
-    let obj = ctx.fresh(api, obj).await?;
-    K::apply(api, obj, ctx).await
+    match ctx.fresh(api, obj).await? {
+        Ok(obj) => K::apply(api, obj, ctx).await,
+        Err(wait) => Ok(Action::requeue(wait)),
+    }
 }
 
 /// Retry pacing after a failed reconcile: a fixed pace while waiting for Velero, backoff on errors.

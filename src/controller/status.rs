@@ -261,28 +261,18 @@ pub fn notes<K: Mirrors>(old: Option<&K::Status>, new: &K::Status) -> Vec<Note> 
     summary_notes(K::WORDS.kind, &old, &new.summary())
 }
 
-/// `kind` is "Backup" or "Restore".
+/// `kind` is "Backup" or "Restore". Only what a user or admin may have to act on, or wait for knowingly, is an
+/// Event: a refusal, a wait, a failed or incomplete run, a deletion. The routine steps (accepted, its Velero
+/// object made, completed) are not: each would be one more write per object to the API server, fanned out to its
+/// watches, and the status conditions say the same to `kubectl describe`.
 fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
     let mut out = Vec::new();
-    let created = |s: &Summary| s.phase == Some(NonAdminPhase::Created);
     let deleting = |s: &Summary| s.phase == Some(NonAdminPhase::Deleting);
 
     if let Some(("False", reason, message)) = cond(new, ACCEPTED) {
         if cond(old, ACCEPTED).map(|c| (c.0, c.2)) != Some(("False", message)) {
             out.push(note(true, reason, message));
         }
-    }
-    if created(new) && !created(old) {
-        let target = new.velero_name.clone().unwrap_or_default();
-        out.push(note(
-            false,
-            &format!("Velero{kind}Created"),
-            // Made by nac, or adopted (a scheduled run, a backup found in object storage): "its", not "created".
-            format!("{kind} accepted; its Velero {kind} is {target}"),
-        ));
-    } else if matches!(cond(new, ACCEPTED), Some(("True", ..))) && !matches!(cond(old, ACCEPTED), Some(("True", ..))) {
-        let reason = cond(new, ACCEPTED).map(|c| c.1).unwrap_or_default();
-        out.push(note(false, reason, format!("{} accepted", kind.to_lowercase())));
     }
     if let Some(("False", reason, message)) = cond(new, QUEUED) {
         if cond(old, QUEUED).map(|c| (c.0, c.1)) != Some(("False", reason)) {
@@ -314,11 +304,6 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
                 true,
                 &format!("{kind}CompletedWithWarnings"),
                 format!("Velero {kind} completed with {} warning(s); {log}", new.warnings),
-            )),
-            Some("Completed") => out.push(note(
-                false,
-                &format!("{kind}Completed"),
-                format!("Velero {kind} completed"),
             )),
             Some(p @ ("Failed" | "PartiallyFailed" | "FailedValidation")) => {
                 let counts = if new.errors + new.warnings > 0 {
@@ -459,21 +444,8 @@ mod tests {
         assert_eq!(vb.namespace.as_deref(), Some("openshift-adp"));
         assert_eq!(s.queue_info.as_ref().unwrap().estimated_queue_position, 3);
         assert_eq!(s.data_mover_data_uploads, Some(DataMoverDataUploads::default()));
-        let n = notes::<NonAdminBackup>(None, &s);
-        assert_eq!(
-            reasons(&n),
-            vec!["VeleroBackupCreated"],
-            "one event for accepted + created"
-        );
-        // True also of a Velero Backup nac adopted (a scheduled run, one found in object storage): nac names it,
-        // without claiming to have made it.
-        assert!(
-            n[0].message
-                .contains("its Velero Backup is openshift-adp/team-a-nightly-u")
-                && !n[0].message.contains("created"),
-            "{}",
-            n[0].message
-        );
+        // A routine step: no Event (the conditions say it), one write fewer per backup.
+        assert!(notes::<NonAdminBackup>(None, &s).is_empty());
     }
 
     #[test]
@@ -499,10 +471,7 @@ mod tests {
         assert_eq!(s2.queue_info.as_ref().unwrap().estimated_queue_position, 0);
         let du = s2.data_mover_data_uploads.as_ref().unwrap();
         assert_eq!((du.total, du.completed, du.failed), (3, 2, 1));
-        assert_eq!(
-            reasons(&notes::<NonAdminBackup>(Some(&s), &s2)),
-            vec!["BackupCompleted"]
-        );
+        assert!(notes::<NonAdminBackup>(Some(&s), &s2).is_empty(), "completed: routine");
     }
 
     #[test]
@@ -576,7 +545,7 @@ mod tests {
         let vb = s.velero_backup.as_ref().unwrap();
         assert_eq!(vb.nacuuid.as_deref(), Some("ns-n-u"));
         assert_eq!(vb.name.as_deref(), Some("ns-n-u"));
-        assert_eq!(reasons(&notes::<NonAdminBackup>(None, &s)), vec![BACKUP_ACCEPTED]);
+        assert!(notes::<NonAdminBackup>(None, &s).is_empty());
     }
 
     #[test]
@@ -698,16 +667,10 @@ mod tests {
         assert_eq!(c.phase, Some(Created));
         assert_eq!(find(&c.conditions, QUEUED).unwrap().reason, RESTORE_SCHEDULED);
         assert_eq!(find(&c.conditions, ACCEPTED).unwrap().reason, RESTORE_ACCEPTED);
-        assert_eq!(
-            reasons(&notes::<NonAdminRestore>(None, &c)),
-            vec!["VeleroRestoreCreated"]
-        );
+        assert!(notes::<NonAdminRestore>(None, &c).is_empty());
 
         let done = created::<NonAdminRestore>(Some(&c), &rview(Some("Completed")), t(3));
-        assert_eq!(
-            reasons(&notes::<NonAdminRestore>(Some(&c), &done)),
-            vec!["RestoreCompleted"]
-        );
+        assert!(notes::<NonAdminRestore>(Some(&c), &done).is_empty());
 
         let gone = missing::<NonAdminRestore>(Some(&done), "openshift-adp", "r", t(4));
         assert_eq!(find(&gone.conditions, QUEUED).unwrap().reason, VELERO_RESTORE_NOT_FOUND);

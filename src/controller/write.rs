@@ -2,13 +2,14 @@
 //! re-planned), idempotent creates, tolerant deletes. Every request that writes is counted in `nac_api_writes`.
 
 use crate::metrics::Metrics;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Attempts at a status write before the conflict is handed to the error policy.
 const STATUS_ATTEMPTS: usize = 4;
@@ -25,12 +26,13 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// The newest resourceVersion nac knows of each object it wrote. The watch cache lags behind nac's own writes by a
-/// few milliseconds; a reconcile that starts in that window would plan from the old object and lose a write to
-/// a conflict. Instead it reads the object once (a read, not a write).
+/// The newest resourceVersion nac knows of each object it wrote, and when. The watch cache lags behind nac's own
+/// writes by a few milliseconds; a reconcile that starts in that window would plan from the old object and lose a
+/// write to a conflict. It waits for the cache instead (the write's own watch event triggers the next reconcile),
+/// and reads the object only when the cache stays behind for longer than [`CACHE_WAIT`].
 #[derive(Debug, Default)]
 pub struct RecentWrites {
-    versions: Mutex<HashMap<String, String>>,
+    versions: Mutex<HashMap<String, Written>>,
     /// uids of objects nac just added its finalizer to, until the cache shows it.
     finalizing: Mutex<std::collections::HashSet<String>>,
     /// uids of objects whose finalizer nac removed (they are going), newest last: a reconcile queued meanwhile
@@ -41,6 +43,28 @@ pub struct RecentWrites {
 
 /// How many released uids [`RecentWrites`] remembers.
 const RELEASED_KEPT: usize = 512;
+
+/// How long a reconcile waits for the watch cache to show nac's own last write of an object before it reads the
+/// object instead (a watch that is down or re-listing). The write's watch event normally arrives within
+/// milliseconds, and triggers the reconcile itself.
+pub const CACHE_WAIT: Duration = Duration::from_secs(5);
+
+/// nac's last write of an object: its resourceVersion, and when it was written.
+#[derive(Debug)]
+struct Written {
+    version: String,
+    at: Instant,
+}
+
+/// Whether a cached copy at `cached` shows nac's write at `written`: the same version, or a later one. Versions are
+/// opaque to clients, but every API server numbers them from etcd's revision, which only grows: a larger number is
+/// a later write (someone else's after nac's). Versions that are not numbers are only ever equal.
+fn caught_up(cached: Option<&String>, written: &str) -> bool {
+    let Some(cached) = cached else {
+        return false;
+    };
+    cached == written || matches!((cached.parse::<u64>(), written.parse::<u64>()), (Ok(c), Ok(w)) if c > w)
+}
 
 impl RecentWrites {
     fn key<K: Resource>(obj: &K) -> String
@@ -61,11 +85,30 @@ impl RecentWrites {
         K::DynamicType: Default,
     {
         if let Some(rv) = obj.meta().resource_version.clone() {
-            self.versions
-                .lock()
-                .expect("recent writes lock")
-                .insert(Self::key(obj), rv);
+            self.versions.lock().expect("recent writes lock").insert(
+                Self::key(obj),
+                Written {
+                    version: rv,
+                    at: Instant::now(),
+                },
+            );
         }
+    }
+
+    /// How long ago nac wrote a version of `obj` that the cached `obj` does not show yet (`None`: it shows nac's
+    /// last write, or nac wrote none); forgets the record once the cache caught up.
+    pub fn behind<K: Resource>(&self, obj: &K) -> Option<Duration>
+    where
+        K::DynamicType: Default,
+    {
+        let key = Self::key(obj);
+        let mut m = self.versions.lock().expect("recent writes lock");
+        let written = m.get(&key)?;
+        if caught_up(obj.meta().resource_version.as_ref(), &written.version) {
+            m.remove(&key);
+            return None;
+        }
+        Some(written.at.elapsed())
     }
 
     /// Whether a cached `obj` is older than what nac knows; forgets the record once the cache caught up.
@@ -73,16 +116,7 @@ impl RecentWrites {
     where
         K::DynamicType: Default,
     {
-        let key = Self::key(obj);
-        let mut m = self.versions.lock().expect("recent writes lock");
-        match m.get(&key) {
-            Some(rv) if Some(rv) == obj.meta().resource_version.as_ref() => {
-                m.remove(&key);
-                false
-            }
-            Some(_) => true,
-            None => false,
-        }
+        self.behind(obj).is_some()
     }
 }
 
@@ -169,7 +203,7 @@ where
 pub trait HasStatus:
     Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
 {
-    type Status: Clone + PartialEq + Debug + Send + Sync + CompactStatus;
+    type Status: Clone + PartialEq + Debug + Send + Sync + CompactStatus + Serialize;
     /// Kind label for the write counter (`<Kind>/status`).
     const STATUS_KIND: &'static str;
     fn status_ref(&self) -> Option<&Self::Status>;
@@ -207,7 +241,7 @@ pub trait HasStatus:
             }
         }
     }
-    /// Whether this is such a copy: a status write then starts from the object as the API server has it.
+    /// Whether this is such a copy: a status write then patches only the fields that changed.
     fn is_compact(&self) -> bool {
         self.status_ref().is_some_and(CompactStatus::is_compact)
     }
@@ -223,8 +257,13 @@ pub trait CompactStatus {
         false
     }
     /// Whether the object's Velero object exists and its store copy is compact: admission (the only reader of
-    /// the webhook's records) is behind it, and a status write reads the object first.
+    /// the webhook's records) is behind it, and a status write patches only the fields that changed.
     fn is_settled(&self) -> bool {
+        false
+    }
+    /// Whether what this compact status left out is left out of `other` too, unchanged: a write of the fields in
+    /// which this status differs from `other` then loses nothing (see `update_status`).
+    fn left_out_as_in(&self, _other: &Self) -> bool {
         false
     }
     /// The identity (nacuuid) the status records, for kinds whose store copy may leave out the identity label.
@@ -258,7 +297,8 @@ pub struct StatusUpdate<K: HasStatus> {
     pub old: Option<K::Status>,
     pub written: bool,
     /// Not written: the planned status holds a compact copy of what it mirrors (planned from a store's compact
-    /// copy of it), which is never written. The caller plans again from the object itself.
+    /// copy of it) that differs from the one the object has, and a compact copy is never written. The caller plans
+    /// again from the mirrored object itself.
     pub incomplete: bool,
 }
 
@@ -306,21 +346,24 @@ where
         if current.status_ref() == Some(&desired) {
             return Ok(StatusUpdate::unwritten(current, false));
         }
-        if current.is_compact() {
-            // A store's compact copy would write back what it left out: the object as the API server has it.
-            current = api.get(&name).await?;
-            recent.record(&current);
-            attempt -= 1;
-            continue;
-        }
-        if desired.is_compact() {
+        let compact_unchanged = current.status_ref().is_some_and(|c| desired.left_out_as_in(c));
+        if desired.is_compact() && !compact_unchanged {
             return Ok(StatusUpdate::unwritten(current, true));
         }
         let old = current.status_ref().cloned();
-        let mut next = current.clone();
-        *next.status_mut() = Some(desired);
         metrics.write(K::STATUS_KIND);
-        match api.replace_status(&name, &PostParams::default(), &next).await {
+        let written = if current.is_compact() {
+            // A store's compact copy would write back what it left out: only the fields that changed, on the
+            // version they were planned from (no read of the object first).
+            let patch = status_patch(&current, &desired)?;
+            api.patch_status(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+        } else {
+            let mut next = current.clone();
+            *next.status_mut() = Some(desired);
+            api.replace_status(&name, &PostParams::default(), &next).await
+        };
+        match written {
             Ok(object) => {
                 recent.record(&object);
                 return Ok(StatusUpdate {
@@ -338,6 +381,36 @@ where
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A JSON patch of the status fields in which `desired` differs from `current`'s status, conditional on
+/// `current`'s resourceVersion (a conflict when the object changed since). Each field is written whole: a
+/// compact copy compares its left-out parts by fingerprint, so a field whose copy is compact and unchanged is not
+/// written, and one planned anew carries its whole value.
+fn status_patch<K: HasStatus>(current: &K, desired: &K::Status) -> Result<json_patch::Patch, kube::Error> {
+    use serde_json::{json, Value};
+    let old = serde_json::to_value(current.status_ref()).map_err(kube::Error::SerdeError)?;
+    let new = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+    let mut ops = vec![json!({
+        "op": "replace",
+        "path": "/metadata/resourceVersion",
+        "value": current.meta().resource_version.clone().unwrap_or_default(),
+    })];
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => {
+            let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+            for k in keys {
+                let path = format!("/status/{}", k.replace('~', "~0").replace('/', "~1"));
+                match (old.get(k), new.get(k)) {
+                    (a, Some(b)) if a != Some(b) => ops.push(json!({"op": "add", "path": path, "value": b})),
+                    (Some(_), None) => ops.push(json!({"op": "remove", "path": path})),
+                    _ => {}
+                }
+            }
+        }
+        _ => ops.push(json!({"op": "add", "path": "/status", "value": new})),
+    }
+    serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)
 }
 
 /// Creates `obj`; if it already exists (a previous attempt, another term), reads the existing one instead.

@@ -7,11 +7,38 @@ use nac::admission::{Endpoint, GuardedKind};
 /// Label that marks the policy ConfigMap, so the policy webhook's objectSelector sees only it.
 pub const POLICY_LABEL: &str = "nac.oadp.openshift.io/policy";
 
-/// Mutating and validating webhook configurations as a YAML stream.
-pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str, timeout_seconds: u32) -> String {
+/// The user name of ServiceAccount `name` in `namespace`, as the API server authenticates its tokens.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// The match condition under which the API server leaves out requests by `user` (nac's own identity): nac's own
+/// writes (a Velero Backup it makes, a finalizer it removes, a NonAdminBackup backup sync re-creates) cost no
+/// admission round trip, while every other user still goes through the webhook. YAML lines at `indent`.
+pub fn not_by(user: &str, indent: &str) -> String {
+    format!("{indent}- name: {NOT_BY_NAC}\n{indent}  expression: \"request.userInfo.username != '{user}'\"\n")
+}
+
+/// The name of [`not_by`]'s condition.
+pub const NOT_BY_NAC: &str = "not-by-nac";
+
+/// Mutating and validating webhook configurations as a YAML stream. With `own_user` (nac's identity), the tenant
+/// webhooks and the guard leave out its requests ([`not_by`]).
+pub fn render(
+    url: &str,
+    ca_pem: &[u8],
+    namespace: &str,
+    velero_namespace: &str,
+    timeout_seconds: u32,
+    own_user: Option<&str>,
+) -> String {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let url = url.trim_end_matches('/');
+    let not_nac = |indent: &str| own_user.map(|u| not_by(u, indent)).unwrap_or_default();
     let proxy_hook = |name: &str, path: &str, resource: &str| {
+        let conditions = own_user
+            .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
+            .unwrap_or_default();
         format!(
             r#"- name: {name}
   clientConfig:
@@ -28,7 +55,7 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str,
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: ["kube-system", "{namespace}"]
-  failurePolicy: Fail
+{conditions}  failurePolicy: Fail
   matchPolicy: Equivalent
   sideEffects: None
   admissionReviewVersions: ["v1"]
@@ -112,7 +139,7 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str,
     matchLabels:
       kubernetes.io/metadata.name: {velero_namespace}
   matchConditions:
-  - name: unfinished
+{not_nac}  - name: unfinished
     expression: "{condition}"
   failurePolicy: Fail
   matchPolicy: Equivalent
@@ -123,6 +150,7 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str,
             resource = kind.resource(),
             path = Endpoint::Guard(kind).path(),
             condition = kind.match_condition(),
+            not_nac = not_nac("  "),
         ));
     }
     out
@@ -132,7 +160,7 @@ pub fn render(url: &str, ca_pem: &[u8], namespace: &str, velero_namespace: &str,
 mod tests {
     #[test]
     fn renders_valid_yaml_with_both_configurations() {
-        let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "velero", 5);
+        let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "velero", 5, None);
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 4);
@@ -146,5 +174,30 @@ mod tests {
             "https://127.0.0.1:9443/validate/policies"
         );
         assert_eq!(docs[0]["webhooks"][0]["failurePolicy"], "Fail");
+        assert!(docs[0]["webhooks"][0].get("matchConditions").is_none());
+    }
+
+    #[test]
+    fn nac_s_own_requests_skip_the_tenant_webhooks_and_the_guard_but_not_the_policy_s() {
+        let nac = super::service_account_user("nac-system", "nac");
+        let y = super::render("https://127.0.0.1:9443", b"PEM", "nac-system", "velero", 5, Some(&nac));
+        let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
+        let not_nac = serde_json::json!({
+            "name": "not-by-nac",
+            "expression": "request.userInfo.username != 'system:serviceaccount:nac-system:nac'"
+        });
+        for hook in docs[0]["webhooks"].as_array().unwrap() {
+            assert_eq!(
+                hook["matchConditions"],
+                serde_json::json!([not_nac]),
+                "{}",
+                hook["name"]
+            );
+        }
+        let guard = &docs[1]["webhooks"][1];
+        assert_eq!(guard["matchConditions"][0], not_nac);
+        assert_eq!(guard["matchConditions"][1]["name"], "unfinished");
+        // nac never writes the policy: its webhook is everyone's.
+        assert!(docs[1]["webhooks"][0].get("matchConditions").is_none());
     }
 }

@@ -29,7 +29,7 @@ pub const REQUESTER_ANNOTATION: &str = "nac.oadp.openshift.io/requester";
 pub const BACKUP_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/backup-rights";
 
 /// How long an answer of the API server about one right is reused when nac cannot see every change that could
-/// alter it: another authorizer than RBAC may decide (`rights.authorizers: other`, the default), or its watches
+/// alter it: another authorizer than RBAC may decide (`rights.authorizers: other`), or its watches
 /// of the RBAC objects are not live. A right revoked is applied to the next backup within this; with
 /// `rights.authorizers: rbac` and live watches, within [`rbac::SETTLE`] of the change reaching nac's watch (see
 /// [`rbac`]).

@@ -1,7 +1,7 @@
 //! Rights answered from the RBAC objects themselves, as Kubernetes' RBAC authorizer answers them, so that a tenant
-//! seen for the first time costs no SubjectAccessReview. Only with `rights.authorizers: rbac` (the admin declares
-//! RBAC the only authorizer that can allow a tenant's request) and while nac's watches of the four RBAC kinds are
-//! live (see [`super::rbac`]).
+//! seen for the first time costs no SubjectAccessReview. Only with `rights.authorizers: rbac` (the default: RBAC
+//! taken as the only authorizer that can allow a tenant's request) and while nac's watches of the four RBAC kinds
+//! are live (see [`super::rbac`]).
 //!
 //! A local "yes" is RBAC's own answer over the objects nac has seen: the same subjects, verbs, API groups,
 //! resources (`*`, `resource/subresource`, `*/subresource`) and resource names; aggregated ClusterRoles are read

@@ -471,8 +471,50 @@ pub fn install() -> &'static dyn Install {
 }
 
 /// The harness installs nac itself: the policy ConfigMap it writes, `nac webhook-config` for the webhooks (by
-/// URL), hack/demo-rbac.yaml for the user roles (as `make run` does); nac runs with the admin kubeconfig.
+/// URL, leaving out nac's own requests as the chart does), hack/demo-rbac.yaml for the user roles (as `make run`
+/// does); nac runs with the admin's rights, as its ServiceAccount's user ([`write_nac_kubeconfig`]).
 pub struct Direct;
+
+/// The local control plane's admin user (hack/cluster-up.sh's admin certificate).
+pub const ADMIN_USER: &str = "admin";
+
+/// Writes a kubeconfig for nac with a client certificate of the cluster's CA for `user` in group `system:masters`
+/// (made once per control plane, beside the admin's): the API server sees nac's requests as its ServiceAccount's,
+/// as in a cluster, so the webhooks' match conditions on nac's user apply, and nac keeps the admin's rights at
+/// the admin's cost per request. (A ServiceAccount token, or impersonation with a ServiceAccount's groups, cost
+/// the local API server many times the CPU per request of a certificate of `system:masters`: the scale run would
+/// measure that instead of nac.)
+pub fn write_nac_kubeconfig(cluster: &Cluster, path: &Path, user: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let pki = cluster.get("PKI_DIR");
+    let out = format!("{pki}/nac-e2e");
+    let made = Command::new("bash")
+        .arg("-c")
+        .arg(r#"source "$1/hack/lib/cluster.sh" && new_cert "$2" "$3" "/O=system:masters/CN=$4" clientAuth"#)
+        .args(["nac-e2e-cert", env!("CARGO_MANIFEST_DIR"), pki, &out, user])
+        .status()
+        .expect("running openssl through hack/lib/cluster.sh");
+    assert!(made.success(), "making nac's client certificate in {pki}");
+    let text = std::fs::read_to_string(cluster.get("KUBECONFIG")).unwrap();
+    let mut kc: Value = serde_yaml::from_str(&text).unwrap();
+    for u in kc["users"].as_array_mut().expect("kubeconfig users") {
+        let creds = u["user"].as_object_mut().expect("kubeconfig user");
+        creds.remove("client-certificate-data");
+        creds.remove("client-key-data");
+        creds.insert("client-certificate".into(), json!(format!("{out}.crt")));
+        creds.insert("client-key".into(), json!(format!("{out}.key")));
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(serde_json::to_string_pretty(&kc).unwrap().as_bytes())
+        .unwrap();
+}
 
 impl Install for Direct {
     fn before_nac<'a>(
@@ -504,8 +546,20 @@ impl Install for Direct {
         self.register_webhooks(cluster, admin, nac)
     }
 
-    fn nac_env(&self, _: &Cluster, _: &Path) -> (Vec<(String, String)>, Option<PathBuf>) {
-        (Vec::new(), None)
+    fn nac_env(&self, cluster: &Cluster, log: &Path) -> (Vec<(String, String)>, Option<PathBuf>) {
+        let path = log.with_extension("kubeconfig");
+        let me = chart::service_account_user();
+        write_nac_kubeconfig(cluster, &path, &me);
+        let env = vec![
+            ("KUBECONFIG".to_string(), path.display().to_string()),
+            // The tests play nac's part with the admin's client where they must (as nac did when it ran as the
+            // admin): the admin stays privileged at nac's webhooks.
+            (
+                "NAC_WEBHOOK__PRIVILEGED_USERS".to_string(),
+                format!("{me},{ADMIN_USER}"),
+            ),
+        ];
+        (env, Some(path))
     }
 
     fn register_webhooks<'a>(
@@ -522,6 +576,7 @@ impl Install for Direct {
                 .arg(cluster.get("WEBHOOK_CA_CERT"))
                 .args(["--namespace", NAC_NAMESPACE, "--velero-namespace", VELERO_NAMESPACE])
                 .args(["--timeout-seconds", "5"])
+                .args(["--service-account", chart::SERVICE_ACCOUNT])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -190,6 +190,16 @@ caBundle: {{ . }}
 {{- end }}
 
 {{/* One NAB/NAR webhook; call with (list $ name path resource excludedNamespaces). */}}
+{{- /*
+The match condition that leaves nac's own requests out of a webhook (its ServiceAccount's user): nac's writes (a
+Velero Backup it makes, a finalizer it removes, a NonAdminBackup backup sync re-creates) cost no admission round
+trip; every other user still goes through the webhook. Same as `nac webhook-config --service-account`.
+*/}}
+{{- define "nac.notByNac" -}}
+- name: not-by-nac
+  expression: {{ printf "request.userInfo.username != 'system:serviceaccount:%s:%s'" .Release.Namespace (include "nac.serviceAccountName" .) | quote }}
+{{- end }}
+
 {{- define "nac.proxyHook" -}}
 {{- $ := index . 0 -}}
 - name: {{ index . 1 }}
@@ -207,6 +217,8 @@ caBundle: {{ . }}
         operator: NotIn
         values:
           {{- toYaml (index . 4) | nindent 10 }}
+  matchConditions:
+    {{- include "nac.notByNac" $ | nindent 4 }}
   failurePolicy: Fail
   matchPolicy: Equivalent
   sideEffects: None

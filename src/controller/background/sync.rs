@@ -264,6 +264,8 @@ pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
         name: Some(origin.name.clone()),
         namespace: Some(origin.namespace.clone()),
         labels: Some(labels),
+        // nac's own creates do not go through its mutating webhook, which adds it to everyone else's.
+        finalizers: Some(vec![crate::naming::NAB_FINALIZER.to_string()]),
         ..Default::default()
     };
     nab

@@ -97,14 +97,20 @@ impl Kind for NonAdminSchedule {
         let vns = ctx.opts.velero_namespace.clone();
         let (nas, nacuuid) = ensure_nacuuid(api, nas, ctx, |s, u| record_nacuuid(s, u, &vns)).await?;
         let ns = nas.namespace().unwrap_or_default();
-        let existing = ctx.get_velero(&ctx.own.velero, &nacuuid).await?;
-        if let Some(v) = &existing {
-            if !NAS.owns(&v.metadata, &ns, &nas.name_any()) {
-                return Err(Error::Inconsistent(format!(
-                    "Velero Schedule {nacuuid} belongs to another NonAdminSchedule; refusing to use it for {}",
-                    key_of(&*nas)
-                )));
+        let owned = |v: &Schedule| {
+            if NAS.owns(&v.metadata, &ns, &nas.name_any()) {
+                return Ok(());
             }
+            Err(Error::Inconsistent(format!(
+                "Velero Schedule {nacuuid} belongs to another NonAdminSchedule; refusing to use it for {}",
+                key_of(&*nas)
+            )))
+        };
+        // From the store only: one made a moment ago that it does not show yet is found by the create below (and
+        // its watch event brings this schedule back), so a new schedule costs no read.
+        let existing = ctx.own.velero.get(&ctx.velero_ref(&nacuuid)).map(|v| (*v).clone());
+        if let Some(v) = &existing {
+            owned(v)?;
         }
         let want = match wanted(ctx, &nas, &ns, &nacuuid, &policy).await? {
             Ok(w) => w,
@@ -127,6 +133,7 @@ impl Kind for NonAdminSchedule {
         let velero = match existing {
             None => {
                 let v = create_or_get(&ctx.velero_api::<Schedule>(), &want, &ctx.metrics, "Schedule").await?;
+                owned(&v)?;
                 tracing::info!(object = %key_of(&*nas), velero = %nacuuid, "Velero Schedule created");
                 v
             }
@@ -465,7 +472,7 @@ async fn set(api: &Api<NonAdminSchedule>, nas: &NonAdminSchedule, ctx: &Ctx, sta
     Ok(())
 }
 
-/// Events for what users act on: the schedule accepted or refused, a run skipped.
+/// Events for what users act on: the schedule refused, a run skipped.
 pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus) -> Vec<Note> {
     let mut out = Vec::new();
     let accepted = |s: Option<&NonAdminScheduleStatus>| {
@@ -474,24 +481,12 @@ pub fn notes(old: Option<&NonAdminScheduleStatus>, new: &NonAdminScheduleStatus)
     };
     let (was, now) = (accepted(old), accepted(Some(new)));
     if was != now {
-        if let Some((status, message)) = now {
+        // Accepted is a routine step (the condition says it); a refusal is what the user acts on.
+        if let Some((_, message)) = now.filter(|(status, _)| status != "True") {
             out.push(Note {
-                warning: status != "True",
-                reason: if status == "True" {
-                    SCHEDULE_ACCEPTED.into()
-                } else {
-                    INVALID_SCHEDULE_SPEC.into()
-                },
-                message: if status == "True" {
-                    let v = new.velero_schedule.as_ref();
-                    format!(
-                        "Velero Schedule {}/{} runs the backups",
-                        v.and_then(|v| v.namespace.as_deref()).unwrap_or_default(),
-                        v.and_then(|v| v.name.as_deref()).unwrap_or_default()
-                    )
-                } else {
-                    message
-                },
+                warning: true,
+                reason: INVALID_SCHEDULE_SPEC.into(),
+                message,
             });
         }
     }
