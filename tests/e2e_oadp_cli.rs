@@ -100,10 +100,10 @@ async fn decide(admin: &Client, ns: &str, location: &str, decision: &str, reason
 /// its Processed condition is True with a URL (Velero's answer played here), then deleted.
 async fn download(user: &Client, admin: &Client, ns: &str, kind: &str, target: &str) -> String {
     let base = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadmindownloadrequests");
-    let req = json!({"kind": "NonAdminDownloadRequest", "apiVersion": "oadp.openshift.io/v1alpha1",
-        "metadata": {"generateName": format!("{target}-{}-", kind.to_lowercase()), "namespace": ns,
-                     "creationTimestamp": null},
-        "spec": {"target": {"kind": kind, "name": target}}, "status": {}});
+    let mut req = go_clients("oadpCliDownloadRequestCreate");
+    req["metadata"]["generateName"] = json!(format!("{target}-{}-", kind.to_lowercase()));
+    req["metadata"]["namespace"] = json!(ns);
+    req["spec"]["target"] = json!({"kind": kind, "name": target});
     let (st, made) = send(user, "POST", &base, Some(&req)).await;
     assert_eq!(st, 201, "{made}");
     let name = made["metadata"]["name"].as_str().unwrap().to_string();
@@ -170,12 +170,10 @@ async fn oadp_cli_requests_work_against_nac() {
     // and one more the admin rejects.
     opaque_secret(&admin, &ns, "creds").await;
     for name in ["mine", "theirs"] {
-        let nabsl = json!({"kind": "NonAdminBackupStorageLocation", "apiVersion": "oadp.openshift.io/v1alpha1",
-            "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
-            "spec": {"backupStorageLocationSpec": {"provider": "aws",
-                "credential": {"key": "cloud", "name": "creds"},
-                "objectStorage": {"bucket": "tenants", "prefix": name}}},
-            "status": {}});
+        let mut nabsl = go_clients("oadpCliBslCreate");
+        nabsl["metadata"]["name"] = json!(name);
+        nabsl["metadata"]["namespace"] = json!(ns);
+        nabsl["spec"]["backupStorageLocationSpec"]["objectStorage"]["prefix"] = json!(name);
         let (st, body) = send(
             &user,
             "POST",

@@ -1,6 +1,6 @@
 //! Velero `Backup` (velero.io/v1).
 
-use super::{Extra, OpaqueObject, TypedLocalObjectReference};
+use super::{BackupHooks, Extra, TypedLocalObjectReference, UploaderConfigForBackup};
 use crate::naming::{CompactTags, Tags};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -168,7 +168,7 @@ pub fn empty_backup_spec() -> Arc<BackupSpec> {
 }
 
 /// Velero BackupSpec: what to back up and how.
-#[apply(crate::wire::velero_struct!)]
+#[apply(crate::wire::velero_spec!)]
 pub struct BackupSpec {
     /// Metadata for the backup (labels applied to the backup).
     pub metadata: Option<BackupMetadata>,
@@ -189,8 +189,10 @@ pub struct BackupSpec {
     /// Namespace-scoped resource types to exclude.
     pub excluded_namespace_scoped_resources: Option<Vec<String>>,
     /// Only back up objects matching this selector.
+    #[schemars(with = "Option<crate::wire::AtomicLabelSelector>")]
     pub label_selector: Option<LabelSelector>,
     /// Back up objects matching any of these selectors.
+    #[schemars(with = "Option<Vec<crate::wire::AtomicLabelSelector>>")]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
     /// Whether to take snapshots of persistent volumes.
     pub snapshot_volumes: Option<bool>,
@@ -199,7 +201,7 @@ pub struct BackupSpec {
     /// Whether cluster-scoped resources are included (true is not allowed for non-admin backups).
     pub include_cluster_resources: Option<bool>,
     /// Hooks run during the backup.
-    pub hooks: Option<OpaqueObject>,
+    pub hooks: Option<BackupHooks>,
     /// Where the backup is stored.
     pub storage_location: Option<String>,
     /// Where volume snapshots are stored (not allowed for non-admin backups).
@@ -221,9 +223,12 @@ pub struct BackupSpec {
     /// Data mover to use (empty for Velero's built-in).
     pub datamover: Option<String>,
     /// Uploader settings.
-    pub uploader_config: Option<OpaqueObject>,
+    pub uploader_config: Option<UploaderConfigForBackup>,
     /// Label key grouping PVCs into volume group snapshots.
     pub volume_group_snapshot_label_key: Option<String>,
+    /// Full or Incremental: how the data movers back up volume data (Velero 1.19; an older Velero ignores it).
+    #[schemars(extend("enum" = ["Full", "Incremental"]))]
+    pub backup_type: Option<String>,
     /// Fields of newer Velero versions, kept as they are.
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
@@ -236,20 +241,94 @@ pub struct BackupMetadata {
     pub labels: Option<BTreeMap<String, String>>,
 }
 
-/// Velero BackupStatus: the fields nac reads by name, the rest kept whole.
+/// Velero BackupStatus, every field of Velero 1.18's declared (`kubectl explain` shows them in a NonAdminBackup's
+/// status copy); a newer Velero's fields are kept in `extra`.
 #[apply(crate::wire::velero_struct!)]
 pub struct BackupStatus {
-    /// Velero's phase: New, Queued, ReadyToStart, FailedValidation, InProgress, ..., Completed, PartiallyFailed, Failed, Deleting.
+    /// Velero's phase: New, Queued, ReadyToStart, FailedValidation, InProgress, ..., Completed, PartiallyFailed,
+    /// Failed, Deleting. (Not an enum here: a newer Velero's phase must not make nac's status write fail.)
     pub phase: Option<String>,
     /// Position in Velero's own queue (Velero 1.18 and newer).
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub queue_position: Option<i64>,
+    /// The version of the backup format.
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub version: Option<i64>,
+    pub format_version: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub start_timestamp: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub completion_timestamp: Option<String>,
+    /// When Velero deletes the backup (its TTL after the start).
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub expiration: Option<String>,
     pub failure_reason: Option<String>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub errors: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub warnings: Option<i64>,
     pub validation_errors: Option<Vec<String>>,
+    /// How many items Velero backs up, and has backed up so far.
+    pub progress: Option<BackupProgress>,
+    /// How many hooks ran, and failed.
+    pub hook_status: Option<HookStatus>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub volume_snapshots_attempted: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub volume_snapshots_completed: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub csi_volume_snapshots_attempted: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub csi_volume_snapshots_completed: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub backup_item_operations_attempted: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub backup_item_operations_completed: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub backup_item_operations_failed: Option<i64>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+impl BackupStatus {
+    /// Leaves out what nac's reconcilers never read from a stored copy (a compact store copy's status): the
+    /// progress figures and the fields of newer Velero versions.
+    pub fn leave_out_unread(&mut self) {
+        self.extra = Default::default();
+        self.version = None;
+        self.format_version = None;
+        self.progress = None;
+        self.hook_status = None;
+        self.volume_snapshots_attempted = None;
+        self.volume_snapshots_completed = None;
+        self.csi_volume_snapshots_attempted = None;
+        self.csi_volume_snapshots_completed = None;
+        self.backup_item_operations_attempted = None;
+        self.backup_item_operations_completed = None;
+        self.backup_item_operations_failed = None;
+    }
+}
+
+/// A backup's progress in items.
+#[apply(crate::wire::velero_struct!)]
+pub struct BackupProgress {
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub total_items: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub items_backed_up: Option<i64>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+/// How many hooks of a backup or restore ran, and how many failed.
+#[apply(crate::wire::velero_struct!)]
+pub struct HookStatus {
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub hooks_attempted: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub hooks_failed: Option<i64>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,

@@ -565,7 +565,9 @@ async fn request_for(
 ) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
     let spec = crate::velero::exclusions::to_map(&obj.spec.backup_storage_location_spec);
     let outcome = evaluate_bsl(&spec, policy);
-    let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
+    let requested: Result<BackupStorageLocationSpec, String> = if obj.spec.unset {
+        Err(format!("{} spec.backupStorageLocationSpec is not set", NABSL.kind))
+    } else if outcome.allowed() {
         serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())
     } else {
         Err(outcome.message())
@@ -836,6 +838,7 @@ mod tests {
             "own",
             NonAdminBackupStorageLocationSpec {
                 backup_storage_location_spec: spec(),
+                unset: false,
             },
         );
         n.metadata.namespace = Some("team-a".into());
