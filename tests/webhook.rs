@@ -1239,9 +1239,19 @@ async fn an_object_without_spec_is_admitted_as_oadp_admits_it_and_checked_once_i
             assert!(warnings.contains("has no spec"), "{kind} {op}: {out}");
         }
     }
-    // A NonAdminBackup that gets its spec: the policy applies as on a create (here a field the policy refuses).
+    // nac's own writes to it (its finalizer) pass; so does any update that leaves it without a spec.
     let bare = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
                       "metadata": {"name": "bare", "namespace": "team-a"}});
+    let mut finalized = bare.clone();
+    finalized["metadata"]["finalizers"] = json!([nac::naming::NAB_FINALIZER]);
+    let mut review = nas_review("nac", "team-a", finalized, Some(bare.clone()));
+    review["request"]["kind"]["kind"] = json!("NonAdminBackup");
+    review["request"]["resource"]["resource"] = json!("nonadminbackups");
+    for op in ["mutate", "validate"] {
+        let (_, out) = s.post_json(&format!("/{op}/nonadminbackups"), &review).await;
+        assert_eq!(resp(&out)["allowed"], true, "{op}: {out}");
+    }
+    // A NonAdminBackup that gets its spec: the policy applies as on a create (here a field the policy refuses).
     let mut with_spec = bare.clone();
     with_spec["spec"] = json!({"backupSpec": {"includedNamespaces": ["team-b"]}});
     let mut review = nas_review("alice", "team-a", with_spec.clone(), Some(bare.clone()));

@@ -273,8 +273,10 @@ fn prepare(
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Err(Box::new(resp));
     }
-    if req.operation == Operation::Create && !req.object.as_ref().is_some_and(has_spec) {
-        // As OADP's API does: admitted, and its controller reports it BackingOff.
+    let had_none = req.operation == Operation::Create || !req.old_object.as_ref().is_some_and(has_spec);
+    if had_none && !req.object.as_ref().is_some_and(has_spec) {
+        // As OADP's API does: admitted (and so are its controller's writes, its finalizer), and its controller
+        // reports it BackingOff. A spec once given cannot be taken away (`parse` refuses that).
         let warning = format!(
             "{} has no spec: admitted, and reported BackingOff until it gets one",
             kind.kind()
