@@ -1261,7 +1261,10 @@ async fn a_schedule_runs_real_backups_that_appear_as_nonadminbackups() {
     );
     let run_backup = done["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
     assert!(run_backup.starts_with(&vname), "{run_backup}");
-    assert_eq!(first, run_backup, "a run's NonAdminBackup is named as its Velero Backup (OADP's naming)");
+    assert_eq!(
+        first, run_backup,
+        "a run's NonAdminBackup is named as its Velero Backup (OADP's naming)"
+    );
     assert!(bucket_files(&run_backup).contains(&format!("{run_backup}.tar.gz")));
     let s = nas_status(&nases, "nightly", "the run listed as Completed", |s| {
         s["recentBackups"][0]["name"] == first.as_str() && s["recentBackups"][0]["phase"] == "Completed"

@@ -114,7 +114,7 @@ impl VeleroBackupRef {
         self.compact = Some(self.fingerprint());
         self.spec = None;
         if let Some(s) = self.status.as_mut() {
-            s.leave_out_unread();
+            s.extra = Default::default();
         }
     }
 }

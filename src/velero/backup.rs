@@ -241,9 +241,12 @@ pub struct BackupMetadata {
     pub labels: Option<BTreeMap<String, String>>,
 }
 
-/// Velero BackupStatus, every field of Velero 1.18's declared (`kubectl explain` shows them in a NonAdminBackup's
-/// status copy); a newer Velero's fields are kept in `extra`.
+/// Velero BackupStatus: the fields nac reads by name, the rest kept whole in `extra` (a compact store copy leaves
+/// them out: nac's reconcilers never read them, and 10,000 backups' progress figures are memory). The schema
+/// declares every field of Velero 1.18's status all the same (`kubectl explain` shows them in a NonAdminBackup's
+/// status copy, as OADP's CRD does).
 #[apply(crate::wire::velero_struct!)]
+#[schemars(transform = declare_backup_status)]
 pub struct BackupStatus {
     /// Velero's phase: New, Queued, ReadyToStart, FailedValidation, InProgress, ..., Completed, PartiallyFailed,
     /// Failed, Deleting. (Not an enum here: a newer Velero's phase must not make nac's status write fail.)
@@ -251,10 +254,6 @@ pub struct BackupStatus {
     /// Position in Velero's own queue (Velero 1.18 and newer).
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub queue_position: Option<i64>,
-    /// The version of the backup format.
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub version: Option<i64>,
-    pub format_version: Option<String>,
     #[schemars(with = "Option<crate::wire::Time>")]
     pub start_timestamp: Option<String>,
     #[schemars(with = "Option<crate::wire::Time>")]
@@ -268,70 +267,40 @@ pub struct BackupStatus {
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub warnings: Option<i64>,
     pub validation_errors: Option<Vec<String>>,
-    /// How many items Velero backs up, and has backed up so far.
-    pub progress: Option<BackupProgress>,
-    /// How many hooks ran, and failed.
-    pub hook_status: Option<HookStatus>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub volume_snapshots_attempted: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub volume_snapshots_completed: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub csi_volume_snapshots_attempted: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub csi_volume_snapshots_completed: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub backup_item_operations_attempted: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub backup_item_operations_completed: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub backup_item_operations_failed: Option<i64>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
 }
 
-impl BackupStatus {
-    /// Leaves out what nac's reconcilers never read from a stored copy (a compact store copy's status): the
-    /// progress figures and the fields of newer Velero versions.
-    pub fn leave_out_unread(&mut self) {
-        self.extra = Default::default();
-        self.version = None;
-        self.format_version = None;
-        self.progress = None;
-        self.hook_status = None;
-        self.volume_snapshots_attempted = None;
-        self.volume_snapshots_completed = None;
-        self.csi_volume_snapshots_attempted = None;
-        self.csi_volume_snapshots_completed = None;
-        self.backup_item_operations_attempted = None;
-        self.backup_item_operations_completed = None;
-        self.backup_item_operations_failed = None;
+/// The fields of Velero 1.18's BackupStatus that nac keeps in `extra`, declared in the schema.
+fn declare_backup_status(schema: &mut schemars::Schema) {
+    let int = || serde_json::json!({"type": "integer"});
+    let counts = |names: &[&str]| {
+        serde_json::json!({
+            "type": "object",
+            "properties": names.iter().map(|n| (n.to_string(), int())).collect::<serde_json::Map<_, _>>(),
+            "x-kubernetes-preserve-unknown-fields": true,
+        })
+    };
+    let mut more = serde_json::Map::new();
+    more.insert("version".into(), int());
+    more.insert("formatVersion".into(), serde_json::json!({"type": "string"}));
+    more.insert("progress".into(), counts(&["totalItems", "itemsBackedUp"]));
+    more.insert("hookStatus".into(), counts(&["hooksAttempted", "hooksFailed"]));
+    for n in [
+        "volumeSnapshotsAttempted",
+        "volumeSnapshotsCompleted",
+        "csiVolumeSnapshotsAttempted",
+        "csiVolumeSnapshotsCompleted",
+        "backupItemOperationsAttempted",
+        "backupItemOperationsCompleted",
+        "backupItemOperationsFailed",
+    ] {
+        more.insert(n.into(), int());
     }
-}
-
-/// A backup's progress in items.
-#[apply(crate::wire::velero_struct!)]
-pub struct BackupProgress {
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub total_items: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub items_backed_up: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
-}
-
-/// How many hooks of a backup or restore ran, and how many failed.
-#[apply(crate::wire::velero_struct!)]
-pub struct HookStatus {
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub hooks_attempted: Option<i64>,
-    #[schemars(with = "Option<crate::wire::GoInt>")]
-    pub hooks_failed: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
+    if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        props.extend(more);
+    }
 }
 
 /// Backup phases after which Velero does no more work on a backup.

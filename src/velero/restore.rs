@@ -1,6 +1,6 @@
 //! Velero `Restore` (velero.io/v1).
 
-use super::{Extra, HookStatus, RestoreHooks, RestoreStatusSpec, TypedLocalObjectReference, UploaderConfigForRestore};
+use super::{Extra, RestoreHooks, RestoreStatusSpec, TypedLocalObjectReference, UploaderConfigForRestore};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use macro_rules_attribute::apply;
 use std::collections::BTreeMap;
@@ -44,7 +44,8 @@ pub struct RestoreSpec {
     pub extra: Extra,
 }
 
-/// Velero RestoreStatus, every field of Velero 1.18's declared; a newer Velero's fields are kept in `extra`.
+/// Velero RestoreStatus, every field of Velero 1.18's typed (a Velero Restore is kept whole in nac's store, so
+/// typing costs nothing there); a newer Velero's fields are kept in `extra`.
 #[apply(crate::wire::velero_struct!)]
 pub struct RestoreStatus {
     /// Velero's phase (not an enum here: a newer Velero's phase must not make nac's status write fail).
@@ -71,6 +72,18 @@ pub struct RestoreStatus {
     pub restore_item_operations_completed: Option<i64>,
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub restore_item_operations_failed: Option<i64>,
+    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
+    #[schemars(skip)]
+    pub extra: Extra,
+}
+
+/// How many hooks of a restore ran, and how many failed.
+#[apply(crate::wire::velero_struct!)]
+pub struct HookStatus {
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub hooks_attempted: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
+    pub hooks_failed: Option<i64>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,

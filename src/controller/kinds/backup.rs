@@ -221,7 +221,7 @@ impl StoreCopy for Backup {
         self.spec = COMPACT_SPECS.share(std::mem::take(&mut self.spec));
         self.compact_tags();
         if let Some(st) = self.status.as_mut() {
-            st.leave_out_unread();
+            st.extra = Default::default();
         }
     }
 
@@ -1181,7 +1181,7 @@ mod tests {
         // Another Backup of the namespace, alike but for its name and progress: one compact spec for both.
         let mut sibling = whole.clone();
         sibling.metadata.name = Some("sibling".into());
-        sibling.status.as_mut().unwrap().progress = None;
+        sibling.status.as_mut().unwrap().extra.clear();
         sibling.make_compact();
         assert!(std::sync::Arc::ptr_eq(&sibling.spec, &compact.spec));
         assert_ne!(sibling.compact, compact.compact);
@@ -1190,8 +1190,12 @@ mod tests {
 
         // Velero's progress moves: stale, though the compact copies look alike.
         let mut moved = whole.clone();
-        moved.status.as_mut().unwrap().progress =
-            serde_json::from_value(json!({"totalItems": 9, "itemsBackedUp": 3})).unwrap();
+        moved
+            .status
+            .as_mut()
+            .unwrap()
+            .extra
+            .insert("progress".into(), json!({"totalItems": 9, "itemsBackedUp": 3}));
         moved.make_compact();
         assert_eq!(moved.status, compact.status);
         assert_ne!(mirrored(&moved, Some(&id)), stored);
