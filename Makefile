@@ -70,7 +70,8 @@ e2e:
 e2e-velero:
 	$(CARGO) build --bins
 	hack/install-crds.sh "$${CARGO_TARGET_DIR:-target}/debug/nac"
-	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts --test e2e_plugin
+	$(CARGO) test --features e2e --test e2e_velero --test e2e_velero_restarts --test e2e_plugin --test e2e_attempts \
+		--test e2e_rights_locations
 
 # Fault injection with the real parts (Velero or the S3 server killed mid-backup, the API server restarted under
 # webhook traffic, nac's leader killed mid-delete), against the `make cluster-up` environment in $(CLUSTER_DIR);

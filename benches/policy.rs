@@ -73,6 +73,7 @@ fn state(policy: &str) -> AdmissionState {
         policy_namespace: "nac-system".into(),
         locations: None,
         access: Some(Arc::new(nac::rights::Fixed::common())),
+        endpoints: Arc::new(nac::endpoints::Endpoints::fixed(&[], &["10.96.0.0/12"])),
     }
 }
 

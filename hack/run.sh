@@ -71,16 +71,28 @@ else
 fi
 export KUBECONFIG KUBECTL
 
+# The walkthrough's own bucket is on the local S3 server: the policy lets tenants' locations name it
+# (nonAdminBSL.allowedEndpoints.hosts), as an admin lists the object stores tenants may use.
+policy_doc=$(mktemp)
+if [[ -n ${S3_URL:-} ]]; then
+	s3_host=${S3_URL#*://}
+	"$NAC" policy allow-endpoints "$POLICY" --host "${s3_host%%[:/]*}" >"$policy_doc"
+else
+	"$KUBECTL" create --dry-run=client -f "$POLICY" -o jsonpath='{.data.policy\.yaml}' >"$policy_doc"
+fi
 if [[ $RUN_NODE == 1 ]]; then
 	# nac as it ships: its image, the chart, the policy as the chart's value.
 	make --no-print-directory image
-	hack/nac-install.sh --policy "$POLICY"
+	hack/nac-install.sh --policy "$policy_doc"
 else
 	hack/install-crds.sh "$NAC"
 	"$KUBECTL" create namespace "$NAC_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-	"$KUBECTL" apply -f "$POLICY" >/dev/null
+	"$KUBECTL" -n "$NAC_NS" create configmap nac-policy --from-file=policy.yaml="$policy_doc" --dry-run=client -o yaml |
+		"$KUBECTL" label --local -f - -o yaml app.kubernetes.io/name=nac nac.oadp.openshift.io/policy=true |
+		"$KUBECTL" apply -f - >/dev/null
 	"$KUBECTL" apply -f hack/demo-rbac.yaml >/dev/null
 fi
+rm -f "$policy_doc"
 "$KUBECTL" create namespace "$DEMO_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
 "$KUBECTL" -n "$DEMO_NS" create rolebinding "$DEMO_USER-nab-editor" --clusterrole=nonadminbackup-editor-role \
 	--user="$DEMO_USER" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
@@ -258,7 +270,7 @@ cat <<TXT
 
 ==============================================================================
  $running
- policy: $POLICY (ConfigMap $NAC_NS/nac-policy; edit it live with kubectl edit)
+ policy: $POLICY, the local S3 server allowed as an endpoint (ConfigMap $NAC_NS/nac-policy; edit it live with kubectl edit)
  Velero ${VELERO_VERSION:-} in namespace ${VELERO_NAMESPACE:-openshift-adp}$( [[ -n ${VELERO_LOG:-} ]] && echo ", log $VELERO_LOG" )
 
  In another shell, be "$DEMO_USER", who owns namespace "$DEMO_NS" (nonadminbackup-editor-role and admin there,

@@ -5,7 +5,8 @@
 # every one started here is stopped on exit, also on failure or Ctrl-C:
 #   $CLUSTER_DIR         (.cluster-test)   VELERO_MODE=fake: tests that play Velero by patching status (queue
 #                                          races, failures, HA, restarts) and the webhook/policy tests;
-#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs;
+#   $VELERO_CLUSTER_DIR  (.cluster-velero) VELERO_MODE=real: the real Velero and S3 server (tests/e2e_velero.rs,
+#                                          tests/e2e_rights_locations.rs: tenants' own locations within their rights;
 #                                          tests/e2e_faults.rs kills its parts, one test binary at a time);
 #   $NODE_CLUSTER_DIR    (.cluster-node)   NODE=1 (root): a real node, nac installed by Helm from its image,
 #                                          Velero and its node agent in pods (tests/e2e_node.rs).

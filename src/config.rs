@@ -14,6 +14,17 @@ pub struct Settings {
     pub controllers: ControllerSettings,
     pub log: LogSettings,
     pub rights: RightsSettings,
+    pub endpoints: EndpointSettings,
+}
+
+/// What nac knows of the cluster's networks, for judging tenants' storage endpoints (`crate::endpoints`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EndpointSettings {
+    /// The cluster's Service and pod networks (CIDRs), refused to tenants' endpoints without the policy's
+    /// allow-list. Empty: read from the cluster (ServiceCIDRs, Nodes' pod CIDRs), the private ranges standing in
+    /// for what cannot be read.
+    pub cluster_networks: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -236,6 +247,7 @@ impl Settings {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("webhook.privileged_users")
+                .with_list_parse_key("endpoints.cluster_networks")
                 .try_parsing(true)
                 .source(Some(vars)),
         );
@@ -264,6 +276,11 @@ impl Settings {
         }
         if !(10..=86_400).contains(&self.rights.cache_lifetime_secs) {
             return bad("rights.cache_lifetime_secs", "must be between 10 and 86400");
+        }
+        for n in &self.endpoints.cluster_networks {
+            if let Err(e) = crate::endpoints::parse_cidr(n) {
+                return bad("endpoints.cluster_networks", &e);
+            }
         }
         let le = &self.controllers.leader_election;
         if le.enabled && le.renew_interval_secs * 2 > le.lease_duration_secs {
@@ -337,6 +354,19 @@ mod tests {
         assert!(e.to_string().contains("abac"), "{e}");
         let e = Settings::load_from(None, env(&[("NAC_RIGHTS__CACHE_LIFETIME_SECS", "1")])).unwrap_err();
         assert!(e.to_string().contains("rights.cache_lifetime_secs"), "{e}");
+        let e =
+            Settings::load_from(None, env(&[("NAC_ENDPOINTS__CLUSTER_NETWORKS", "10.96.0.0/12,pods")])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("endpoints.cluster_networks: \"pods\" is not a CIDR"),
+            "{e}"
+        );
+        let s = Settings::load_from(
+            None,
+            env(&[("NAC_ENDPOINTS__CLUSTER_NETWORKS", "10.96.0.0/12,10.244.0.0/16")]),
+        )
+        .unwrap();
+        assert_eq!(s.endpoints.cluster_networks, ["10.96.0.0/12", "10.244.0.0/16"]);
         let s = Settings::load_from(None, env(&[("NAC_RIGHTS__AUTHORIZERS", "rbac")])).unwrap();
         assert_eq!(s.rights.authorizers, Authorizers::Rbac);
         let mut f = tempfile::NamedTempFile::with_suffix(".yaml").unwrap();

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod cron;
 pub mod download;
 pub mod duration;
+pub mod endpoints;
 pub mod manifest;
 pub mod metrics;
 pub mod naming;

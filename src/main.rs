@@ -90,6 +90,14 @@ enum PolicyCommand {
         #[arg(long)]
         document: bool,
     },
+    /// Print a policy file's document (a policy document or a ConfigMap holding one) with hosts added to
+    /// nonAdminBSL.allowedEndpoints.hosts (`make run` allows its local S3 server so).
+    AllowEndpoints {
+        file: PathBuf,
+        /// A host tenants' storage locations may name (repeatable).
+        #[arg(long = "host", required = true)]
+        hosts: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -154,6 +162,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", t.configmap_yaml(&name, &namespace));
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::AllowEndpoints { file, hosts },
+        } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let doc = nac::policy::policy_text_of(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let out = nac::policy::with_allowed_hosts(&doc, &hosts)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            print!("{out}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs {

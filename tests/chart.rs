@@ -585,9 +585,30 @@ fn rbac_is_least_privilege() {
                 set(&["roles", "rolebindings", "clusterroles", "clusterrolebindings"]),
                 set(&["list", "watch"])
             ),
+            // The cluster's networks, read when endpoints.clusterNetworks is not set.
+            (set(&[""]), set(&["nodes"]), set(&["list"])),
+            (set(&["networking.k8s.io"]), set(&["servicecidrs"]), set(&["list"])),
             list_every_kind.clone(),
         ]
     );
+    // With the networks given, nac reads neither, and the setting reaches nac as it accepts it.
+    let given = render(
+        &helm,
+        &[
+            "--set",
+            "velero.namespace=velero",
+            "--set",
+            "endpoints.clusterNetworks={10.96.0.0/12,10.244.0.0/16}",
+        ],
+    );
+    let mut expected = rules(cr);
+    expected.retain(|(_, r, _)| *r != set(&["nodes"]) && *r != set(&["servicecidrs"]));
+    assert_eq!(rules(find(&given, "ClusterRole", RELEASE)), expected);
+    let env = container_env(find(&given, "Deployment", RELEASE));
+    assert_eq!(env["NAC_ENDPOINTS__CLUSTER_NETWORKS"], "10.96.0.0/12,10.244.0.0/16");
+    let vars: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("NAC_")).collect();
+    let s = nac::config::Settings::load_from(None, vars).unwrap();
+    assert_eq!(s.endpoints.cluster_networks, ["10.96.0.0/12", "10.244.0.0/16"]);
     // Without it, that rule alone goes.
     let narrower = render(
         &helm,
@@ -627,6 +648,11 @@ fn rbac_is_least_privilege() {
                 set(&["velero.io"]),
                 set(&["datauploads", "podvolumebackups", "datadownloads", "podvolumerestores"]),
                 set(&["get", "list", "watch"])
+            ),
+            (
+                set(&[""]),
+                set(&["configmaps"]),
+                set(&["get", "create", "patch", "delete"])
             ),
             (
                 set(&["velero.io"]),

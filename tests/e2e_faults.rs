@@ -44,6 +44,7 @@ backup:
 nonAdminBSL:
   enabled: true
   requireApproval: true
+  allowedEndpoints: {hosts: [127.0.0.1]}
 rights:
   restore: 'off'
 ";

@@ -25,7 +25,7 @@ const T: Duration = Duration::from_secs(30);
 fn policy() -> String {
     let mut p = oadp::migration_policy();
     p["backup"] = json!({"maxTtl": "2160h"});
-    p["rights"] = json!({"restore": "off"});
+    p["rights"]["restore"] = json!("off");
     p["restore"] = json!({"waitTimeout": "0s"});
     serde_yaml::to_string(&p).unwrap()
 }

@@ -496,6 +496,124 @@ impl App {
     }
 }
 
+/// Whether `path` exists in the app pod of `ns` (read with the admin's exec).
+fn in_pod(c: &Cluster, ns: &str, path: &str) -> bool {
+    let out = kubectl(c)
+        .args([
+            "-n",
+            ns,
+            "exec",
+            "app",
+            "--",
+            "sh",
+            "-c",
+            &format!("test -e {path} && echo yes || echo no"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+/// Waits for a NonAdminBackup's Velero Backup to complete and returns the NonAdminBackup.
+async fn backup_completed(nabs: &Api<NonAdminBackup>, name: &str) -> Value {
+    let done = wait_json(
+        nabs,
+        name,
+        Duration::from_secs(300),
+        &format!("backup {name} finished"),
+        |v| {
+            let phase = v["status"]["veleroBackup"]["status"]["phase"].as_str().unwrap_or("");
+            ["Completed", "PartiallyFailed", "Failed", "FailedValidation"].contains(&phase)
+        },
+    )
+    .await;
+    assert_eq!(
+        done["status"]["veleroBackup"]["status"]["phase"], "Completed",
+        "{:#}",
+        done["status"]
+    );
+    done
+}
+
+#[tokio::test]
+async fn ba_a_viewers_backup_runs_no_command_in_pods_and_copies_no_volume_data_an_owners_does() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = App::new(&c, &admin, "node-hooks", 1).await;
+    let ns = app.ns.clone();
+    // Kubernetes' `view`: reads the namespace's pods, may neither exec into them nor create one that mounts the
+    // claim. The policy (strict) enforces file-system backup.
+    let viewer = format!("viewer-{ns}");
+    bind_editor(&admin, &ns, &viewer).await;
+    bind(&admin, &ns, &viewer, "view").await;
+    let viewer_nabs: Api<NonAdminBackup> = Api::namespaced(c.as_user(&viewer).await, &ns);
+    let hook = |file: &str| {
+        json!({"resources": [{"name": "h", "labelSelector": {"matchLabels": {"app": "data"}},
+            "pre": [{"exec": {"container": "app", "command": ["sh", "-c", format!("touch /scratch/{file}")]}}]}]})
+    };
+    viewer_nabs
+        .create(
+            &PostParams::default(),
+            &nab("viewer-hook", json!({"hooks": hook("by-viewer")})),
+        )
+        .await
+        .unwrap();
+    let done = backup_completed(&viewer_nabs, "viewer-hook").await;
+    assert!(
+        !in_pod(&c, &ns, "/scratch/by-viewer"),
+        "the viewer's exec hook ran in the pod"
+    );
+    let spec = &done["status"]["veleroBackup"]["spec"];
+    assert!(spec["hooks"].is_null(), "{spec:#}");
+    assert_eq!(spec["defaultVolumesToFsBackup"], json!(false), "{spec:#}");
+    assert_eq!(
+        done["status"]["fileSystemPodVolumeBackups"]["total"]
+            .as_i64()
+            .unwrap_or(0),
+        0,
+        "the viewer's backup copied volume data: {:#}",
+        done["status"]
+    );
+
+    // A hook by annotation, as anyone who may patch the pod's Deployment could add: Velero runs it for any backup
+    // that holds the pod, so a viewer's backup holds no pod.
+    run(kubectl(&c).args([
+        "-n",
+        &ns,
+        "annotate",
+        "pod",
+        "app",
+        "pre.hook.backup.velero.io/container=app",
+        r#"pre.hook.backup.velero.io/command=["sh", "-c", "touch /scratch/annotated"]"#,
+    ]));
+    viewer_nabs
+        .create(&PostParams::default(), &nab("viewer-annotated", json!({})))
+        .await
+        .unwrap();
+    backup_completed(&viewer_nabs, "viewer-annotated").await;
+    assert!(
+        !in_pod(&c, &ns, "/scratch/annotated"),
+        "the annotation's hook ran for the viewer"
+    );
+
+    // The namespace's owner (Kubernetes' `admin`) may exec: their backup runs the hook and copies the volumes.
+    let owner_nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &ns);
+    owner_nabs
+        .create(&PostParams::default(), &nab("owner", json!({})))
+        .await
+        .unwrap();
+    let done = backup_completed(&owner_nabs, "owner").await;
+    assert!(in_pod(&c, &ns, "/scratch/annotated"), "the owner's backup ran no hook");
+    assert_eq!(
+        done["status"]["fileSystemPodVolumeBackups"]["completed"],
+        json!(2),
+        "{:#}",
+        done["status"]
+    );
+}
+
 /// The Lease holder's pod name, once there is one (between two terms the Lease has no holder).
 async fn leader(admin: &Client) -> String {
     eventually(Duration::from_secs(60), "a leader", || async move {

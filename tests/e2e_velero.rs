@@ -438,31 +438,6 @@ fn kubectl_apply_as_tenant(ns: &str, yaml: &str) {
 }
 
 /// Waits until the Velero Restore of a NonAdminRestore finished and returns its phase.
-async fn restore_finished(nars: &Api<NonAdminRestore>, name: &str) -> String {
-    // Behind other tests' backups and restores in Velero's one queue.
-    wait_for(
-        nars,
-        name,
-        Duration::from_secs(300),
-        &format!("NAR {name}: Velero restore finished"),
-        |o| {
-            let p = o?
-                .status
-                .as_ref()?
-                .velero_restore
-                .as_ref()?
-                .status
-                .as_ref()?
-                .phase
-                .clone()?;
-            ["Completed", "PartiallyFailed", "Failed", "FailedValidation"]
-                .contains(&p.as_str())
-                .then_some(p)
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn restores_wait_for_a_backup_applied_with_them_or_after_them() {
     let (ns, user, admin) = tenant("vel-wait").await;
@@ -956,52 +931,6 @@ async fn a_backup_holds_only_what_its_requester_may_read() {
 }
 
 /// The message of a NonAdminRestore's ResourcesLeftOut condition.
-fn left_out(n: &Value) -> String {
-    n["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "ResourcesLeftOut"))
-        .map(|c| c["message"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_else(|| panic!("no ResourcesLeftOut condition: {n:#}"))
-}
-
-/// A tarball entry of a Velero backup for `ns`: both layouts Velero writes (plain and preferred version).
-fn item_entries(resource: &str, ns: &str, name: &str, obj: &Value) -> Vec<(String, Vec<u8>)> {
-    let body = serde_json::to_vec(obj).unwrap();
-    vec![
-        (
-            format!("resources/{resource}/namespaces/{ns}/{name}.json"),
-            body.clone(),
-        ),
-        (
-            format!("resources/{resource}/v1-preferredversion/namespaces/{ns}/{name}.json"),
-            body,
-        ),
-    ]
-}
-
-/// `tarball` (gzipped) with `extra` entries appended: what a tenant can write into their own bucket.
-fn with_entries(tarball: &[u8], extra: Vec<(String, Vec<u8>)>) -> Vec<u8> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
-    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut out = tar::Builder::new(gz);
-    for e in archive.entries().unwrap() {
-        let mut e = e.unwrap();
-        let mut h = e.header().clone();
-        let path = e.path().unwrap().into_owned();
-        let mut body = Vec::new();
-        std::io::Read::read_to_end(&mut e, &mut body).unwrap();
-        out.append_data(&mut h, path, body.as_slice()).unwrap();
-    }
-    for (path, body) in extra {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(body.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        out.append_data(&mut h, path, body.as_slice()).unwrap();
-    }
-    out.into_inner().unwrap().finish().unwrap()
-}
-
 #[tokio::test]
 async fn a_crafted_backup_in_a_tenants_bucket_restores_only_what_the_restoring_user_could_create() {
     let (ns, owner, admin) = tenant("vel-craft").await;

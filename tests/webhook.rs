@@ -1278,3 +1278,167 @@ async fn an_object_without_spec_is_admitted_as_oadp_admits_it_and_checked_once_i
     let (message, _) = denial(&out);
     assert!(message.contains("spec.backupSpec is required"), "{message}");
 }
+
+/// A NABSL review by `user` (the fixture's request, another user).
+fn nabsl_review_by(user: &str, spec: Value) -> Value {
+    let mut r = nabsl_review(spec);
+    r["request"]["userInfo"] = json!({"username": user, "groups": ["system:authenticated"]});
+    r
+}
+
+fn message(out: &Value) -> String {
+    resp(out)["status"]["message"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_storage_location_naming_a_secret_its_requester_may_not_read_is_refused_naming_the_right() {
+    use nac::rights::REQUESTER_ANNOTATION;
+    let s = TestServer::start(Some("nonAdminBSL: {enabled: true}\n")).await;
+    let spec =
+        json!({"provider": "aws", "objectStorage": {"bucket": "b"}, "credential": {"name": "app-key", "key": "cloud"}});
+    // `restricted` may not get Secrets in team-a (tests/common): refused at apply, by both endpoints.
+    for path in [
+        "/mutate/nonadminbackupstoragelocations",
+        "/validate/nonadminbackupstoragelocations",
+    ] {
+        let (_, out) = s.post_json(path, &nabsl_review_by("restricted", spec.clone())).await;
+        assert_eq!(resp(&out)["allowed"], false, "{path}: {out}");
+        assert_eq!(
+            message(&out),
+            "NonAdminBackupStorageLocation refused: restricted may not get Secret \"app-key\" in namespace team-a, \
+             which spec.backupStorageLocationSpec.credential.name names: nac hands Velero a location's credential \
+             only when its requester may read it (policy rights.locations: deny)",
+            "{path}"
+        );
+        assert_eq!(
+            resp(&out)["status"]["details"]["causes"][0]["field"],
+            "spec.backupStorageLocationSpec.credential.name"
+        );
+    }
+    // alice may: admitted, and her record stamped (a forged one replaced).
+    let mut review = nabsl_review(spec.clone());
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({ REQUESTER_ANNOTATION: "{\"username\":\"restricted\"}" });
+    let (_, out) = s.post_json("/mutate/nonadminbackupstoragelocations", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    let stamped: Value =
+        serde_json::from_str(obj["metadata"]["annotations"][REQUESTER_ANNOTATION].as_str().unwrap()).unwrap();
+    assert_eq!(stamped["username"], "alice");
+    assert!(
+        resp(&out)["warnings"].to_string().contains("is assigned by nac"),
+        "{out}"
+    );
+    // The record cannot be changed afterwards.
+    let mut update = review.clone();
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = obj.clone();
+    update["request"]["object"] = obj.clone();
+    update["request"]["object"]["metadata"]["annotations"][REQUESTER_ANNOTATION] = json!("{\"username\":\"bob\"}");
+    let (_, out) = s.post_json("/validate/nonadminbackupstoragelocations", &update).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(
+        message(&out).contains("is recorded by nac and cannot be changed"),
+        "{out}"
+    );
+    // rights.locations: off: not asked.
+    let off = TestServer::start(Some("nonAdminBSL: {enabled: true}\nrights: {locations: 'off'}\n")).await;
+    let (_, out) = off
+        .post_json(
+            "/mutate/nonadminbackupstoragelocations",
+            &nabsl_review_by("restricted", spec.clone()),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+}
+
+#[tokio::test]
+async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_list() {
+    let spec = |config: Value| {
+        json!({"provider": "aws", "objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "cloud"},
+               "config": config})
+    };
+    // No allow-list: link-local, loopback and the cluster's networks (tests/common: 10.96.0.0/12, 10.244.0.0/16)
+    // refused, by address or by what a name resolves to; a public name passes.
+    let s = TestServer::start(Some("nonAdminBSL: {enabled: true}\n")).await;
+    for (config, want) in [
+        (
+            json!({"s3Url": "http://169.254.169.254"}),
+            "config.s3Url \"http://169.254.169.254\" is refused: 169.254.169.254 is in 169.254.0.0/16, link-local",
+        ),
+        (
+            json!({"s3Url": "http://metadata.internal/latest"}),
+            "host metadata.internal resolves to 169.254.169.254, which is in 169.254.0.0/16",
+        ),
+        (
+            json!({"s3Url": "http://127.0.0.1:9000"}),
+            "127.0.0.1 is in 127.0.0.0/8, loopback",
+        ),
+        (
+            json!({"publicUrl": "http://10.96.0.10"}),
+            "10.96.0.10 is in 10.96.0.0/12",
+        ),
+        (
+            json!({"s3Url": "http://nowhere.invalid"}),
+            "host nowhere.invalid cannot be resolved",
+        ),
+        (
+            json!({"s3Url": "https://s3.example.com", "insecureSkipTLSVerify": "true"}),
+            "TLS verification may not be turned off",
+        ),
+    ] {
+        for path in [
+            "/mutate/nonadminbackupstoragelocations",
+            "/validate/nonadminbackupstoragelocations",
+        ] {
+            let (_, out) = s.post_json(path, &nabsl_review(spec(config.clone()))).await;
+            assert_eq!(resp(&out)["allowed"], false, "{path} {config}: {out}");
+            assert!(message(&out).contains(want), "{path} {config}: {}", message(&out));
+        }
+    }
+    let (_, out) = s
+        .post_json(
+            "/mutate/nonadminbackupstoragelocations",
+            &nabsl_review(spec(json!({"s3Url": "https://s3.example.com"}))),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+
+    // An allow-list: only what it names.
+    let s = TestServer::start(Some(
+        "nonAdminBSL:\n  enabled: true\n  allowedEndpoints: {hosts: [127.0.0.1], cidrs: [203.0.113.0/24]}\n",
+    ))
+    .await;
+    for ok in ["http://127.0.0.1:9000", "https://s3.example.com"] {
+        let (_, out) = s
+            .post_json(
+                "/mutate/nonadminbackupstoragelocations",
+                &nabsl_review(spec(json!({"s3Url": ok}))),
+            )
+            .await;
+        assert_eq!(resp(&out)["allowed"], true, "{ok}: {out}");
+    }
+    let (_, out) = s
+        .post_json(
+            "/mutate/nonadminbackupstoragelocations",
+            &nabsl_review(spec(json!({"s3Url": "http://metadata.internal"}))),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], false);
+    assert!(
+        message(&out).contains(
+            "host metadata.internal resolves to 169.254.169.254, which is not allowed (policy \
+             nonAdminBSL.allowedEndpoints allows hosts [127.0.0.1] and cidrs [203.0.113.0/24])"
+        ),
+        "{}",
+        message(&out)
+    );
+
+    // A broken allow-list never loads: the policy webhook refuses it, naming the entry.
+    assert!(
+        nac::policy::Policy::parse("nonAdminBSL: {allowedEndpoints: {cidrs: [10.0.0.0/40]}}")
+            .unwrap_err()
+            .to_string()
+            .contains("nonAdminBSL.allowedEndpoints.cidrs[0]")
+    );
+}

@@ -41,6 +41,8 @@ pub struct AdmissionState {
     pub locations: Option<Arc<dyn LocationLookup>>,
     /// Users' rights, for what their backups may read (`crate::rights`); without it, checks fail closed.
     pub access: Option<Arc<dyn crate::rights::Access>>,
+    /// Name resolution and the cluster's networks, for tenants' storage endpoints (`crate::endpoints`).
+    pub endpoints: Arc<crate::endpoints::Endpoints>,
 }
 
 /// The webhook endpoints.
@@ -127,7 +129,7 @@ pub async fn review(
 ) -> AdmissionResponse {
     match endpoint {
         Endpoint::Mutate(kind) => proxy::mutate(state, kind, req).await,
-        Endpoint::Validate(kind) => proxy::validate(state, kind, req),
+        Endpoint::Validate(kind) => proxy::validate(state, kind, req).await,
         Endpoint::ValidatePolicy => configmap::validate(state, req),
         Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,
     }

@@ -88,7 +88,7 @@ impl ProxyKind {
         go_fields: policy::zero::STORAGE_LOCATION,
         evaluate: |spec, policy, _| policy::evaluate_bsl(spec, policy),
         edited: false,
-        acts_as_requester: false,
+        acts_as_requester: true,
         synced: false,
         waits: false,
     };
@@ -536,7 +536,8 @@ fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {
 }
 
 /// Records what the requester may read, for the kinds holding a BackupSpec: the record is stamped on the
-/// object, or the refusal returned with its field.
+/// object, or the refusal returned with its field. A storage location gets its rules that need the cluster
+/// instead (`location_rules`; nac's own writes skip them here, and the reconciler judges those).
 async fn stamp_rights(
     state: &AdmissionState,
     kind: ProxyKind,
@@ -546,6 +547,20 @@ async fn stamp_rights(
     patched: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), (String, String)> {
+    if kind == ProxyKind::RESTORE {
+        let spec = spec_of(kind, patched).unwrap_or_default();
+        warnings.extend(restore_rights(state, policy.rights.restore, who, namespace, &spec).await?);
+        return Ok(());
+    }
+    if kind == ProxyKind::STORAGE_LOCATION {
+        let spec = spec_of(kind, patched).unwrap_or_default();
+        let refused = location_rules(state, policy, Some(who), namespace, &spec).await;
+        let all: Vec<&str> = refused.iter().map(|(_, m)| m.as_str()).collect();
+        return match refused.first() {
+            None => Ok(()),
+            Some((field, _)) => Err((field.clone(), all.join("; "))),
+        };
+    }
     let (Some(path), Some(spec)) = (kind.backup_spec_path, backup_spec_of(kind, patched)) else {
         return Ok(());
     };
@@ -615,14 +630,14 @@ async fn backup_rights(
     who: &Requester,
     namespace: &str,
     spec: &Map<String, Value>,
-) -> Result<(BackupRights, Option<String>), (String, String)> {
+) -> Result<(BackupRights, Vec<String>), (String, String)> {
     // The kinds are not recorded (see `BackupRights`): the reconciler decides them again with the same answers.
     let record = BackupRights {
         mode,
         excluded: Vec::new(),
     };
     if mode == RightsMode::Off {
-        return Ok((record, None));
+        return Ok((record, Vec::new()));
     }
     let field = format!("{path}.includedResources");
     let what = kind.kind();
@@ -644,18 +659,54 @@ async fn backup_rights(
     let denied = crate::rights::unreadable(access, who, namespace, &included)
         .await
         .map_err(fail)?;
-    if denied.is_empty() {
-        return Ok((record, None));
+    let readable: Vec<_> = included
+        .iter()
+        .copied()
+        .filter(|k| !denied.contains(&k.filter_name()))
+        .collect();
+    let lacks = crate::rights::features::backup_lacks(access, who, namespace, spec, &readable)
+        .await
+        .map_err(fail)?;
+    if denied.is_empty() && lacks.is_empty() {
+        return Ok((record, Vec::new()));
     }
-    let list = denied.join(", ");
+    let user = &who.username;
+    if mode == RightsMode::Deny {
+        if let Some(l) = lacks.first() {
+            return Err((
+                format!("{path}.{}", l.field),
+                format!(
+                    "{what} {path}.{} asks Velero for {}; leave it out or ask for that right (policy rights.backup: \
+                     deny)",
+                    l.field,
+                    l.reason(user, namespace)
+                ),
+            ));
+        }
+    }
+    let mut warnings: Vec<String> = lacks
+        .iter()
+        .map(|l| {
+            format!(
+                "{path}.{}: left out of the backup, {} (policy rights.backup: exclude)",
+                l.field,
+                l.reason(user, namespace)
+            )
+        })
+        .collect();
     if mode == RightsMode::Exclude {
         // What the reconciler will hand Velero: an include list of nothing but left-out kinds makes a spec Velero
         // fails at validation (see `velero::validation`).
         let mut fin = spec.clone();
         crate::velero::exclusions::add_backup_exclusions(&mut fin);
+        crate::rights::features::apply_to_backup(&mut fin, &lacks);
         crate::rights::exclude_checked(&mut fin, &denied, (what, path), &who.username, namespace)
             .map_err(|e| (field.clone(), e))?;
     }
+    if denied.is_empty() {
+        return Ok((record, warnings));
+    }
+    let list = denied.join(", ");
     match mode {
         RightsMode::Deny => Err((
             field,
@@ -679,10 +730,87 @@ async fn backup_rights(
                     at.and_then(|i| answers.get(i).copied()).unwrap_or(Seen::Unknown)
                 })
                 .collect();
-            let warning = left_out_warning(path, &denied, &seen, &who.username, namespace);
-            Ok((record, Some(warning)))
+            warnings.insert(0, left_out_warning(path, &denied, &seen, &who.username, namespace));
+            Ok((record, warnings))
         }
     }
+}
+
+/// What a new NonAdminRestore asks of Velero beyond creating objects (see `crate::rights::features`), as far as
+/// its spec tells: exec hooks, and `restoreStatus` and `existingResourcePolicy: update` on the kinds its
+/// `includedResources` names. The kinds the backup holds are known once the reconciler reads its contents, which
+/// asks again about all of them.
+async fn restore_rights(
+    state: &AdmissionState,
+    mode: RightsMode,
+    who: &Requester,
+    namespace: &str,
+    spec: &Map<String, Value>,
+) -> Result<Vec<String>, (String, String)> {
+    const PATH: &str = "spec.restoreSpec";
+    if mode == RightsMode::Off {
+        return Ok(Vec::new());
+    }
+    let fail = |e: String| {
+        (
+            PATH.to_string(),
+            format!(
+                "NonAdminRestore refused: nac cannot check what {} may do now ({e}); retry",
+                who.username
+            ),
+        )
+    };
+    let access = state
+        .access
+        .as_deref()
+        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
+    let kinds = access.kinds().await.map_err(fail)?;
+    // The kinds the spec names: in `includedResources`, and those whose status it asks for.
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let mut named = names(spec.get("includedResources"));
+    named.extend(names(
+        spec.get("restoreStatus").and_then(|r| r.get("includedResources")),
+    ));
+    named.retain(|n| n != "*");
+    let named: Vec<&crate::rights::Kind> = kinds.iter().filter(|k| named.iter().any(|n| k.named_by(n))).collect();
+    let lacks = crate::rights::features::restore_lacks(
+        access,
+        who,
+        namespace,
+        spec,
+        &named,
+        crate::rights::features::Storage::Admin,
+    )
+    .await
+    .map_err(fail)?;
+    let user = &who.username;
+    if mode == RightsMode::Deny {
+        if let Some(l) = lacks.first() {
+            return Err((
+                format!("{PATH}.{}", l.field),
+                format!(
+                    "NonAdminRestore {PATH}.{} asks Velero for {}; leave it out or ask for that right (policy \
+                     rights.restore: deny)",
+                    l.field,
+                    l.reason(user, namespace)
+                ),
+            ));
+        }
+    }
+    Ok(lacks
+        .iter()
+        .map(|l| {
+            format!(
+                "{PATH}.{}: left out of the restore, {} (policy rights.restore: exclude)",
+                l.field,
+                l.reason(user, namespace)
+            )
+        })
+        .collect())
 }
 
 /// The warning of a backup that leaves out kinds its requester may not list. They are often many (other
@@ -761,15 +889,74 @@ fn set_label(object: &mut Value, key: &str, value: String) {
     meta["labels"][key] = Value::String(value);
 }
 
-pub(super) fn validate(
+pub(super) async fn validate(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    match prepare(kind, req) {
-        Ok((resp, p)) => validate_parsed(state, kind, req, resp, &p),
-        Err(done) => *done,
+    let (resp, p) = match prepare(kind, req) {
+        Ok(x) => x,
+        Err(done) => return *done,
+    };
+    let verdict = validate_parsed(state, kind, req, resp.clone(), &p);
+    if !verdict.allowed || kind != ProxyKind::STORAGE_LOCATION || p.old.is_some() {
+        return verdict;
     }
+    let Some(policy) = state.policy.admissible() else {
+        return verdict;
+    };
+    let who = (!is_privileged(state, req)).then(|| Requester::from_user_info(&req.user_info));
+    deny_all(
+        verdict,
+        location_rules(state, &policy, who.as_ref(), p.namespace, &p.spec).await,
+    )
+}
+
+/// A new storage location's rules that need the cluster (`crate::rights::credential`, `crate::endpoints`): its
+/// endpoints judged by the addresses their names resolve to, and its credential readable by its requester `who`
+/// (none for nac's own writes: the reconciler then refuses a location without a requester's record).
+async fn location_rules(
+    state: &AdmissionState,
+    policy: &Policy,
+    who: Option<&Requester>,
+    namespace: &str,
+    spec: &Map<String, Value>,
+) -> Vec<(String, String)> {
+    use crate::rights::credential;
+    let mut out: Vec<(String, String)> = state
+        .endpoints
+        .evaluate(spec, policy)
+        .await
+        .violations
+        .into_iter()
+        .map(|v| (v.field, v.message))
+        .collect();
+    let secret = spec
+        .get("credential")
+        .and_then(|c| c.get("name"))
+        .and_then(Value::as_str);
+    let (Some(who), Some(secret)) = (who, secret) else {
+        return out;
+    };
+    let mode = policy.rights.locations;
+    let answer = match state.access.as_deref() {
+        Some(access) => credential::check(access, Some(who), namespace, secret, mode).await,
+        None if mode == RightsMode::Off => Ok(Ok(())),
+        None => Err("nac runs without a connection to the cluster".to_string()),
+    };
+    match answer {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => out.push((credential::FIELD.to_string(), message)),
+        Err(e) => out.push((
+            credential::FIELD.to_string(),
+            format!(
+                "NonAdminBackupStorageLocation refused: nac cannot check whether {} may get Secret {secret:?} in \
+                 namespace {namespace} now ({e}); retry",
+                who.username
+            ),
+        )),
+    }
+    out
 }
 
 /// The validating rules on a parsed review.

@@ -125,6 +125,10 @@ pub mod condition {
         pub const ACCEPTED: &str = "Accepted";
         pub const SPEC_VALIDATION: &str = "BslSpecValidation";
         pub const VALIDATION_OK: &str = "NonAdminBackupStorageLocation spec validation successful";
+        /// nac's own (not OADP's): the requester may not read the Secret the location names.
+        pub const REQUESTER_RIGHTS_EXCEEDED: &str = "RequesterRightsExceeded";
+        /// nac's own: an endpoint of the location is not one the policy allows tenants.
+        pub const ENDPOINT_NOT_ALLOWED: &str = "EndpointNotAllowed";
 
         pub const APPROVED: &str = "ClusterAdminApproved";
         pub const SPEC_APPROVED: &str = "BslSpecApproved";

@@ -48,18 +48,30 @@ impl ContentsSource {
             ContentsSource::Velero(limits) => limits,
         };
         let name = format!("rights-{key}");
-        let url = signed_url(ctx, &backup.name_any(), &name).await;
+        let url = signed_url(ctx, "BackupContents", &backup.name_any(), &name).await;
         let api = ctx.velero_api::<DownloadRequest>();
         // Velero deletes expired requests itself; this one is done with as soon as it is read.
         let _ = api.delete(&name, &DeleteParams::background()).await;
         let url = url?;
-        let ca = backup
+        let bsl = backup
             .spec
             .storage_location
             .as_deref()
-            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
-            .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
-        let read = fetch_and_scan(url, ca, namespace.to_string(), limits.clone());
+            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
+        let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
+        // A tenant's location (or one nac cannot see) is reached only where the policy lets tenants' endpoints go.
+        let guard = bsl
+            .is_none_or(|b| crate::naming::NABSL.origin_of(&b.metadata).is_some())
+            .then(|| crate::endpoints::Guard {
+                rules: std::sync::Arc::new(
+                    ctx.policy
+                        .current()
+                        .map(|p| p.non_admin_bsl.clone())
+                        .unwrap_or_default(),
+                ),
+                endpoints: ctx.opts.endpoints.clone(),
+            });
+        let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone());
         tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
             Error::NotReady(format!(
                 "reading the contents of Velero Backup {} timed out",
@@ -69,14 +81,73 @@ impl ContentsSource {
     }
 }
 
-/// Asks Velero for a signed URL of the backup's contents and waits for the answer.
-async fn signed_url(ctx: &Shared, backup: &str, name: &str) -> Result<String, Error> {
+/// Most of a restore's resource list nac reads (a list of names: far more than any namespace holds).
+const MAX_RESOURCE_LIST_BYTES: u64 = 64 << 20;
+
+/// What Velero says it restored (its RestoreResourceList: `group/version/Kind` → `namespace/name(action)`), read
+/// through a DownloadRequest named `name`. The inner `Err`: the list cannot be read as one (it will not change).
+pub async fn restored_list(
+    ctx: &Shared,
+    view: &View,
+    restore: &crate::velero::Restore,
+    backup: Option<&Backup>,
+    name: &str,
+) -> Result<Result<BTreeMap<String, Vec<String>>, String>, Error> {
+    let url = signed_url(ctx, "RestoreResourceList", &restore.name_any(), name).await;
+    let _ = ctx
+        .velero_api::<DownloadRequest>()
+        .delete(name, &DeleteParams::background())
+        .await;
+    let url = url?;
+    let ca = backup
+        .and_then(|b| b.spec.storage_location.as_deref())
+        .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
+        .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
+    let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
+        .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
+    let read = async {
+        use futures::TryStreamExt;
+        let mut stream = crate::download::get(&url, tls)
+            .await
+            .map_err(|e| Error::NotReady(format!("the restore's resource list: {e}")))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = stream
+            .try_next()
+            .await
+            .map_err(|e| Error::NotReady(format!("the restore's resource list: {e}")))?
+        {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > MAX_RESOURCE_LIST_BYTES {
+                return Ok(Err(format!("larger than {MAX_RESOURCE_LIST_BYTES} bytes compressed")));
+            }
+        }
+        Ok::<_, Error>(Ok(body))
+    };
+    let body = match tokio::time::timeout(READ_TIMEOUT, read).await {
+        Err(_) => return Err(Error::NotReady("reading the restore's resource list timed out".into())),
+        Ok(r) => r?,
+    };
+    Ok(body.and_then(|b| {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(flate2::read::GzDecoder::new(b.as_slice()), MAX_RESOURCE_LIST_BYTES * 4),
+            &mut text,
+        )
+        .map_err(|e| format!("not gzipped: {e}"))?;
+        serde_json::from_slice(&text).map_err(|e| format!("not Velero's resource list: {e}"))
+    }))
+}
+
+/// Asks Velero for a signed URL of a file of backup or restore `target` (`kind`: `BackupContents`,
+/// `RestoreResourceList`) and waits for the answer.
+async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Result<String, Error> {
+    let backup = target;
     let api = ctx.velero_api::<DownloadRequest>();
     let mut dr = DownloadRequest::new(
         name,
         DownloadRequestSpec {
             target: DownloadTarget {
-                kind: "BackupContents".into(),
+                kind: kind.into(),
                 name: backup.into(),
             },
         },
@@ -99,15 +170,15 @@ async fn signed_url(ctx: &Shared, backup: &str, name: &str) -> Result<String, Er
             if s.phase.as_deref() == Some("Processed") {
                 return s.download_url.filter(|u| !u.is_empty()).ok_or_else(|| {
                     Error::NotReady(format!(
-                        "Velero processed DownloadRequest {name} for the contents of Backup {backup} without a URL"
+                        "Velero processed DownloadRequest {name} for the {kind} of {backup} without a URL"
                     ))
                 });
             }
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(Error::NotReady(format!(
-                "Velero did not answer DownloadRequest {name} for the contents of Backup {backup} within {}s; is \
-                 Velero running?",
+                "Velero did not answer DownloadRequest {name} for the {kind} of {backup} within {}s; is Velero \
+                 running?",
                 ANSWER_TIMEOUT.as_secs()
             )));
         }
@@ -115,12 +186,21 @@ async fn signed_url(ctx: &Shared, backup: &str, name: &str) -> Result<String, Er
     }
 }
 
-async fn fetch_and_scan(url: String, ca: Option<String>, namespace: String, limits: Limits) -> Result<Scanned, Error> {
+async fn fetch_and_scan(
+    url: String,
+    ca: Option<String>,
+    guard: Option<crate::endpoints::Guard>,
+    namespace: String,
+    limits: Limits,
+) -> Result<Scanned, Error> {
     let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
         .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
-    let stream = crate::download::get(&url, tls)
-        .await
-        .map_err(|e| Error::NotReady(format!("the backup's contents: {e}")))?;
+    let stream = match crate::download::get_guarded(&url, tls, guard).await {
+        Ok(s) => s,
+        // Not retried: the contents cannot be read from there (the restore says why).
+        Err(crate::download::FetchError::Refused(why)) => return Ok(Err(why)),
+        Err(e) => return Err(Error::NotReady(format!("the backup's contents: {e}"))),
+    };
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await

@@ -86,6 +86,8 @@ pub struct Options {
     pub shutdown_grace: Duration,
     /// How watches fill their stores (see [`watches::config`]).
     pub initial_lists: crate::config::InitialLists,
+    /// Name resolution and the cluster's networks, for tenants' storage endpoints (shared with the webhooks).
+    pub endpoints: std::sync::Arc<crate::endpoints::Endpoints>,
 }
 
 impl Options {
@@ -111,6 +113,9 @@ impl Options {
             store_ready_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             initial_lists: c.initial_lists,
+            endpoints: std::sync::Arc::new(crate::endpoints::Endpoints::system(
+                &settings.endpoints.cluster_networks,
+            )),
         }
     }
 }

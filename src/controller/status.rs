@@ -96,6 +96,16 @@ pub const BACKUP_PARTIALLY_FAILED: &str = "BackupPartiallyFailed";
 pub const RESOURCES_LEFT_OUT: &str = "ResourcesLeftOut";
 /// Its reason, and the Accepted=False reason of a restore refused for the same (`rights.restore: deny`).
 pub const REQUESTER_RIGHTS_EXCEEDED: &str = "RequesterRightsExceeded";
+/// A condition on a finished restore: whether Velero restored anything nac did not check and allow (True: an
+/// Event for the admin says so once, and nac removes what it can); set once, when nac has compared Velero's
+/// restore resource list with what it allowed.
+pub const RESOURCES_OUTSIDE_RIGHTS: &str = "ResourcesOutsideRights";
+/// Its reason when Velero restored items of kinds nac did not allow.
+pub const UNCHECKED_RESOURCES_RESTORED: &str = "UncheckedResourcesRestored";
+/// Its reason when every item Velero restored is of a kind nac allowed.
+pub const RESTORED_AS_CHECKED: &str = "RestoredAsChecked";
+/// Its reason when Velero's restore resource list could not be read.
+pub const RESTORE_NOT_VERIFIED: &str = "RestoreNotVerified";
 
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
 pub fn rejected<K: Mirrors>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
@@ -280,7 +290,7 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
             out.push(note(reason != WAITING_FOR_BACKUP, reason, message));
         }
     }
-    for warning in [BACKUP_PARTIALLY_FAILED, RESOURCES_LEFT_OUT] {
+    for warning in [BACKUP_PARTIALLY_FAILED, RESOURCES_LEFT_OUT, RESOURCES_OUTSIDE_RIGHTS] {
         if let Some(("True", reason, message)) = cond(new, warning) {
             if !matches!(cond(old, warning), Some(("True", ..))) {
                 out.push(note(true, reason, message));
@@ -672,6 +682,7 @@ mod tests {
             }),
             source_warning: None,
             left_out: None,
+            verdict: None,
             data_downloads: Default::default(),
             pod_volume_restores: Default::default(),
         }

@@ -189,7 +189,12 @@ pub trait Tenant: Mirrors {
     ) -> Self::Velero;
 
     /// The observations of the Velero object the status mirrors.
-    fn view(ctx: &Cx<Self::State>, velero: &Self::Velero, nacuuid: &str) -> impl Future<Output = Self::View> + Send;
+    fn view(
+        ctx: &Cx<Self::State>,
+        obj: &Self,
+        velero: &Self::Velero,
+        nacuuid: &str,
+    ) -> impl Future<Output = Self::View> + Send;
 }
 
 /// The base entries ([`Kind`]) every queued kind takes from the skeleton below, for inside its `impl Kind`:
@@ -579,7 +584,7 @@ pub async fn mirror<K: Tenant>(
     nacuuid: &str,
     ctx: &Cx<K::State>,
 ) -> Result<Action, Error> {
-    let view = K::view(ctx, velero, nacuuid).await;
+    let view = K::view(ctx, obj, velero, nacuuid).await;
     let now = now_seconds();
     // Judged only where the spec is at hand (a store copy leaves out the spec of objects nac admitted itself).
     let refused = match ctx.policy.current() {
@@ -604,7 +609,7 @@ pub async fn mirror<K: Tenant>(
             return Ok(Action::await_change());
         };
         check_owner(&whole, obj)?;
-        let view = K::view(ctx, &whole, nacuuid).await;
+        let view = K::view(ctx, obj, &whole, nacuuid).await;
         set_status(api, &up.object, ctx, |s| {
             let mut next = status::created::<K>(s, &view, now);
             if let Some(r) = &refused {

@@ -1,6 +1,10 @@
 //! Tenants' own storage locations (NonAdminBackupStorageLocation): whether they are allowed, whether the admin
 //! approves each one, and the BSL fields the admin pins. Evaluation is pure, shared by webhook and reconciler.
 
+mod endpoints;
+
+pub use endpoints::{host_of, judge_host, names_to_resolve, AllowedEndpoints, Host, HostRule, Network, PRIVATE};
+
 use super::duration::GoDuration;
 use super::{display_value, problem, Outcome, PolicyProblem, Violation};
 use serde::{Deserialize, Serialize};
@@ -17,6 +21,13 @@ pub struct NonAdminBsl {
     pub require_approval: bool,
     /// BackupStorageLocationSpec fields every tenant location gets (filled when absent, denied when different).
     pub enforce_bsl_spec: Map<String, Value>,
+    /// The only endpoints tenants' locations may name; none: any but loopback, link-local, unspecified and the
+    /// cluster's own networks (see `endpoints`).
+    pub allowed_endpoints: Option<AllowedEndpoints>,
+    /// Whether tenants may turn TLS verification off (`config.insecureSkipTLSVerify`). Off by default.
+    pub allow_insecure_skip_tls_verify: bool,
+    /// Whether tenants may name a CA of their own (`objectStorage.caCert`, `config.caCert`). Off by default.
+    pub allow_ca_cert: bool,
 }
 
 impl Default for NonAdminBsl {
@@ -25,6 +36,9 @@ impl Default for NonAdminBsl {
             enabled: false,
             require_approval: true,
             enforce_bsl_spec: Map::new(),
+            allowed_endpoints: None,
+            allow_insecure_skip_tls_verify: false,
+            allow_ca_cert: false,
         }
     }
 }
@@ -38,6 +52,12 @@ pub(super) struct RawNonAdminBsl {
     require_approval: Option<bool>,
     #[serde(default, rename = "enforceBSLSpec")]
     enforce_bsl_spec: Option<Map<String, Value>>,
+    #[serde(default)]
+    allowed_endpoints: Option<endpoints::RawAllowedEndpoints>,
+    #[serde(default, rename = "allowInsecureSkipTLSVerify")]
+    allow_insecure_skip_tls_verify: Option<bool>,
+    #[serde(default, rename = "allowCACert")]
+    allow_ca_cert: Option<bool>,
 }
 
 /// What an admin may pin: the BSL spec without `default` (always false for tenants). Typed, so a wrong shape or
@@ -89,6 +109,9 @@ pub(super) fn parse_bsl(raw: RawNonAdminBsl, problems: &mut Vec<PolicyProblem>) 
     if let Some(b) = raw.require_approval {
         out.require_approval = b;
     }
+    out.allowed_endpoints = raw.allowed_endpoints.map(|a| endpoints::parse_allowed(a, problems));
+    out.allow_insecure_skip_tls_verify = raw.allow_insecure_skip_tls_verify.unwrap_or(false);
+    out.allow_ca_cert = raw.allow_ca_cert.unwrap_or(false);
     let map = raw.enforce_bsl_spec.unwrap_or_default();
     let before = problems.len();
     if map.contains_key("default") {
@@ -255,7 +278,73 @@ pub fn evaluate_bsl(spec: &Map<String, Value>, policy: &super::Policy) -> Outcom
         }
     }
     apply_enforced(&mut out, &rules.enforce_bsl_spec);
+    tls_options(&mut out, rules);
     out
+}
+
+/// [`evaluate_bsl`] and the endpoint rule (`endpoints`): `net` holds the cluster's networks and the addresses of
+/// the names [`names_to_resolve`] lists for this spec, which the caller resolved.
+pub fn evaluate_bsl_endpoints(spec: &Map<String, Value>, policy: &super::Policy, net: &Network) -> Outcome {
+    let mut out = evaluate_bsl(spec, policy);
+    if policy.non_admin_bsl.enabled {
+        let found = endpoints::check(&out.spec, &policy.non_admin_bsl, net);
+        out.violations.extend(found);
+    }
+    out
+}
+
+/// TLS verification off, or a CA of the tenant's own, only where the policy allows it (a value the policy pins
+/// itself is the administrator's): both let a server other than the named one answer for it.
+fn tls_options(out: &mut Outcome, rules: &NonAdminBsl) {
+    let pinned = |section: &str, key: &str| rules.enforce_bsl_spec.get(section).and_then(|s| s.get(key)).cloned();
+    let config = out
+        .spec
+        .get("config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if !rules.allow_insecure_skip_tls_verify {
+        for (k, v) in &config {
+            let Some(s) = v.as_str() else { continue };
+            if k.eq_ignore_ascii_case("insecureSkipTLSVerify")
+                && endpoints::skips_tls_verify(s)
+                && pinned("config", k) != Some(v.clone())
+            {
+                deny(
+                    out,
+                    &format!("config.{k}"),
+                    format!(
+                        "{NABSL} {PREFIX}.config.{k} {s:?} is refused: TLS verification may not be turned off on a                          tenant's location (policy nonAdminBSL.allowInsecureSkipTLSVerify is false)"
+                    ),
+                );
+            }
+        }
+    }
+    if !rules.allow_ca_cert {
+        let stored = out.spec.get("objectStorage").and_then(|o| o.get("caCert")).cloned();
+        let mut found: Vec<(String, Value)> = Vec::new();
+        if let Some(v) = stored.filter(|v| !super::is_empty_value(v)) {
+            if pinned("objectStorage", "caCert") != Some(v.clone()) {
+                found.push(("objectStorage.caCert".into(), v));
+            }
+        }
+        for (k, v) in &config {
+            if k.eq_ignore_ascii_case("caCert") && !super::is_empty_value(v) && pinned("config", k) != Some(v.clone()) {
+                found.push((format!("config.{k}"), v.clone()));
+            }
+        }
+        for (field, _) in found {
+            deny(
+                out,
+                &field,
+                format!(
+                    "{NABSL} {PREFIX}.{field} is refused: a tenant's location may not name a CA of its own, which \
+                     would let a server the CA vouches for answer for the endpoint (policy nonAdminBSL.allowCACert \
+                     is false)"
+                ),
+            );
+        }
+    }
 }
 
 fn apply_enforced(out: &mut Outcome, enforced: &Map<String, Value>) {

@@ -10,7 +10,10 @@ pub mod live;
 mod schedule;
 pub mod zero;
 
-pub use bsl::{evaluate_bsl, tenant_location, tenant_prefix, NonAdminBsl};
+pub use bsl::{
+    evaluate_bsl, evaluate_bsl_endpoints, host_of, judge_host, names_to_resolve, tenant_location, tenant_prefix,
+    AllowedEndpoints, Host, HostRule, Network, NonAdminBsl, PRIVATE as PRIVATE_RANGES,
+};
 pub use dpa::{from_dpa, FromDpa};
 pub use eval::*;
 pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
@@ -59,13 +62,26 @@ pub struct Policy {
 }
 
 /// Requesters' own rights as the limit of what their backups read (`crate::rights`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rights {
     /// Kinds the requester may not `list` in the namespace: left out (default), refused, or not checked.
     pub backup: crate::rights::RightsMode,
     /// Kinds in the backup the restoring user may not `create` in the namespace (and RBAC objects they could not
     /// create themselves): left out (default), refused, or not checked.
     pub restore: crate::rights::RightsMode,
+    /// A tenant's storage location naming a Secret its requester may not `get`: refused (`deny`, the default;
+    /// there is nothing to leave out of a credential) or not checked (`off`).
+    pub locations: crate::rights::RightsMode,
+}
+
+impl Default for Rights {
+    fn default() -> Self {
+        Rights {
+            backup: crate::rights::RightsMode::Exclude,
+            restore: crate::rights::RightsMode::Exclude,
+            locations: crate::rights::RightsMode::Deny,
+        }
+    }
 }
 
 /// Annotation on a NonAdminRestore overriding how long it waits for its source (`restore.waitTimeout`), within
@@ -183,6 +199,8 @@ struct RawRights {
     backup: Option<crate::rights::RightsMode>,
     #[serde(default)]
     restore: Option<crate::rights::RightsMode>,
+    #[serde(default)]
+    locations: Option<crate::rights::RightsMode>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -332,9 +350,16 @@ impl Policy {
         let downloads = lifecycle::parse_downloads(raw.downloads.unwrap_or_default(), &mut problems);
         let garbage_collection = lifecycle::parse_gc(raw.garbage_collection.unwrap_or_default(), &mut problems);
         let raw_rights = raw.rights.unwrap_or_default();
+        if raw_rights.locations == Some(crate::rights::RightsMode::Exclude) {
+            problems.push(problem(
+                "rights.locations",
+                "exclude has nothing to leave out of a storage location's credential: use deny (the default) or off",
+            ));
+        }
         let rights = Rights {
             backup: raw_rights.backup.unwrap_or_default(),
             restore: raw_rights.restore.unwrap_or_default(),
+            locations: raw_rights.locations.unwrap_or(crate::rights::RightsMode::Deny),
         };
         let schedule = schedule::parse_schedule(raw.schedule.unwrap_or_default(), &mut problems);
         let policy = Policy {
@@ -434,6 +459,33 @@ impl Policy {
                 "approved on creation unless the cluster admin rejects them"
             };
             lines.push(format!("tenants may bring their own storage locations, {approval}"));
+            match &bsl.allowed_endpoints {
+                None => lines.push(
+                    "tenants' locations may name any endpoint but loopback, link-local, unspecified addresses and \
+                     the cluster's own networks"
+                        .into(),
+                ),
+                Some(a) => {
+                    let hosts: Vec<String> = a.hosts.iter().map(|h| h.to_string()).collect();
+                    let cidrs: Vec<String> = a.cidrs.iter().map(|c| c.to_string()).collect();
+                    lines.push(format!(
+                        "tenants' locations may name only the endpoints of hosts [{}] and cidrs [{}]",
+                        hosts.join(", "),
+                        cidrs.join(", ")
+                    ));
+                }
+            }
+            if bsl.allow_insecure_skip_tls_verify {
+                lines.push("tenants' locations may turn TLS verification off".into());
+            }
+            if bsl.allow_ca_cert {
+                lines.push("tenants' locations may name a CA certificate of their own".into());
+            }
+            if self.rights.locations == crate::rights::RightsMode::Off {
+                lines.push(
+                    "tenants' locations may name Secrets their requester may not read (rights.locations: off)".into(),
+                );
+            }
             for (k, v) in &bsl.enforce_bsl_spec {
                 lines.push(format!(
                     "enforces spec.backupStorageLocationSpec.{k} = {}",
@@ -716,6 +768,29 @@ pub fn display_value(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The policy document `doc` with `hosts` added to `nonAdminBSL.allowedEndpoints.hosts`, checked to be a valid
+/// policy before and after.
+pub fn with_allowed_hosts(doc: &str, hosts: &[String]) -> Result<String, PolicyError> {
+    Policy::parse(doc)?;
+    let mut v: Value = serde_yaml::from_str(doc).unwrap_or(Value::Null);
+    if !v.is_object() {
+        v = Value::Object(Map::new());
+    }
+    let list = &mut v["nonAdminBSL"]["allowedEndpoints"]["hosts"];
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let list = list.as_array_mut().expect("just made an array");
+    for h in hosts {
+        if !list.iter().any(|x| x.as_str() == Some(h)) {
+            list.push(Value::String(h.clone()));
+        }
+    }
+    let out = serde_yaml::to_string(&v).expect("a policy serializes");
+    Policy::parse(&out)?;
+    Ok(out)
+}
 
 /// The policy document in `text`: the text itself, or the `policy.yaml` key when `text` is a ConfigMap manifest.
 pub fn policy_text_of(text: &str) -> Result<String, String> {

@@ -7,6 +7,8 @@
 //! read Secrets would get the namespace's Secrets into a bucket they control.
 
 pub mod contents;
+pub mod credential;
+pub mod features;
 pub mod occupancy;
 pub mod rbac;
 pub mod restore;

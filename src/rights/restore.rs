@@ -36,6 +36,20 @@ pub struct RestoreRights {
     pub excluded: Vec<String>,
     #[serde(default)]
     pub reasons: Vec<String>,
+    /// Spec fields of features left out (`hooks`, `restoreStatus`, `existingResourcePolicy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    /// The kinds the Velero Restore names in `includedResources`: those checked and allowed, so a different
+    /// tarball at Velero's read cannot add a kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub included: Vec<String>,
+    /// Kinds (filter names) of `included` whose status the requester may not write: the Velero Restore gets nac's
+    /// resource modifier removing Velero's restore-status annotation from their items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status_guarded: Vec<String>,
+    /// The features left out, to apply to the Velero RestoreSpec.
+    #[serde(skip)]
+    pub lacks: Vec<super::features::Lack>,
 }
 
 impl RestoreRights {
@@ -45,14 +59,45 @@ impl RestoreRights {
 
     /// One sentence for conditions and refusals.
     pub fn message(&self, namespace: &str) -> String {
+        let what: Vec<String> = self
+            .excluded
+            .iter()
+            .cloned()
+            .chain(self.dropped.iter().map(|f| format!("spec.restoreSpec.{f}")))
+            .collect();
         format!(
             "{} left out of the restore into namespace {namespace}, created with the rights of {} (policy \
              rights.restore: {}): {}",
-            self.excluded.join(", "),
+            what.join(", "),
             self.requester,
             self.mode,
             self.reasons.join("; ")
         )
+    }
+
+    /// Whether anything is left out.
+    pub fn limits(&self) -> bool {
+        !self.excluded.is_empty() || !self.dropped.is_empty()
+    }
+
+    /// Applies the decision to a Velero RestoreSpec: the features left out, the kinds left out added to
+    /// `excludedResources`, and `includedResources` bound to the kinds checked and allowed.
+    pub fn apply(&self, spec: &mut Map<String, Value>) {
+        super::features::apply_to_restore(spec, &self.lacks);
+        let mut excluded: Vec<String> = spec
+            .get("excludedResources")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        for k in &self.excluded {
+            if !excluded.contains(k) {
+                excluded.push(k.clone());
+            }
+        }
+        // Velero refuses an item both included and excluded.
+        excluded.retain(|k| !self.included.contains(k));
+        spec.insert("excludedResources".into(), Value::from(excluded));
+        spec.insert("includedResources".into(), Value::from(self.included.clone()));
     }
 
     fn exclude(&mut self, kind: &str, reason: String) {
@@ -66,9 +111,148 @@ impl RestoreRights {
     }
 }
 
+/// Kinds Velero never restores and refuses in `includedResources` (its restore controller's list).
+const NON_RESTORABLE: &[&str] = &[
+    "nodes",
+    "events",
+    "events.events.k8s.io",
+    "backups.velero.io",
+    "restores.velero.io",
+    "resticrepositories.velero.io",
+    "csinodes.storage.k8s.io",
+    "volumeattachments.storage.k8s.io",
+    "backuprepositories.velero.io",
+];
+
 /// Checks what a restore with Velero RestoreSpec `spec` (nac's exclusions applied) would create in `namespace`
-/// from `contents` against `who`'s rights. Any failed answer fails the check (closed).
+/// from `contents` against `who`'s rights, and what Velero would do beyond creating (see [`super::features`]);
+/// `storage` says whether the tenant controls what Velero reads. Any failed answer fails the check (closed).
 pub async fn decide(
+    access: &dyn Access,
+    who: &Requester,
+    namespace: &str,
+    spec: &Map<String, Value>,
+    contents: &Contents,
+    mode: RightsMode,
+    storage: super::features::Storage,
+) -> Result<RestoreRights, String> {
+    let mut out = decide_creates(access, who, namespace, spec, contents, mode).await?;
+    let all = access.kinds().await?;
+    let allowed: Vec<&Kind> = all
+        .iter()
+        .filter(|k| contents.kinds.contains(&(k.group.clone(), k.resource.clone())))
+        .filter(|k| !out.excluded.contains(&k.filter_name()))
+        .collect();
+    let allowed = backup_kinds(spec, &allowed.into_iter().cloned().collect::<Vec<_>>())
+        .into_iter()
+        .cloned()
+        .collect::<Vec<Kind>>();
+    let refs: Vec<&Kind> = allowed.iter().collect();
+    let lacks = super::features::restore_lacks(access, who, namespace, spec, &refs, storage).await?;
+    for l in &lacks {
+        let why = l.reason(&who.username, namespace);
+        match &l.effect {
+            super::features::Effect::ExcludeKind(k) => out.exclude(k, why),
+            _ => {
+                out.dropped.push(l.field.clone());
+                out.reasons.push(why);
+            }
+        }
+    }
+    out.lacks = lacks;
+    out.included = allowed
+        .iter()
+        .map(Kind::filter_name)
+        .filter(|k| !out.excluded.contains(k) && !NON_RESTORABLE.contains(&k.as_str()))
+        .collect();
+    out.included.sort();
+    out.included.dedup();
+    out.excluded.sort();
+    let bound: Vec<&Kind> = allowed
+        .iter()
+        .filter(|k| out.included.contains(&k.filter_name()))
+        .collect();
+    out.status_guarded = super::features::status_unwritable(access, who, namespace, &bound).await?;
+    out.status_guarded.dedup();
+    Ok(out)
+}
+
+/// An item Velero says it restored that is not of a kind nac checked and allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unchecked {
+    /// As Velero's list names its kind: `group/version/Kind`.
+    pub gvk: String,
+    /// The kind, when the cluster serves it.
+    pub kind: Option<Kind>,
+    /// Empty for a cluster-scoped item.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = self
+            .kind
+            .as_ref()
+            .map(Kind::filter_name)
+            .unwrap_or_else(|| self.gvk.clone());
+        if self.namespace.is_empty() {
+            write!(f, "{what} {}", self.name)
+        } else {
+            write!(f, "{what} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// The items of Velero's restore resource list (`group/version/Kind` → `namespace/name(action)`) that Velero
+/// created or updated and that are not of the kinds `included` (filter names) in `namespace`: what a restore bound
+/// to those kinds must never hold. PersistentVolumes, which Velero makes for the claims it restores, pass when
+/// claims were allowed.
+pub fn unchecked(
+    list: &BTreeMap<String, Vec<String>>,
+    namespace: &str,
+    included: &[String],
+    kinds: &[Kind],
+) -> Vec<Unchecked> {
+    let claims = included.iter().any(|k| k == "persistentvolumeclaims");
+    let mut out = Vec::new();
+    for (gvk, items) in list {
+        let parts: Vec<&str> = gvk.split('/').collect();
+        let (group, kind_name) = match parts.as_slice() {
+            [_, k] => ("", *k),
+            [g, _, k] => (*g, *k),
+            _ => ("?", gvk.as_str()),
+        };
+        let kind = kinds.iter().find(|k| k.group == group && k.kind == kind_name).cloned();
+        for item in items {
+            let Some((id, action)) = item.strip_suffix(')').and_then(|i| i.rsplit_once('(')) else {
+                continue;
+            };
+            if action != "created" && action != "updated" {
+                continue;
+            }
+            let (ns, name) = id.split_once('/').unwrap_or(("", id));
+            let allowed = match &kind {
+                Some(k) if !ns.is_empty() => ns == namespace && included.contains(&k.filter_name()),
+                // Cluster-scoped: only the volumes of restored claims.
+                _ => group.is_empty() && kind_name == "PersistentVolume" && claims,
+            };
+            if !allowed {
+                out.push(Unchecked {
+                    gvk: gvk.clone(),
+                    kind: kind.clone(),
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The creates of [`decide`]: the kinds `who` may not create, and the RBAC objects they could not create
+/// themselves.
+async fn decide_creates(
     access: &dyn Access,
     who: &Requester,
     namespace: &str,
@@ -273,6 +457,7 @@ pub async fn lacks(
 mod tests {
     use super::super::contents::tests::{binding, tarball};
     use super::super::contents::{scan, Limits};
+    use super::super::features::Storage;
     use super::super::Fixed;
     use super::*;
     use serde_json::json;
@@ -340,7 +525,16 @@ mod tests {
 
     /// `name`'s rights to restore `crafted()` into team-a with the whole spec, leaving out what is refused.
     async fn crafted_for(a: &Fixed, name: &str) -> Result<RestoreRights, String> {
-        decide(a, &user(name), "team-a", &spec(), &crafted(), RightsMode::Exclude).await
+        decide(
+            a,
+            &user(name),
+            "team-a",
+            &spec(),
+            &crafted(),
+            RightsMode::Exclude,
+            Storage::Admin,
+        )
+        .await
     }
 
     #[tokio::test]
@@ -353,9 +547,17 @@ mod tests {
         // A kind the restore spec leaves out is not asked about.
         let mut s = spec();
         s.insert("excludedResources".into(), json!(["pods"]));
-        let d = decide(&a, &user("alice"), "team-a", &s, &crafted(), RightsMode::Exclude)
-            .await
-            .unwrap();
+        let d = decide(
+            &a,
+            &user("alice"),
+            "team-a",
+            &s,
+            &crafted(),
+            RightsMode::Exclude,
+            Storage::Admin,
+        )
+        .await
+        .unwrap();
         assert!(!d.excluded.contains(&"pods".to_string()), "{d:?}");
     }
 
@@ -399,9 +601,17 @@ mod tests {
             deny("dev", "escalate", "roles.rbac.authorization.k8s.io"),
             deny("dev", "bind", "roles.rbac.authorization.k8s.io"),
         ]);
-        let d = decide(&a, &user("dev"), "team-a", &spec(), &c, RightsMode::Deny)
-            .await
-            .unwrap();
+        let d = decide(
+            &a,
+            &user("dev"),
+            "team-a",
+            &spec(),
+            &c,
+            RightsMode::Deny,
+            Storage::Admin,
+        )
+        .await
+        .unwrap();
         assert_eq!(d.excluded, [ROLE_BINDINGS, ROLES]);
         let all = d.reasons.join("; ");
         assert!(
@@ -412,6 +622,41 @@ mod tests {
             all.contains("RoleBinding ghost binds Role nowhere, which does not exist"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn what_velero_restored_beyond_the_checked_kinds_is_found() {
+        let kinds = Fixed::common().kinds;
+        let list: BTreeMap<String, Vec<String>> = serde_json::from_value(json!({
+            "v1/ConfigMap": ["team-a/cfg(created)", "team-a/old(skipped)", "team-b/cfg(created)"],
+            "rbac.authorization.k8s.io/v1/RoleBinding": ["team-a/planted(created)"],
+            "v1/PersistentVolume": ["pv-1(created)"],
+            "v1/Namespace": ["team-a(created)"],
+            "example.com/v1/Widget": ["team-a/w(updated)", "team-a/x(failed)"],
+        }))
+        .unwrap();
+        let found: Vec<String> = unchecked(&list, "team-a", &["configmaps".into()], &kinds)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "example.com/v1/Widget team-a/w",
+                "rolebindings.rbac.authorization.k8s.io team-a/planted",
+                "configmaps team-b/cfg",
+                "v1/Namespace team-a",
+                "v1/PersistentVolume pv-1",
+            ]
+        );
+        // The volumes of restored claims are Velero's to make.
+        let found = unchecked(
+            &list,
+            "team-a",
+            &["configmaps".into(), "persistentvolumeclaims".into()],
+            &kinds,
+        );
+        assert!(!found.iter().any(|u| u.gvk == "v1/PersistentVolume"), "{found:?}");
     }
 
     #[tokio::test]

@@ -321,6 +321,12 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
              so every NonAdminBackup and NonAdminSchedule create is refused unless the policy sets rights.backup: off"
         );
     }
+    // One view of the cluster's networks for the webhooks and the reconcilers.
+    let controller_opts = crate::controller::Options::from_settings(&settings);
+    let endpoints = controller_opts.endpoints.clone();
+    if let Some(c) = &client {
+        endpoints.watch_cluster(c.clone());
+    }
     let state = Arc::new(AdmissionState {
         policy: store.clone(),
         metrics: metrics.clone(),
@@ -334,6 +340,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             ))) as Arc<dyn admission::LocationLookup>
         }),
         access: access.clone(),
+        endpoints: endpoints.clone(),
     });
 
     let tls_listener = TcpListener::bind(settings.webhook.listen)
@@ -363,7 +370,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         let access = access.clone().expect("client exists when controllers are enabled");
         tasks.spawn(controllers::run(
             client,
-            crate::controller::Options::from_settings(&settings),
+            controller_opts,
             store.clone(),
             metrics.clone(),
             access,

@@ -81,9 +81,19 @@ impl TestServer {
             policy_namespace: "nac-system".into(),
             locations: Some(Arc::new(FakeLocations)),
             access: Some(Arc::new(nac::rights::Fixed {
-                denied: vec![("restricted".into(), "list".into(), "secrets".into())],
+                denied: vec![
+                    ("restricted".into(), "list".into(), "secrets".into()),
+                    ("restricted".into(), "get".into(), "secrets".into()),
+                ],
                 ..nac::rights::Fixed::common()
             })),
+            endpoints: Arc::new(nac::endpoints::Endpoints::fixed(
+                &[
+                    ("s3.example.com", &["203.0.113.7"]),
+                    ("metadata.internal", &["169.254.169.254"]),
+                ],
+                &["10.96.0.0/12", "10.244.0.0/16"],
+            )),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

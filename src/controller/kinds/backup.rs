@@ -373,7 +373,7 @@ impl Tenant for NonAdminBackup {
         velero_backup(nab, nacuuid, velero_namespace, spec)
     }
 
-    async fn view(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> BackupView {
+    async fn view(ctx: &Ctx, _: &Self, vb: &Backup, nacuuid: &str) -> BackupView {
         ctx.own.volumes.ready(ctx.opts.store_ready_timeout).await;
         // Whether the backup's location still exists is only known once the locations are listed.
         let locations = ctx.view.get::<BackupStorageLocation>();
@@ -565,21 +565,43 @@ pub async fn recheck_rights(
     let more = unreadable(ctx.access.as_ref(), &who, &ns, &included)
         .await
         .map_err(Error::NotReady)?;
-    if more.is_empty() {
+    // What Velero would do beyond reading (hooks, volume data), asked of the kinds that are left.
+    let readable: Vec<_> = included
+        .iter()
+        .copied()
+        .filter(|k| !more.contains(&k.filter_name()))
+        .collect();
+    let lacks = crate::rights::features::backup_lacks(ctx.access.as_ref(), &who, &ns, &map, &readable)
+        .await
+        .map_err(Error::NotReady)?;
+    if more.is_empty() && lacks.is_empty() {
         return Ok(Ok(()));
     }
-    if listed {
+    if listed && !more.is_empty() {
         tracing::warn!(object = %key, kinds = ?more, "the requester may not list kinds the backup's record did not leave out");
     } else {
-        tracing::debug!(object = %key, kinds = more.len(), "kinds the requester may not list left out");
+        tracing::debug!(object = %key, kinds = more.len(), features = lacks.len(), "what the requester may not do left out");
     }
     if mode == RightsMode::Deny {
+        let mut why: Vec<String> = Vec::new();
+        if !more.is_empty() {
+            why.push(format!(
+                "{} may not list {} in namespace {ns}",
+                who.username,
+                more.join(", ")
+            ));
+        }
+        why.extend(
+            lacks
+                .iter()
+                .map(|l| format!("{path}.{} asks for {}", l.field, l.reason(&who.username, &ns))),
+        );
         return Ok(Err(format!(
-            "{kind} refused: {} may not list {} in namespace {ns} (policy rights.backup: deny)",
-            who.username,
-            more.join(", ")
+            "{kind} refused: {} (policy rights.backup: deny)",
+            why.join("; ")
         )));
     }
+    crate::rights::features::apply_to_backup(&mut map, &lacks);
     if let Err(e) = crate::rights::exclude_checked(&mut map, &more, (kind, path), &who.username, &ns) {
         return Ok(Err(e));
     }

@@ -40,6 +40,9 @@ use tokio_util::sync::CancellationToken;
 
 pub const CONTROLLER: &str = "nonadminbackupstoragelocation";
 
+/// How often a refused location is judged again.
+const REFUSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+
 pub use crate::api::condition::location as words;
 use words::*;
 
@@ -123,6 +126,9 @@ pub enum Synced {
 pub enum Stage {
     /// The spec breaks the policy (before the request was made).
     Invalid(String),
+    /// Its requester may not read its credential, or it names an endpoint the policy does not allow: whatever
+    /// was made for it is removed (reason, message).
+    Refused(&'static str, String),
     /// Valid; its nacuuid is recorded and its request is being made.
     Requesting,
     /// The request is not (or no longer) approved.
@@ -163,6 +169,14 @@ pub fn plan(
     let next = match stage {
         Stage::Invalid(msg) => {
             set_condition(c, ACCEPTED, false, SPEC_VALIDATION, msg, now);
+            NonAdminPhase::BackingOff
+        }
+        Stage::Refused(reason, msg) => {
+            forget_copies(c);
+            set_condition(c, ACCEPTED, false, reason, msg, now);
+            if let Some(r) = s.velero_backup_storage_location.as_mut() {
+                r.status = None;
+            }
             NonAdminPhase::BackingOff
         }
         Stage::Requesting => {
@@ -381,6 +395,10 @@ impl Kind for NonAdminBackupStorageLocation {
         };
         let vns = ctx.opts.velero_namespace.clone();
         let ns = obj.namespace().unwrap_or_default();
+        let own = crate::velero::exclusions::to_map(&obj.spec.backup_storage_location_spec);
+        if let Some(action) = refuse_unless_allowed(api, &obj, ctx, &policy, &own, &nacuuid).await? {
+            return Ok(action);
+        }
         // A request of this location whose status was never written (a crash between its create and its status
         // write) is finished by the same path that makes one.
         let unfinished = |r: &NonAdminBackupStorageLocationRequest| {
@@ -424,6 +442,14 @@ impl Kind for NonAdminBackupStorageLocation {
             return Ok(Action::await_change());
         }
         let approved = with_enforced(requested.requested_spec.clone(), &policy);
+        // What the admin approved is what Velero gets: judged too (a request OADP's controller made holds the
+        // tenant's spec as it was then).
+        let approved_map = crate::velero::exclusions::to_map(&approved);
+        if approved_map != own {
+            if let Some(action) = refuse_unless_allowed(api, &obj, ctx, &policy, &approved_map, &nacuuid).await? {
+                return Ok(action);
+            }
+        }
         let secret = match sync_secret(ctx, &obj, &nacuuid, &approved).await? {
             Ok(s) => s,
             Err(detail) => {
@@ -485,6 +511,72 @@ impl Kind for NonAdminBackupStorageLocation {
         tracing::info!(object = %key_of(&*obj), "storage location removed");
         Ok(Action::await_change())
     }
+}
+
+/// The location's rules that need the cluster, before anything is made or kept for it: its requester may `get`
+/// the Secret it names (`rights.locations`), and its endpoints are ones the policy allows (judged by their
+/// addresses now). Refused: what was made for it from an earlier state goes, and the status says why
+/// (`Some(action)`). A name that does not resolve now, or a rights answer nac cannot get, is retried rather than
+/// taken as a refusal, so a passing DNS or API failure never tears down a working location.
+async fn refuse_unless_allowed(
+    api: &Api<NonAdminBackupStorageLocation>,
+    obj: &NonAdminBackupStorageLocation,
+    ctx: &Ctx,
+    policy: &Policy,
+    spec: &serde_json::Map<String, serde_json::Value>,
+    nacuuid: &str,
+) -> Result<Option<Action>, Error> {
+    use crate::rights::{credential, Requester, REQUESTER_ANNOTATION};
+    let ns = obj.namespace().unwrap_or_default();
+    let mut refusal = None;
+    if let Some(secret) = obj
+        .spec
+        .backup_storage_location_spec
+        .credential
+        .as_ref()
+        .map(|c| c.name.as_str())
+    {
+        let who: Option<Requester> = obj
+            .annotations()
+            .get(REQUESTER_ANNOTATION)
+            .and_then(|v| serde_json::from_str(v).ok());
+        let answer = credential::check(ctx.access.as_ref(), who.as_ref(), &ns, secret, policy.rights.locations)
+            .await
+            .map_err(Error::NotReady)?;
+        if let Err(msg) = answer {
+            refusal = Some((REQUESTER_RIGHTS_EXCEEDED, msg));
+        }
+    }
+    if refusal.is_none() && policy.non_admin_bsl.enabled {
+        let net = ctx.opts.endpoints.network(spec, &policy.non_admin_bsl).await;
+        if let Some((name, Err(e))) = net.resolved.iter().find(|(_, a)| a.is_err()) {
+            return Err(Error::NotReady(format!(
+                "resolving {name}, an endpoint of NonAdminBackupStorageLocation {}: {e}",
+                key_of(obj)
+            )));
+        }
+        let outcome = crate::policy::evaluate_bsl_endpoints(spec, policy, &net);
+        if let Some(v) = outcome.violations.first() {
+            refusal = Some((ENDPOINT_NOT_ALLOWED, v.message.clone()));
+        }
+    }
+    let Some((reason, msg)) = refusal else {
+        return Ok(None);
+    };
+    tracing::warn!(object = %key_of(obj), reason, message = %msg, "storage location refused");
+    teardown(ctx, obj, nacuuid).await?;
+    let recorded = nacuuid_recorded(obj);
+    set(api, obj, ctx, &Stage::Refused(reason, msg), recorded.then_some(nacuuid)).await?;
+    // Looked at again now and then: a right granted, or a name that now resolves elsewhere, is seen.
+    Ok(Some(Action::requeue(REFUSED_RECHECK)))
+}
+
+/// Whether the location's status already names its nacuuid (things may have been made under it).
+fn nacuuid_recorded(obj: &NonAdminBackupStorageLocation) -> bool {
+    obj.status
+        .as_ref()
+        .and_then(|s| s.velero_backup_storage_location.as_ref())
+        .is_some_and(|r| r.nacuuid.is_some())
 }
 
 async fn set(

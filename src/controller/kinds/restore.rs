@@ -14,7 +14,7 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::contents::ContentsSource;
+use crate::controller::contents::{restored_list, ContentsSource};
 use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -25,13 +25,15 @@ use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Mirrors, Placed, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT,
+    RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORE_NOT_VERIFIED, UNCHECKED_RESOURCES_RESTORED,
     WAITING_FOR_BACKUP,
 };
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
-use crate::naming::{Origin, NAB, NAR};
+use crate::naming::{Origin, NAB, NABSL_ORIGIN_NACUUID_LABEL, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
+use crate::rights::features::Storage;
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::exclusions::{add_restore_exclusions, to_map};
@@ -97,6 +99,9 @@ pub struct RestoreView {
     /// DataDownloads and PodVolumeRestores of the restore by phase.
     pub data_downloads: PhaseTally,
     pub pod_volume_restores: PhaseTally,
+    /// What nac found comparing Velero's restore resource list with the kinds it allowed, once the restore is
+    /// finished: (anything outside them, reason, message).
+    pub verdict: Option<(bool, &'static str, String)>,
 }
 
 impl AsRef<Placed> for RestoreView {
@@ -138,6 +143,16 @@ impl Mirrors for NonAdminRestore {
                 true,
                 BACKUP_PARTIALLY_FAILED,
                 w,
+                now_seconds(),
+            );
+        }
+        if let Some((outside, reason, message)) = &vr.verdict {
+            set_condition(
+                &mut s.conditions,
+                RESOURCES_OUTSIDE_RIGHTS,
+                *outside,
+                reason,
+                message,
                 now_seconds(),
             );
         }
@@ -239,7 +254,7 @@ impl Tenant for NonAdminRestore {
         r
     }
 
-    async fn view(ctx: &Ctx, vr: &Restore, nacuuid: &str) -> RestoreView {
+    async fn view(ctx: &Ctx, nar: &Self, vr: &Restore, nacuuid: &str) -> RestoreView {
         ctx.own.volumes.ready(ctx.opts.store_ready_timeout).await;
         let name = vr.name_any();
         let (data_downloads, pod_volume_restores) = ctx.own.volumes.tallies(&name);
@@ -248,7 +263,9 @@ impl Tenant for NonAdminRestore {
             .backup_name
             .as_deref()
             .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
+        let verdict = verify(ctx, nar, vr, source.as_deref()).await;
         RestoreView {
+            verdict,
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             data_downloads,
             pod_volume_restores,
@@ -258,7 +275,7 @@ impl Tenant for NonAdminRestore {
             }),
             source_warning: source.and_then(|b| partially_failed_warning(&b)),
             left_out: RestoreRights::of(vr.metadata.annotations.as_ref())
-                .filter(|r| !r.excluded.is_empty())
+                .filter(RestoreRights::limits)
                 .map(|r| r.message(NAR.origin_of(&vr.metadata).map(|(ns, _)| ns).unwrap_or_default())),
         }
     }
@@ -320,6 +337,7 @@ impl Kind for NonAdminRestore {
             return Ok(Action::await_change());
         };
         if tenant::delete_velero::<NonAdminRestore>(ctx, &name, &vr).await? {
+            delete_status_guard(&nar, &vr, ctx).await?;
             tracing::info!(nar = %key_of(&*nar), restore = %name, "Velero Restore deleted; releasing the NonAdminRestore");
             return Ok(Action::await_change());
         }
@@ -328,6 +346,103 @@ impl Kind for NonAdminRestore {
             ctx.opts.velero_namespace
         )))
     }
+}
+
+/// Deletes nac's resource modifier of a NonAdminRestore once its Velero Restore, which names it, is gone.
+async fn delete_status_guard(nar: &NonAdminRestore, vr: &Restore, ctx: &Ctx) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let name = status_guard_name(nar);
+    if vr.spec.resource_modifier.as_ref().is_some_and(|m| m.name == name) {
+        crate::controller::write::delete_if_present(&ctx.velero_api::<ConfigMap>(), &name, &ctx.metrics, "ConfigMap")
+            .await?;
+    }
+    Ok(())
+}
+
+/// Once a bound restore is finished: Velero's restore resource list compared with the kinds nac checked and
+/// allowed, and what is outside them removed where nac may (`None`: not finished, not bound, or compared
+/// before, as the NonAdminRestore's condition records).
+async fn verify(
+    ctx: &Ctx,
+    nar: &NonAdminRestore,
+    vr: &Restore,
+    backup: Option<&Backup>,
+) -> Option<(bool, &'static str, String)> {
+    let done = nar
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == RESOURCES_OUTSIDE_RIGHTS));
+    let phase = vr.status.as_ref().and_then(|s| s.phase.as_deref());
+    if done || !matches!(phase, Some("Completed" | "PartiallyFailed")) {
+        return None;
+    }
+    let rights = RestoreRights::of(vr.metadata.annotations.as_ref()).filter(|r| !r.included.is_empty())?;
+    let ns = nar.namespace().unwrap_or_default();
+    let key = format!("verify-{}", nar.uid().unwrap_or_else(|| nar.name_any()));
+    let list = match restored_list(ctx, &ctx.view, vr, backup, &key).await {
+        Ok(Ok(list)) => list,
+        Ok(Err(why)) => {
+            return Some((
+                false,
+                RESTORE_NOT_VERIFIED,
+                format!("Velero's resource list of the restore cannot be read: {why}"),
+            ))
+        }
+        // Velero or the storage not answering now: the next reconcile asks again.
+        Err(e) => {
+            tracing::info!(nar = %key_of(nar), error = %e, "restore resource list not read yet");
+            return None;
+        }
+    };
+    let kinds = match ctx.access.kinds().await {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::info!(nar = %key_of(nar), error = %e, "kinds not known yet");
+            return None;
+        }
+    };
+    let found = crate::rights::restore::unchecked(&list, &ns, &rights.included, &kinds);
+    if found.is_empty() {
+        let items: usize = list.values().map(Vec::len).sum();
+        return Some((
+            false,
+            RESTORED_AS_CHECKED,
+            format!(
+                "every item Velero restored ({items}) is of a kind nac checked against {}'s rights",
+                rights.requester
+            ),
+        ));
+    }
+    tracing::warn!(nar = %key_of(nar), items = found.len(), "Velero restored items nac did not check");
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    for u in &found {
+        match (&u.kind, u.namespace == ns) {
+            (Some(k), true) => {
+                let api: Api<kube::api::DynamicObject> =
+                    Api::namespaced_with(ctx.client.clone(), &ns, &k.api_resource());
+                ctx.metrics.write(&k.kind);
+                match api.delete(&u.name, &Default::default()).await {
+                    Ok(_) => removed.push(u.to_string()),
+                    Err(e) if crate::controller::write::is_not_found(&e) => removed.push(u.to_string()),
+                    Err(e) => kept.push(format!("{u} ({e})")),
+                }
+            }
+            _ => kept.push(format!("{u} (outside the namespace: for the cluster administrator)")),
+        }
+    }
+    let mut message = format!(
+        "Velero restored what nac did not check against {}'s rights (allowed: {})",
+        rights.requester,
+        rights.included.join(", ")
+    );
+    if !removed.is_empty() {
+        message.push_str(&format!("; removed: {}", removed.join(", ")));
+    }
+    if !kept.is_empty() {
+        message.push_str(&format!("; not removed: {}", kept.join(", ")));
+    }
+    Some((true, UNCHECKED_RESOURCES_RESTORED, message))
 }
 
 /// The Deleting message while Velero's own finalizer holds the Velero Restore longer than expected.
@@ -383,27 +498,130 @@ async fn check_rights(
             ))
         }
     };
-    let map = to_map(&spec);
-    let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode)
-        .await
-        .map_err(Error::NotReady)?;
-    if !rights.excluded.is_empty() {
-        tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, "restore limited to its requester's rights");
+    let mut map = to_map(&spec);
+    let rights = decide(
+        ctx.access.as_ref(),
+        &who,
+        &ns,
+        &map,
+        &contents,
+        mode,
+        storage_of(backup, ctx),
+    )
+    .await
+    .map_err(Error::NotReady)?;
+    if rights.limits() {
+        tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
         if mode == RightsMode::Deny {
             return refuse(format!("NonAdminRestore refused: {}", rights.message(&ns)));
         }
-        let mut list = spec.excluded_resources.take().unwrap_or_default();
-        for k in &rights.excluded {
-            if !list.contains(k) {
-                list.push(k.clone());
-            }
-        }
-        spec.excluded_resources = Some(list);
     }
+    if rights.included.is_empty() {
+        // Velero restores every kind when none is named: a restore of nothing cannot be bound.
+        let why = if rights.limits() {
+            format!(": {}", rights.message(&ns))
+        } else {
+            String::new()
+        };
+        return refuse(format!(
+            "NonAdminRestore refused: Velero Backup {} holds nothing in namespace {ns} that {} may restore{why}",
+            backup.name_any(),
+            who.username
+        ));
+    }
+    rights.apply(&mut map);
+    if !rights.status_guarded.is_empty() {
+        let admin = spec.resource_modifier.as_ref().map(|r| r.name.clone());
+        let name = match status_guard(nar, &ns, &rights.status_guarded, admin.as_deref(), ctx).await? {
+            Ok(name) => name,
+            Err(why) => return refuse(format!("NonAdminRestore refused: {why}")),
+        };
+        map.insert(
+            "resourceModifier".into(),
+            serde_json::json!({"kind": "ConfigMap", "name": name}),
+        );
+    }
+    spec = serde_json::from_value(Value::Object(map))
+        .map_err(|e| Error::Inconsistent(format!("Velero RestoreSpec after the rights check: {e}")))?;
     Ok(Admission::Admit(RestorePlan {
         spec,
         rights: Some(rights),
     }))
+}
+
+/// The name of the resource modifier ConfigMap nac makes in Velero's namespace for a NonAdminRestore (by its uid:
+/// known before the Velero Restore is made, which must name it from the start).
+pub fn status_guard_name(nar: &NonAdminRestore) -> String {
+    format!("nac-status-guard-{}", nar.uid().unwrap_or_else(|| nar.name_any()))
+}
+
+/// Writes the ConfigMap of nac's resource modifier that keeps Velero from restoring the status of `kinds` (whose
+/// status the requester may not write) through its restore-status annotation, after the rules of the modifier
+/// the policy enforces (`admin`, a ConfigMap in Velero's namespace), and returns its name. `Err`: the admin's
+/// modifier cannot be read as Velero would.
+async fn status_guard(
+    nar: &NonAdminRestore,
+    namespace: &str,
+    kinds: &[String],
+    admin: Option<&str>,
+    ctx: &Ctx,
+) -> Result<Result<String, String>, Error> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: Api<ConfigMap> = ctx.velero_api();
+    let admin_doc = match admin {
+        None => None,
+        Some(name) => {
+            let Some(cm) = api.get_opt(name).await? else {
+                return Ok(Err(format!(
+                    "the resource modifier ConfigMap {}/{name} the policy enforces does not exist",
+                    ctx.opts.velero_namespace
+                )));
+            };
+            let data = cm.data.unwrap_or_default();
+            if data.len() != 1 {
+                return Ok(Err(format!(
+                    "the resource modifier ConfigMap {}/{name} the policy enforces holds {} keys, Velero reads one",
+                    ctx.opts.velero_namespace,
+                    data.len()
+                )));
+            }
+            data.into_values().next()
+        }
+    };
+    let doc = match crate::rights::features::status_guard(namespace, kinds, admin_doc.as_deref()) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e)),
+    };
+    let name = status_guard_name(nar);
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "nac"},
+            "annotations": {NAR.name_annotation: nar.name_any(), NAR.namespace_annotation: namespace},
+        },
+        "data": {"modifiers.yaml": doc},
+    });
+    ctx.metrics.write("ConfigMap");
+    api.patch(
+        &name,
+        &kube::api::PatchParams::apply("nac").force(),
+        &kube::api::Patch::Apply(cm),
+    )
+    .await?;
+    Ok(Ok(name))
+}
+
+/// Whether the tenant controls the storage `backup` is read from: a location nac made for a
+/// NonAdminBackupStorageLocation, or one nac cannot find (closed).
+fn storage_of(backup: &Backup, ctx: &Ctx) -> Storage {
+    let Some(name) = backup.spec.storage_location.as_deref() else {
+        return Storage::Tenant;
+    };
+    match ctx.view.get::<BackupStorageLocation>().get(&ctx.velero_ref(name)) {
+        Some(bsl) if !bsl.labels().contains_key(NABSL_ORIGIN_NACUUID_LABEL) => Storage::Admin,
+        _ => Storage::Tenant,
+    }
 }
 
 /// Accepted=False reason of a restore whose backup can never be restored (failed, deleted, refused).

@@ -1,0 +1,521 @@
+//! Attempts, with the real Velero and S3 server, to make Velero act beyond the requester's own rights (exec hooks,
+//! volume data, status written through a restore, existing objects overwritten, a tarball changed between nac's
+//! check and Velero's read), each by a user with an ordinary role, asserting that none succeeds and that a user
+//! who holds the right keeps the feature. The rules are `crate::rights::features`.
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use common::faults::Part;
+use common::velero::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use nac::api::{NonAdminBackup, NonAdminRestore};
+use nac::velero::Restore;
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+/// The suite's policy: no field of these features enforced, so users may ask for each.
+const POLICY: &str = "
+enforceBackupSpec:
+  ttl: 72h0m0s
+  storageLocation: default
+backup:
+  maxTtl: 2160h
+rights:
+  backup: exclude
+  restore: exclude
+";
+
+static NAC: OnceCell<Env> = OnceCell::const_new();
+
+async fn env() -> &'static Env {
+    NAC.get_or_init(|| async {
+        use_velero(VeleroMode::Real);
+        Env::start(POLICY, NacOptions::default()).await
+    })
+    .await
+}
+
+/// A fresh namespace and a user in it holding nac's editor role and Kubernetes' `role` (`view`, `edit`, `admin`, or
+/// none: ""): (namespace, user name, user client, admin client).
+async fn tenant_with(prefix: &str, role: &str) -> (String, String, Client, Client) {
+    env().await;
+    let c = Cluster::load();
+    let admin = c.admin().await;
+    let ns = unique_ns(prefix);
+    ensure_namespace(&admin, &ns).await;
+    let user = format!("{role}-{ns}");
+    install().editor_role(&admin).await;
+    bind_editor(&admin, &ns, &user).await;
+    if !role.is_empty() {
+        bind(&admin, &ns, &user, role).await;
+    }
+    let client = c.as_user(&user).await;
+    if !role.is_empty() {
+        may_soon(&client, &ns, "list", "configmaps").await;
+    }
+    (ns.clone(), user.clone(), client, admin)
+}
+
+/// Waits until the API server's authorizer has seen a binding just made: `client`'s user may `verb resource`.
+async fn may_soon(client: &Client, ns: &str, verb: &str, resource: &str) {
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({"spec": {"resourceAttributes":
+        {"namespace": ns, "verb": verb, "resource": resource}}}))
+    .unwrap();
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    eventually(T, &format!("may {verb} {resource} in {ns}"), || {
+        let (api, review) = (api.clone(), review.clone());
+        async move {
+            let r = api.create(&PostParams::default(), &review).await.ok()?;
+            r.status.filter(|s| s.allowed).map(|_| ())
+        }
+    })
+    .await;
+}
+
+/// Creates a NonAdminBackup as `client`, returning the API server's warnings.
+async fn create_nab(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<String> {
+    let body = serde_json::to_value(nab(name, spec)).unwrap();
+    let (status, resp, warnings) = create_raw(
+        client,
+        &format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminbackups"),
+        &body,
+    )
+    .await;
+    assert_eq!(status, 201, "NAB {name} not created: {resp:#}");
+    warnings
+}
+
+async fn create_nar(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<String> {
+    create_nar_full(client, ns, name, spec).await.0
+}
+
+/// [`create_nar`], also returning the object as created.
+async fn create_nar_full(client: &Client, ns: &str, name: &str, spec: Value) -> (Vec<String>, Value) {
+    let body = json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {"name": name}, "spec": {"restoreSpec": spec}
+    });
+    let (status, resp, warnings) = create_raw(
+        client,
+        &format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminrestores"),
+        &body,
+    )
+    .await;
+    assert_eq!(status, 201, "NAR {name} not created: {resp:#}");
+    (warnings, resp)
+}
+
+fn any_contains(warnings: &[String], what: &[&str]) -> bool {
+    warnings.iter().any(|w| what.iter().all(|p| w.contains(p)))
+}
+
+/// The Velero Restore a NonAdminRestore was given.
+async fn velero_restore_of(admin: &Client, nars: &Api<NonAdminRestore>, name: &str) -> Restore {
+    let n = wait_json(nars, name, T, "Velero Restore named", |n| {
+        n["status"]["veleroRestore"]["name"].is_string()
+    })
+    .await;
+    let vr = n["status"]["veleroRestore"]["name"].as_str().unwrap().to_string();
+    let api: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.get(&vr).await.unwrap()
+}
+
+fn exec_hook() -> Value {
+    json!({"resources": [{"name": "dump", "labelSelector": {"matchLabels": {"app": "none"}},
+        "pre": [{"exec": {"container": "web", "command": ["sh", "-c", "cat /etc/secret"]}}]}]})
+}
+
+#[tokio::test]
+async fn a_viewers_exec_hooks_and_volume_data_never_reach_velero_and_an_admin_keeps_them() {
+    let (ns, viewer, client, admin) = tenant_with("att-hooks", "view").await;
+    workload(&admin, &ns).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    // `view` reads pods but may not exec into them, nor create a pod that mounts a claim.
+    let warnings = create_nab(
+        &client,
+        &ns,
+        "hooked",
+        json!({"hooks": exec_hook(), "defaultVolumesToFsBackup": true, "snapshotVolumes": true}),
+    )
+    .await;
+    assert!(
+        any_contains(
+            &warnings,
+            &["spec.backupSpec.hooks", &format!("{viewer} may not create pods/exec")]
+        ),
+        "{warnings:?}"
+    );
+    assert!(any_contains(&warnings, &["pods, in which Velero runs"]), "{warnings:?}");
+    assert!(
+        any_contains(&warnings, &["volume data", "create pods or create pods/exec"]),
+        "{warnings:?}"
+    );
+    let n = completed(&nabs, "hooked").await;
+    let spec = &n["status"]["veleroBackup"]["spec"];
+    assert!(spec["hooks"].is_null(), "the exec hook reached Velero: {spec:#}");
+    assert!(
+        spec["excludedResources"].as_array().unwrap().contains(&json!("pods")),
+        "pods, whose hook annotations Velero runs, were backed up: {spec:#}"
+    );
+    assert_eq!(spec["snapshotVolumes"], json!(false), "{spec:#}");
+    assert_eq!(spec["defaultVolumesToFsBackup"], json!(false), "{spec:#}");
+    let files = resource_list(n["status"]["veleroBackup"]["name"].as_str().unwrap());
+    assert!(listed(&files, "v1/Pod", &ns).is_empty(), "{files:?}");
+    assert!(!listed(&files, "v1/ConfigMap", &ns).is_empty(), "{files:?}");
+
+    // The namespace's admin may exec into its pods: the same request keeps its hooks and volumes.
+    let owner = format!("owner-{ns}");
+    bind_editor(&admin, &ns, &owner).await;
+    bind(&admin, &ns, &owner, "admin").await;
+    let owner_client = Cluster::load().as_user(&owner).await;
+    let warnings = create_nab(
+        &owner_client,
+        &ns,
+        "owner-hooked",
+        json!({"hooks": exec_hook(), "defaultVolumesToFsBackup": true}),
+    )
+    .await;
+    assert!(!any_contains(&warnings, &["pods/exec"]), "{warnings:?}");
+    let owner_nabs: Api<NonAdminBackup> = Api::namespaced(owner_client, &ns);
+    let n = velero_phase(
+        &owner_nabs,
+        "owner-hooked",
+        &[
+            "Completed",
+            "PartiallyFailed",
+            "Failed",
+            "FailedValidation",
+            "InProgress",
+            "New",
+        ],
+    )
+    .await;
+    let spec = &n["status"]["veleroBackup"]["spec"];
+    assert_eq!(spec["hooks"]["resources"][0]["name"], "dump", "{spec:#}");
+    assert_eq!(spec["defaultVolumesToFsBackup"], json!(true), "{spec:#}");
+    assert!(
+        !spec["excludedResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|k| k == "pods"),
+        "{spec:#}"
+    );
+}
+
+/// A LoadBalancer Service whose status the admin set (what a cloud controller would), annotated for Velero to
+/// restore its status whatever a restore's spec says.
+async fn load_balancer(admin: &Client, ns: &str, ip: &str) {
+    apply_yaml(
+        admin,
+        &format!(
+            r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: lb, namespace: {ns}, annotations: {{velero.io/restore-status: "true"}}}}
+spec: {{type: LoadBalancer, selector: {{app: shop}}, ports: [{{port: 80}}]}}
+"#
+        ),
+    )
+    .await;
+    let services: Api<Service> = Api::namespaced(admin.clone(), ns);
+    services
+        .patch_status(
+            "lb",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})),
+        )
+        .await
+        .unwrap();
+}
+
+fn ingress(s: &Service) -> Option<String> {
+    s.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+#[tokio::test]
+async fn a_restore_writes_status_only_for_a_user_who_may_write_it() {
+    let (ns, editor, client, admin) = tenant_with("att-status", "edit").await;
+    load_balancer(&admin, &ns, "203.0.113.7").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    create_nab(&client, &ns, "lb", json!({"includedResources": ["services"]})).await;
+    completed(&nabs, "lb").await;
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
+    services.delete("lb", &DeleteParams::default()).await.unwrap();
+    wait_gone(&services, "lb", T, "service deleted").await;
+
+    // `edit` may create Services but not write their status: neither the spec's restoreStatus nor Velero's
+    // annotation on the item writes it.
+    let warnings = create_nar(
+        &client,
+        &ns,
+        "as-editor",
+        json!({"backupName": "lb", "restoreStatus": {"includedResources": ["services"]}}),
+    )
+    .await;
+    assert!(
+        any_contains(
+            &warnings,
+            &[
+                "spec.restoreSpec.restoreStatus",
+                &format!("{editor} may not update services/status")
+            ]
+        ),
+        "{warnings:?}"
+    );
+    let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
+    assert_eq!(restore_finished(&nars, "as-editor").await, "Completed");
+    let vr = velero_restore_of(&admin, &nars, "as-editor").await;
+    assert!(vr.spec.restore_status.is_none(), "{:?}", vr.spec);
+    let guard = vr.spec.resource_modifier.as_ref().expect("nac's status guard");
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let doc = cms.get(&guard.name).await.unwrap().data.unwrap_or_default();
+    assert!(doc.values().any(|d| d.contains("velero.io/restore-status")), "{doc:?}");
+    let restored = services.get("lb").await.unwrap();
+    assert_eq!(ingress(&restored), None, "the restore wrote the Service's status");
+
+    // A user who may write Services' status restores it (no false refusal).
+    services.delete("lb", &DeleteParams::default()).await.unwrap();
+    wait_gone(&services, "lb", T, "service deleted").await;
+    let writer = format!("status-{ns}");
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: service-status, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [services/status], verbs: [update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: service-status, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: service-status}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {writer}}}]
+"#
+        ),
+    )
+    .await;
+    bind(&admin, &ns, &writer, "edit").await;
+    bind_editor(&admin, &ns, &writer).await;
+    let writer_client = Cluster::load().as_user(&writer).await;
+    let warnings = create_nar(
+        &writer_client,
+        &ns,
+        "as-writer",
+        json!({"backupName": "lb", "restoreStatus": {"includedResources": ["services"]}}),
+    )
+    .await;
+    assert!(!any_contains(&warnings, &["restoreStatus"]), "{warnings:?}");
+    let writer_nars: Api<NonAdminRestore> = Api::namespaced(writer_client, &ns);
+    assert_eq!(restore_finished(&writer_nars, "as-writer").await, "Completed");
+    let restored = services.get("lb").await.unwrap();
+    assert_eq!(ingress(&restored).as_deref(), Some("203.0.113.7"));
+}
+
+#[tokio::test]
+async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() {
+    let (ns, _, admin_client, admin) = tenant_with("att-update", "admin").await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm = |v: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "limits"}, "data": {"quota": v}})).unwrap()
+    };
+    cms.create(&PostParams::default(), &cm("10")).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(admin_client.clone(), &ns);
+    create_nab(
+        &admin_client,
+        &ns,
+        "limits",
+        json!({"includedResources": ["configmaps"]}),
+    )
+    .await;
+    completed(&nabs, "limits").await;
+    // The admin of the cluster changes the value afterwards.
+    cms.replace("limits", &PostParams::default(), &cm("2")).await.unwrap();
+
+    // A user who may create ConfigMaps but not update them.
+    let creator = format!("creator-{ns}");
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: create-configmaps, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [create, get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: create-configmaps, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: create-configmaps}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {creator}}}]
+"#
+        ),
+    )
+    .await;
+    bind_editor(&admin, &ns, &creator).await;
+    let creator_client = Cluster::load().as_user(&creator).await;
+    let spec = json!({"backupName": "limits", "existingResourcePolicy": "update", "includedResources": ["configmaps"]});
+    let warnings = create_nar(&creator_client, &ns, "as-creator", spec.clone()).await;
+    assert!(
+        any_contains(
+            &warnings,
+            &["existingResourcePolicy", "update configmaps", "patch configmaps"]
+        ),
+        "{warnings:?}"
+    );
+    let nars: Api<NonAdminRestore> = Api::namespaced(creator_client, &ns);
+    restore_finished(&nars, "as-creator").await;
+    let vr = velero_restore_of(&admin, &nars, "as-creator").await;
+    assert_eq!(vr.spec.existing_resource_policy.as_deref(), Some("none"));
+    let n = serde_json::to_value(nars.get("as-creator").await.unwrap()).unwrap();
+    assert!(
+        left_out(&n).contains("spec.restoreSpec.existingResourcePolicy"),
+        "{n:#}"
+    );
+    assert_eq!(
+        cms.get("limits").await.unwrap().data.unwrap()["quota"],
+        "2",
+        "the restore overwrote it"
+    );
+
+    // The namespace's admin may update ConfigMaps: the backup's value comes back.
+    let warnings = create_nar(&admin_client, &ns, "as-admin", spec).await;
+    assert!(!any_contains(&warnings, &["existingResourcePolicy"]), "{warnings:?}");
+    let nars: Api<NonAdminRestore> = Api::namespaced(admin_client, &ns);
+    restore_finished(&nars, "as-admin").await;
+    assert_eq!(cms.get("limits").await.unwrap().data.unwrap()["quota"], "10");
+}
+
+#[tokio::test]
+async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow() {
+    let (ns, user, client, admin) = tenant_with("att-swap", "edit").await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    create_nab(&client, &ns, "plain", json!({"includedResources": ["configmaps"]})).await;
+    let backup = completed(&nabs, "plain").await["status"]["veleroBackup"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cms.delete("plain", &DeleteParams::default()).await.unwrap();
+    let tarball = bucket_dir(&backup).join(format!("{backup}.tar.gz"));
+    let original = std::fs::read(&tarball).unwrap();
+    // What whoever controls the storage writes once nac has read the tarball: a RoleBinding of the user to
+    // `admin`, which nac never saw.
+    let changed = with_entries(
+        &original,
+        item_entries(
+            "rolebindings.rbac.authorization.k8s.io",
+            &ns,
+            "planted",
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "planted", "namespace": ns},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+        ),
+    );
+
+    let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
+    let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    // Velero is paused the moment it has answered nac's DownloadRequest for the contents (nac reads them from the
+    // bucket itself), so the Velero Restore nac then makes waits for the change.
+    let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
+    let uid = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let pauser = {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+        let uid = uid.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(watcher::watcher(
+                drs,
+                watcher::Config::default()
+            )));
+            while let Some(Ok(dr)) = events.next().await {
+                let ours = uid
+                    .lock()
+                    .unwrap()
+                    .as_ref()
+                    .is_some_and(|u| dr.metadata.name.as_deref() == Some(&format!("rights-{u}")));
+                let processed = dr.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Processed");
+                if ours && processed {
+                    Part::Velero.signal("STOP");
+                    let _ = paused_tx.send(());
+                    return;
+                }
+            }
+        })
+    };
+    // The watch runs before the restore exists.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let name = "swap".to_string();
+    let (_, created) = create_nar_full(&client, &ns, &name, json!({"backupName": "plain"})).await;
+    *uid.lock().unwrap() = created["metadata"]["uid"].as_str().map(str::to_string);
+    let paused = tokio::time::timeout(T, paused_rx).await;
+    pauser.abort();
+    assert!(paused.is_ok(), "Velero never answered nac's DownloadRequest");
+    let made = tokio::time::timeout(
+        T,
+        eventually(T, "Velero Restore made", || {
+            let nars = nars.clone();
+            async move { nars.get("swap").await.ok()?.status?.velero_restore?.name }
+        }),
+    )
+    .await;
+    let vr = match made {
+        Ok(vr_name) => restores.get(&vr_name).await.ok(),
+        Err(_) => None,
+    };
+    let fresh = vr.as_ref().is_some_and(|vr| {
+        vr.status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_none_or(|p| p == "New")
+    });
+    if fresh {
+        std::fs::write(&tarball, &changed).unwrap();
+    }
+    Part::Velero.signal("CONT");
+    let swapped = vr.filter(|_| fresh).map(|vr| (name, vr));
+    let (name, vr) = swapped.expect("Velero was never paused before it read the tarball");
+    assert_eq!(
+        vr.spec.included_resources.as_deref(),
+        Some(&["configmaps".to_string()][..])
+    );
+    restore_finished(&nars, &name).await;
+    std::fs::write(&tarball, &original).unwrap();
+    // nac compared what Velero says it restored with what it allowed.
+    let n = wait_json(&nars, &name, T, "restore verified", |n| {
+        condition_of(n, "ResourcesOutsideRights").1 != ""
+    })
+    .await;
+    assert_eq!(
+        condition_of(&n, "ResourcesOutsideRights"),
+        ("False".into(), "RestoredAsChecked".into()),
+        "{n:#}"
+    );
+    assert!(
+        cms.get_opt("plain").await.unwrap().is_some(),
+        "the checked kind was restored"
+    );
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        bindings.get_opt("planted").await.unwrap().is_none(),
+        "a kind nac never checked was restored from the changed tarball"
+    );
+}
