@@ -77,6 +77,28 @@ async fn may_soon(client: &Client, ns: &str, verb: &str, resource: &str) {
     .await;
 }
 
+/// A Role `name` in `ns` granting `verbs` on `resource` (of the core group), bound to `user`.
+async fn role(admin: &Client, ns: &str, name: &str, resource: &str, verbs: &str, user: &str) {
+    apply_yaml(
+        admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {name}, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [{resource}], verbs: [{verbs}]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {name}, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}]
+"#
+        ),
+    )
+    .await;
+}
+
 /// Creates a NonAdminBackup as `client`, returning the API server's warnings.
 async fn create_nab(client: &Client, ns: &str, name: &str, spec: Value) -> Vec<String> {
     let body = serde_json::to_value(nab(name, spec)).unwrap();
@@ -291,24 +313,7 @@ async fn a_restore_writes_status_only_for_a_user_who_may_write_it() {
     services.delete("lb", &DeleteParams::default()).await.unwrap();
     wait_gone(&services, "lb", T, "service deleted").await;
     let writer = format!("status-{ns}");
-    apply_yaml(
-        &admin,
-        &format!(
-            r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: service-status, namespace: {ns}}}
-rules: [{{apiGroups: [""], resources: [services/status], verbs: [update, patch]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: service-status, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: service-status}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {writer}}}]
-"#
-        ),
-    )
-    .await;
+    role(&admin, &ns, "service-status", "services/status", "update, patch", &writer).await;
     bind(&admin, &ns, &writer, "edit").await;
     bind_editor(&admin, &ns, &writer).await;
     let writer_client = Cluster::load().as_user(&writer).await;
@@ -348,24 +353,7 @@ async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() 
 
     // A user who may create ConfigMaps but not update them.
     let creator = format!("creator-{ns}");
-    apply_yaml(
-        &admin,
-        &format!(
-            r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: create-configmaps, namespace: {ns}}}
-rules: [{{apiGroups: [""], resources: [configmaps], verbs: [create, get, list]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: create-configmaps, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: create-configmaps}}
-subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {creator}}}]
-"#
-        ),
-    )
-    .await;
+    role(&admin, &ns, "create-configmaps", "configmaps", "create, get, list", &creator).await;
     bind_editor(&admin, &ns, &creator).await;
     let creator_client = Cluster::load().as_user(&creator).await;
     let spec = json!({"backupName": "limits", "existingResourcePolicy": "update", "includedResources": ["configmaps"]});

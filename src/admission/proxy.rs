@@ -670,30 +670,7 @@ async fn backup_rights(
     if denied.is_empty() && lacks.is_empty() {
         return Ok((record, Vec::new()));
     }
-    let user = &who.username;
-    if mode == RightsMode::Deny {
-        if let Some(l) = lacks.first() {
-            return Err((
-                format!("{path}.{}", l.field),
-                format!(
-                    "{what} {path}.{} asks Velero for {}; leave it out or ask for that right (policy rights.backup: \
-                     deny)",
-                    l.field,
-                    l.reason(user, namespace)
-                ),
-            ));
-        }
-    }
-    let mut warnings: Vec<String> = lacks
-        .iter()
-        .map(|l| {
-            format!(
-                "{path}.{}: left out of the backup, {} (policy rights.backup: exclude)",
-                l.field,
-                l.reason(user, namespace)
-            )
-        })
-        .collect();
+    let mut warnings = lacked(&lacks, (what, path, "backup"), mode, &who.username, namespace)?;
     if mode == RightsMode::Exclude {
         // What the reconciler will hand Velero: an include list of nothing but left-out kinds makes a spec Velero
         // fails at validation (see `velero::validation`).
@@ -787,14 +764,26 @@ async fn restore_rights(
     )
     .await
     .map_err(fail)?;
-    let user = &who.username;
+    lacked(&lacks, ("NonAdminRestore", PATH, "restore"), mode, &who.username, namespace)
+}
+
+/// What the webhook says of features a request uses that its requester lacks the rights for (see
+/// `crate::rights::features`): with `deny` the first refused, naming its field and right; otherwise a warning
+/// each. `what` is (kind, spec path, "backup" or "restore").
+fn lacked(
+    lacks: &[crate::rights::features::Lack],
+    (kind, path, what): (&str, &str, &str),
+    mode: RightsMode,
+    user: &str,
+    namespace: &str,
+) -> Result<Vec<String>, (String, String)> {
     if mode == RightsMode::Deny {
         if let Some(l) = lacks.first() {
             return Err((
-                format!("{PATH}.{}", l.field),
+                format!("{path}.{}", l.field),
                 format!(
-                    "NonAdminRestore {PATH}.{} asks Velero for {}; leave it out or ask for that right (policy \
-                     rights.restore: deny)",
+                    "{kind} {path}.{} asks Velero for {}; leave it out or ask for that right (policy \
+                     rights.{what}: deny)",
                     l.field,
                     l.reason(user, namespace)
                 ),
@@ -805,7 +794,7 @@ async fn restore_rights(
         .iter()
         .map(|l| {
             format!(
-                "{PATH}.{}: left out of the restore, {} (policy rights.restore: exclude)",
+                "{path}.{}: left out of the {what}, {} (policy rights.{what}: exclude)",
                 l.field,
                 l.reason(user, namespace)
             )
