@@ -385,6 +385,11 @@ impl Kind for NonAdminBackupStorageLocation {
         if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
             return Ok(Action::await_change());
         }
+        if obj.spec.unset {
+            let message = format!("{} spec.backupStorageLocationSpec is not set", NABSL.kind);
+            set(api, &obj, ctx, &Stage::Invalid(message), None).await?;
+            return Ok(Action::await_change());
+        }
         let Some(policy) = ctx.policy.current() else {
             tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
             return Ok(Action::requeue(ctx.opts.policy_retry));
@@ -657,9 +662,7 @@ async fn request_for(
 ) -> Result<Result<NonAdminBackupStorageLocationRequest, Action>, Error> {
     let spec = crate::velero::exclusions::to_map(&obj.spec.backup_storage_location_spec);
     let outcome = evaluate_bsl(&spec, policy);
-    let requested: Result<BackupStorageLocationSpec, String> = if obj.spec.unset {
-        Err(format!("{} spec.backupStorageLocationSpec is not set", NABSL.kind))
-    } else if outcome.allowed() {
+    let requested: Result<BackupStorageLocationSpec, String> = if outcome.allowed() {
         serde_json::from_value(serde_json::Value::Object(outcome.spec.clone())).map_err(|e| e.to_string())
     } else {
         Err(outcome.message())
