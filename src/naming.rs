@@ -406,23 +406,32 @@ pub fn velero_label_value(name: &str) -> std::borrow::Cow<'_, str> {
 /// Length of the timestamp Velero appends to a scheduled Backup's name (`-YYYYMMDDhhmmss`, dash excluded).
 pub const RUN_TIMESTAMP_LEN: usize = 14;
 
-/// The name of the NonAdminBackup that stands for one run of NonAdminSchedule `schedule`: the schedule's name
-/// with the run's timestamp, as Velero names the runs of its own schedules.
-pub fn run_name(schedule: &str, timestamp: &str) -> String {
+/// The name nac gave, before it took OADP's naming, to the NonAdminBackup of one run of NonAdminSchedule
+/// `schedule`: the schedule's name with the run's timestamp. A run's NonAdminBackup is now named as its Velero
+/// Backup is (`<the schedule's nacuuid>-<timestamp>`, as OADP's controller names it); those named the earlier way
+/// keep their names.
+pub fn legacy_run_name(schedule: &str, timestamp: &str) -> String {
     format!("{schedule}-{timestamp}")
 }
 
-/// Whether Velero Backup `value` is the scheduled run NonAdminBackup `name` of `namespace` stands for: the Backup a
+/// Whether Velero Backup `value` is the scheduled run NonAdminBackup `name` of `namespace` stands for: a Backup a
 /// Velero Schedule named by a NonAdminSchedule's nacuuid made (`<nacuuid>-<timestamp>`), where `name` is that
-/// NonAdminSchedule's name with the same timestamp. Checked by shape, like [`is_nacuuid_for`]. (The run's own
-/// nacuuid is an ordinary one: a run's name is longer than a label value may be.)
+/// Backup's own name (OADP's naming), or the NonAdminSchedule's name with the same timestamp (nac's earlier
+/// naming). Checked by shape, like [`is_nacuuid_for`]. (The run's own nacuuid is an ordinary one: a run's name is
+/// longer than a label value may be.)
 pub fn is_run_backup_of(value: &str, namespace: &str, name: &str) -> bool {
     let split = |s: &str| -> Option<(String, String)> {
         let (head, ts) = s.rsplit_once('-')?;
         (ts.len() == RUN_TIMESTAMP_LEN && ts.bytes().all(|b| b.is_ascii_digit()))
             .then(|| (head.to_string(), ts.to_string()))
     };
-    let (Some((schedule_id, ts)), Some((schedule, ts2))) = (split(value), split(name)) else {
+    let Some((schedule_id, ts)) = split(value) else {
+        return false;
+    };
+    if value == name {
+        return is_nacuuid_in(&schedule_id, namespace);
+    }
+    let Some((schedule, ts2)) = split(name) else {
         return false;
     };
     ts == ts2 && is_nacuuid_for(&schedule_id, namespace, &schedule)
@@ -600,8 +609,13 @@ mod tests {
     fn run_identities_are_checked_by_shape() {
         let s = nacuuid_with("team-a", "nightly", U);
         let id = format!("{s}-20261125010000");
+        // OADP's naming: the NonAdminBackup is named as the Velero Backup.
+        assert!(is_run_backup_of(&id, "team-a", &id));
+        assert!(!is_run_backup_of(&id, "team-b", &id));
+        assert!(!is_run_backup_of(&s, "team-a", &s));
+        // nac's earlier naming.
         assert!(is_run_backup_of(&id, "team-a", "nightly-20261125010000"));
-        assert_eq!(run_name("nightly", "20261125010000"), "nightly-20261125010000");
+        assert_eq!(legacy_run_name("nightly", "20261125010000"), "nightly-20261125010000");
         // Another namespace, another schedule, another run, or no run at all.
         assert!(!is_run_backup_of(&id, "team-b", "nightly-20261125010000"));
         assert!(!is_run_backup_of(&id, "team-a", "weekly-20261125010000"));

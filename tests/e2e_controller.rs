@@ -1251,3 +1251,112 @@ subjects: [{{kind: ServiceAccount, name: {planter}, namespace: {VELERO_NAMESPACE
         "one call to the guard, refused"
     );
 }
+
+/// A schedule as OADP's NonAdminSchedule reports it: each run's NonAdminBackup named as its Velero Backup and
+/// labelled with the schedule's nacuuid, `status.lastBackup` the newest run (an object), `status.nextRun` also
+/// while paused. Velero's schedule controller is played: the run made from the Velero Schedule as Velero makes
+/// it (its name, labels, annotations and template).
+#[tokio::test]
+async fn schedule_runs_are_named_as_their_velero_backups_and_the_status_is_oadp_s() {
+    use nac::api::NonAdminSchedule;
+    use nac::naming::NAS_ORIGIN_NACUUID_LABEL;
+    use nac::velero::{Schedule, SCHEDULE_NAME_LABEL};
+    let (ns, user, admin) = tenant("ctl-sched").await;
+    let nases: Api<NonAdminSchedule> = Api::namespaced(user.clone(), &ns);
+    let nas: NonAdminSchedule = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule", "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 2 * * *", "template": {"backupSpec": {"includedResources": ["configmaps"]}}}
+    }))
+    .unwrap();
+    nases.create(&PostParams::default(), &nas).await.unwrap();
+    let s = wait_json(&nases, "nightly", T, "schedule Created", |v| {
+        v["status"]["phase"] == "Created" && v["status"]["nextRun"].is_string()
+    })
+    .await;
+    let st = &s["status"];
+    let vname = st["veleroSchedule"]["name"].as_str().unwrap().to_string();
+    assert_eq!(st["veleroSchedule"]["nacuuid"], json!(vname));
+    assert!(st.get("lastBackup").is_none(), "no run yet: {st}");
+    let next_run = st["nextRun"].clone();
+    let schedules: Api<Schedule> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let vs = schedules.get(&vname).await.unwrap();
+
+    // Velero's run: `<schedule>-<timestamp>`, the Schedule's labels and annotations, its template.
+    let run = format!("{vname}-20261128020000");
+    let mut labels = vs.metadata.labels.clone().unwrap_or_default();
+    labels.insert(SCHEDULE_NAME_LABEL.into(), vname.clone());
+    let mut b = Backup::new(&run, vs.spec.template.clone());
+    b.metadata.labels = Some(labels);
+    b.metadata.annotations = vs.metadata.annotations.clone();
+    let backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    backups.create(&PostParams::default(), &b).await.unwrap();
+    play_velero_backup(
+        &backups,
+        &run,
+        json!({"phase": "InProgress", "startTimestamp": "2026-11-28T02:00:01Z"}),
+    )
+    .await;
+
+    // Its NonAdminBackup in the namespace: the Velero Backup's name, the schedule's nacuuid as a label.
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    let nab = wait_for(&nabs, &run, T, "the run's NonAdminBackup", |o| o.cloned()).await;
+    assert_eq!(
+        nab.metadata.labels.as_ref().unwrap().get(NAS_ORIGIN_NACUUID_LABEL),
+        Some(&vname)
+    );
+    let listed = nabs
+        .list(&ListParams::default().labels(&format!("{NAS_ORIGIN_NACUUID_LABEL}={vname}")))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    play_velero_backup(
+        &backups,
+        &run,
+        json!({"phase": "Completed", "completionTimestamp": "2026-11-28T02:00:09Z",
+               "expiration": "2026-12-28T02:00:01Z"}),
+    )
+    .await;
+    let s = wait_json(&nases, "nightly", T, "the run as the schedule's last backup", |v| {
+        v["status"]["lastBackup"]["phase"] == "Completed"
+    })
+    .await;
+    let st = &s["status"];
+    assert_eq!(
+        st["lastBackup"],
+        json!({"name": run, "veleroBackupName": run, "phase": "Completed",
+               "startTimestamp": "2026-11-28T02:00:01Z", "completionTimestamp": "2026-11-28T02:00:09Z",
+               "expiration": "2026-12-28T02:00:01Z"})
+    );
+    assert_eq!(st["recentBackups"], json!([st["lastBackup"]]));
+    wait_json(&nabs, &run, T, "the run's NonAdminBackup mirrors it", |v| {
+        v["status"]["veleroBackup"]["status"]["phase"] == "Completed"
+    })
+    .await;
+
+    // Paused: the next run is still reported (the one due once unpaused), as OADP's controller reports it.
+    nases
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    wait_json(&schedules, &vname, T, "Velero Schedule paused", |v| {
+        v["spec"]["paused"] == true
+    })
+    .await;
+    // The status write follows the Velero Schedule's patch in the same reconcile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = nases.get("nightly").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(s.status.as_ref().unwrap()).unwrap()["nextRun"],
+        next_run,
+        "paused"
+    );
+
+    // Deleted: its Velero Schedule goes, the run stays.
+    nases.delete("nightly", &DeleteParams::default()).await.unwrap();
+    wait_gone(&schedules, &vname, T, "the Velero Schedule").await;
+    assert!(nabs.get_opt(&run).await.unwrap().is_some());
+}

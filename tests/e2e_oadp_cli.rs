@@ -100,10 +100,10 @@ async fn decide(admin: &Client, ns: &str, location: &str, decision: &str, reason
 /// its Processed condition is True with a URL (Velero's answer played here), then deleted.
 async fn download(user: &Client, admin: &Client, ns: &str, kind: &str, target: &str) -> String {
     let base = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadmindownloadrequests");
-    let req = json!({"kind": "NonAdminDownloadRequest", "apiVersion": "oadp.openshift.io/v1alpha1",
-        "metadata": {"generateName": format!("{target}-{}-", kind.to_lowercase()), "namespace": ns,
-                     "creationTimestamp": null},
-        "spec": {"target": {"kind": kind, "name": target}}, "status": {}});
+    let mut req = go_clients("oadpCliDownloadRequestCreate");
+    req["metadata"]["generateName"] = json!(format!("{target}-{}-", kind.to_lowercase()));
+    req["metadata"]["namespace"] = json!(ns);
+    req["spec"]["target"] = json!({"kind": kind, "name": target});
     let (st, made) = send(user, "POST", &base, Some(&req)).await;
     assert_eq!(st, 201, "{made}");
     let name = made["metadata"]["name"].as_str().unwrap().to_string();
@@ -170,12 +170,10 @@ async fn oadp_cli_requests_work_against_nac() {
     // and one more the admin rejects.
     opaque_secret(&admin, &ns, "creds").await;
     for name in ["mine", "theirs"] {
-        let nabsl = json!({"kind": "NonAdminBackupStorageLocation", "apiVersion": "oadp.openshift.io/v1alpha1",
-            "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
-            "spec": {"backupStorageLocationSpec": {"provider": "aws",
-                "credential": {"key": "cloud", "name": "creds"},
-                "objectStorage": {"bucket": "tenants", "prefix": name}}},
-            "status": {}});
+        let mut nabsl = go_clients("oadpCliBslCreate");
+        nabsl["metadata"]["name"] = json!(name);
+        nabsl["metadata"]["namespace"] = json!(ns);
+        nabsl["spec"]["backupStorageLocationSpec"]["objectStorage"]["prefix"] = json!(name);
         let (st, body) = send(
             &user,
             "POST",
@@ -525,4 +523,166 @@ async fn admins_decide_storage_locations_and_see_every_namespace_with_the_plugin
         json!([{"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}])
     );
     assert_eq!(b["spec"]["backupSpec"]["itemOperationTimeout"], "2h");
+}
+
+/// `kubectl ARGS` with `kubeconfig` (the control plane's own kubectl, built with it): (exit code, stdout, stderr).
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let (kc, args): (PathBuf, Vec<String>) = (kubeconfig.into(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let o = std::process::Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("bin/kubectl"))
+            .env("KUBECONFIG", &kc)
+            .args(&args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// The header of `kubectl get` output, its words.
+fn header(out: &str) -> Vec<String> {
+    out.lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Scripts that read `kubectl get` by header or position see OADP's columns, in OADP's order (nac's own only with
+/// `-o wide`). Each kind's object here came without a spec, which OADP's API admits and its controller reports
+/// BackingOff: so does nac, with OADP's reason and a message naming what is missing.
+#[tokio::test]
+async fn kubectl_get_shows_oadp_s_columns_and_an_object_without_spec_backs_off() {
+    env().await;
+    let (ns, user, admin) = new_tenant("oadp-get").await;
+    let api = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}");
+    let kinds = [
+        (
+            "NonAdminBackup",
+            "nonadminbackups",
+            "nab",
+            "InvalidBackupSpec",
+            "spec.backupSpec is not set",
+        ),
+        (
+            "NonAdminRestore",
+            "nonadminrestores",
+            "nar",
+            "InvalidRestoreSpec",
+            "spec.restoreSpec is not set",
+        ),
+        (
+            "NonAdminBackupStorageLocation",
+            "nonadminbackupstoragelocations",
+            "nabsl",
+            "BslSpecValidation",
+            "spec.backupStorageLocationSpec is not set",
+        ),
+        (
+            "NonAdminDownloadRequest",
+            "nonadmindownloadrequests",
+            "nadr",
+            "Error",
+            "spec.target is not set",
+        ),
+        (
+            "NonAdminSchedule",
+            "nonadminschedules",
+            "nas",
+            "InvalidScheduleSpec",
+            "spec.template.backupSpec is not set",
+        ),
+    ];
+    for (kind, plural, _, reason, message) in kinds {
+        let bare = json!({"kind": kind, "apiVersion": "oadp.openshift.io/v1alpha1",
+                          "metadata": {"name": "bare", "namespace": ns, "creationTimestamp": null}});
+        let (st, body) = send(&user, "POST", &format!("{api}/{plural}"), Some(&bare)).await;
+        assert_eq!(st, 201, "{kind}: {body}");
+        let path = format!("{api}/{plural}/bare");
+        let backed_off = eventually(T, &format!("{kind} without spec reported BackingOff"), || {
+            let (user, path) = (user.clone(), path.clone());
+            async move {
+                let (_, o) = send(&user, "GET", &path, None).await;
+                (o["status"]["phase"] == "BackingOff").then_some(o)
+            }
+        })
+        .await;
+        let conditions = backed_off["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c["status"] == "True" || c["status"] == "False")
+                && conditions
+                    .iter()
+                    .any(|c| c["reason"] == reason && c["message"].as_str().is_some_and(|m| m.contains(message))),
+            "{kind}: {backed_off}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let c = Cluster::load();
+    let as_user = {
+        let mut kc = kube::config::Kubeconfig::read_from(c.get("KUBECONFIG")).unwrap();
+        for a in &mut kc.auth_infos {
+            if let Some(info) = a.auth_info.as_mut() {
+                info.impersonate = Some(format!("user-{ns}"));
+                info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+            }
+        }
+        let path = dir.path().join("user.kubeconfig");
+        std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+        path
+    };
+    let oadp_columns = |short: &str| -> Vec<&str> {
+        match short {
+            "nab" | "nar" => vec!["NAME", "REQUEST-PHASE", "VELERO-PHASE", "AGE"],
+            "nabsl" => vec!["NAME", "REQUEST-APPROVED", "REQUEST-PHASE", "VELERO-PHASE", "AGE"],
+            "nadr" => vec!["NAME", "REQUEST-PHASE", "AGE"],
+            "nas" => vec!["NAME", "REQUEST-PHASE", "VELERO-PHASE", "NEXT-RUN", "PAUSED", "AGE"],
+            _ => unreachable!(),
+        }
+    };
+    for (kind, _, short, _, _) in kinds {
+        let (code, out, err) = kubectl(&as_user, &["-n", &ns, "get", short]).await;
+        assert_eq!(code, 0, "{kind}: {err}");
+        assert_eq!(header(&out), oadp_columns(short), "kubectl get {short}:\n{out}");
+        assert!(out.lines().nth(1).unwrap().contains("BackingOff"), "{out}");
+        let (_, wide, _) = kubectl(&as_user, &["-n", &ns, "get", short, "-o", "wide"]).await;
+        let extra: Vec<&str> = match short {
+            "nab" | "nar" => vec!["QUEUE-POSITION"],
+            "nas" => vec!["SCHEDULE", "LAST-BACKUP"],
+            _ => vec![],
+        };
+        let mut want = oadp_columns(short);
+        want.extend(extra);
+        assert_eq!(header(&wide), want, "kubectl get {short} -o wide:\n{wide}");
+    }
+    // The admin's view of the approval requests.
+    let requests =
+        format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{VELERO_NAMESPACE}/nonadminbackupstoragelocationrequests");
+    let name = format!("{ns}-get");
+    let req = json!({"kind": "NonAdminBackupStorageLocationRequest", "apiVersion": "oadp.openshift.io/v1alpha1",
+                     "metadata": {"name": name}, "spec": {"approvalDecision": "pending"}});
+    let (st, body) = send(&admin, "POST", &requests, Some(&req)).await;
+    assert_eq!(st, 201, "{body}");
+    let as_admin = dir.path().join("admin.kubeconfig");
+    std::fs::copy(c.get("KUBECONFIG"), &as_admin).unwrap();
+    let (code, out, err) = kubectl(&as_admin, &["-n", VELERO_NAMESPACE, "get", "nabslrequest", &name]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        header(&out),
+        ["NAME", "REQUEST-PHASE", "REQUEST-NAMESPACE", "REQUEST-NAME", "AGE"],
+        "{out}"
+    );
+    let (st, _) = send(&admin, "DELETE", &format!("{requests}/{name}"), None).await;
+    assert_eq!(st, 200);
 }

@@ -143,6 +143,7 @@ fn pair(i: usize) -> (String, String) {
         NonAdminBackupSpec {
             backup_spec: serde_json::from_value(json!({"includedNamespaces": [ns], "ttl": "720h0m0s"})).unwrap(),
             delete_backup: false,
+            unset: false,
         },
     );
     nab.metadata.namespace = Some(ns.clone());

@@ -1213,6 +1213,72 @@ async fn go_clients_zero_values_are_fields_left_out_on_create_and_on_update() {
     );
 }
 
+/// OADP's API admits an object without `spec` (its controller reports it BackingOff); so does nac, with a warning,
+/// and untouched (no identity, no finalizer: nothing is made for it). Once it gets a spec it is checked as a new
+/// object is; a spec cannot be taken away.
+#[tokio::test]
+async fn an_object_without_spec_is_admitted_as_oadp_admits_it_and_checked_once_it_gets_one() {
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    for (kind, resource) in [
+        ("NonAdminBackup", "nonadminbackups"),
+        ("NonAdminRestore", "nonadminrestores"),
+        ("NonAdminBackupStorageLocation", "nonadminbackupstoragelocations"),
+        ("NonAdminSchedule", "nonadminschedules"),
+    ] {
+        let bare = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": kind,
+                          "metadata": {"name": "bare", "namespace": "team-a"}});
+        let mut review = nas_review("alice", "team-a", bare.clone(), None);
+        review["request"]["kind"]["kind"] = json!(kind);
+        review["request"]["resource"]["resource"] = json!(resource);
+        for op in ["mutate", "validate"] {
+            let (status, out) = s.post_json(&format!("/{op}/{resource}"), &review).await;
+            assert_eq!(status, 200);
+            assert_eq!(resp(&out)["allowed"], true, "{kind} {op}: {out}");
+            assert!(resp(&out).get("patch").is_none(), "{kind} {op}: nothing added: {out}");
+            let warnings = resp(&out)["warnings"].to_string();
+            assert!(warnings.contains("has no spec"), "{kind} {op}: {out}");
+        }
+    }
+    // nac's own writes to it (its finalizer) pass; so does any update that leaves it without a spec.
+    let bare = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+                      "metadata": {"name": "bare", "namespace": "team-a"}});
+    let mut finalized = bare.clone();
+    finalized["metadata"]["finalizers"] = json!([nac::naming::NAB_FINALIZER]);
+    let mut review = nas_review("nac", "team-a", finalized, Some(bare.clone()));
+    review["request"]["kind"]["kind"] = json!("NonAdminBackup");
+    review["request"]["resource"]["resource"] = json!("nonadminbackups");
+    for op in ["mutate", "validate"] {
+        let (_, out) = s.post_json(&format!("/{op}/nonadminbackups"), &review).await;
+        assert_eq!(resp(&out)["allowed"], true, "{op}: {out}");
+    }
+    // A NonAdminBackup that gets its spec: the policy applies as on a create (here a field the policy refuses).
+    let mut with_spec = bare.clone();
+    with_spec["spec"] = json!({"backupSpec": {"includedNamespaces": ["team-b"]}});
+    let mut review = nas_review("alice", "team-a", with_spec.clone(), Some(bare.clone()));
+    review["request"]["kind"]["kind"] = json!("NonAdminBackup");
+    review["request"]["resource"]["resource"] = json!("nonadminbackups");
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    let (message, _) = denial(&out);
+    assert!(message.contains("includedNamespaces"), "{message}");
+    with_spec["spec"] = json!({"backupSpec": {}});
+    review["request"]["object"] = with_spec.clone();
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let patched = patched_object(&review, &out);
+    assert_eq!(
+        patched["spec"]["backupSpec"]["ttl"], "720h0m0s",
+        "filled in as on a create"
+    );
+    assert_eq!(patched["metadata"]["finalizers"], json!([nac::naming::NAB_FINALIZER]));
+    // Taking the spec away is refused.
+    let mut review = nas_review("alice", "team-a", bare, Some(with_spec));
+    review["request"]["kind"]["kind"] = json!("NonAdminBackup");
+    review["request"]["resource"]["resource"] = json!("nonadminbackups");
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    let (message, _) = denial(&out);
+    assert!(message.contains("spec.backupSpec is required"), "{message}");
+}
+
 /// A NABSL review by `user` (the fixture's request, another user).
 fn nabsl_review_by(user: &str, spec: Value) -> Value {
     let mut r = nabsl_review(spec);

@@ -172,7 +172,8 @@ fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Resul
     let object = serde_json::to_value(object).map_err(|e| e.to_string())?;
     let spec = spec_of(kind, &object)?;
     let old = match &req.old_object {
-        Some(o) if req.operation == Operation::Update => {
+        // An object that had no spec is checked, once it gets one, as a new object is.
+        Some(o) if req.operation == Operation::Update && has_spec(o) => {
             let o = serde_json::to_value(o).map_err(|e| e.to_string())?;
             let s = spec_of(kind, &o)?;
             Some((o, s))
@@ -193,6 +194,10 @@ fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Resul
         spec,
         old,
     })
+}
+
+fn has_spec(o: &DynamicObject) -> bool {
+    o.data.get("spec").is_some_and(|s| !s.is_null())
 }
 
 fn spec_of(kind: ProxyKind, object: &Value) -> Result<Map<String, Value>, String> {
@@ -267,6 +272,16 @@ fn prepare(
     let resp = AdmissionResponse::from(req);
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Err(Box::new(resp));
+    }
+    let had_none = req.operation == Operation::Create || !req.old_object.as_ref().is_some_and(has_spec);
+    if had_none && !req.object.as_ref().is_some_and(has_spec) {
+        // As OADP's API does: admitted (and so are its controller's writes, its finalizer), and its controller
+        // reports it BackingOff. A spec once given cannot be taken away (`parse` refuses that).
+        let warning = format!(
+            "{} has no spec: admitted, and reported BackingOff until it gets one",
+            kind.kind()
+        );
+        return Err(Box::new(with_warnings(resp, vec![warning])));
     }
     match parse(kind, req) {
         Ok(p) => Ok((resp, p)),
@@ -470,25 +485,14 @@ fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Val
     }
 }
 
-/// A new schedule's own rules beyond its spec: a name its runs can be named after, and the policy's number of
-/// schedules per namespace (counted in the cluster; the reconciler counts again, so a race of two creates cannot
-/// get past it).
+/// A new schedule's own rule beyond its spec: the policy's number of schedules per namespace (counted in the
+/// cluster; the reconciler counts again, so a race of two creates cannot get past it).
 async fn schedule_create_rules(
     state: &AdmissionState,
     policy: &Policy,
     p: &Parsed<'_>,
 ) -> Result<(), (String, String)> {
     let kind = naming::NAS.kind;
-    if p.name.len() > MAX_SCHEDULE_NAME {
-        return Err((
-            "metadata.name".into(),
-            format!(
-                "{kind} name {:?} is too long: its backups are named <name>-<timestamp>, so a schedule's name has at \
-                 most {MAX_SCHEDULE_NAME} characters",
-                p.name
-            ),
-        ));
-    }
     let Some(max) = policy.schedule.max_per_namespace else {
         return Ok(());
     };
@@ -518,9 +522,6 @@ async fn schedule_create_rules(
     }
     Ok(())
 }
-
-/// Longest schedule name whose runs' names (`<name>-<14 digits>`) are still object names.
-pub const MAX_SCHEDULE_NAME: usize = 253 - 1 - naming::RUN_TIMESTAMP_LEN;
 
 /// The policy's `schedule.skipImmediately` default on a schedule that does not say (creation, unpause).
 fn default_skip(patched: &mut Value, policy: &Policy) -> Option<String> {

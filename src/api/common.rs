@@ -167,6 +167,7 @@ pub mod condition {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueInfo {
+    #[schemars(with = "crate::wire::GoInt")]
     pub estimated_queue_position: i64,
 }
 

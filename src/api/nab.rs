@@ -10,12 +10,14 @@ use std::sync::Arc;
 #[apply(crate::wire::tenant_kind!)]
 #[kube(kind = "NonAdminBackup", shortname = "nab", status = "NonAdminBackupStatus")]
 #[kube(doc = "A namespace user's request for a Velero backup of their own namespace")]
-#[kube(printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#)]
-#[kube(printcolumn = r#"{"name":"Velero phase","type":"string","jsonPath":".status.veleroBackup.status.phase"}"#)]
-#[kube(
-    printcolumn = r#"{"name":"Queue position","type":"integer","jsonPath":".status.queueInfo.estimatedQueuePosition"}"#
-)]
+#[kube(printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#)]
+#[kube(printcolumn = r#"{"name":"Velero-Phase","type":"string","jsonPath":".status.veleroBackup.status.phase"}"#)]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+// nac's own column, shown by `kubectl get -o wide` only: the columns above are OADP's, in OADP's order.
+#[kube(
+    printcolumn = r#"{"name":"Queue-Position","type":"integer","jsonPath":".status.queueInfo.estimatedQueuePosition","priority":1}"#
+)]
+#[kube(attr = "cfg_attr(all(), serde(default = \"NonAdminBackup::without_spec\"))")]
 pub struct NonAdminBackupSpec {
     /// The Velero BackupSpec; the admin policy decides what may be set.
     // Shared: a BackupSpec is 0.7 KiB of mostly empty fields, and the store's copy of a settled NonAdminBackup
@@ -24,6 +26,25 @@ pub struct NonAdminBackupSpec {
     /// Set to true to delete the Velero backup and its data in object storage, then this object.
     #[serde(default, skip_serializing_if = "crate::velero::is_false")]
     pub delete_backup: bool,
+    /// True when the object came without a spec (see the [`api`](super) module): never acted on.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unset: bool,
+}
+
+impl NonAdminBackup {
+    /// What an object without `spec` decodes to (see the [`api`](super) module).
+    fn without_spec() -> Self {
+        let mut o = NonAdminBackup::new(
+            "",
+            NonAdminBackupSpec {
+                unset: true,
+                ..Default::default()
+            },
+        );
+        o.metadata = Default::default();
+        o
+    }
 }
 
 impl NonAdminBackupSpec {
@@ -45,6 +66,9 @@ pub struct NonAdminBackupStatus {
     pub data_mover_data_uploads: Option<DataMoverDataUploads>,
     pub file_system_pod_volume_backups: Option<FileSystemPodVolumeBackups>,
     pub queue_info: Option<QueueInfo>,
+    /// The uploader of the backup's file-system volume backups (`kopia` or `restic`, Velero's name), for OADP's
+    /// `describe`; absent when it made none.
+    pub uploader_type: Option<String>,
 }
 
 /// The Velero Backup behind a NonAdminBackup.
@@ -108,44 +132,63 @@ impl PartialEq for VeleroBackupRef {
     }
 }
 
-/// Counts of a backup's DataUploads (a restore's DataDownloads) by phase.
+/// Counts of a backup's DataUploads (a restore's DataDownloads) by phase; a zero count is left out, as OADP writes
+/// them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataMoverDataUploads {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub total: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub new: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub accepted: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub prepared: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub in_progress: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub canceling: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub canceled: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub failed: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub completed: i64,
 }
 
-/// Counts of a backup's PodVolumeBackups (a restore's PodVolumeRestores) by phase.
+/// Counts of a backup's PodVolumeBackups (a restore's PodVolumeRestores) by phase; a zero count is left out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileSystemPodVolumeBackups {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub total: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub new: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub in_progress: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub failed: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(with = "crate::wire::GoInt")]
     pub completed: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// Counts of a restore's DataDownloads by phase (OADP's field, the same shape as a backup's DataUploads).

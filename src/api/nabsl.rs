@@ -21,9 +21,29 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Velero-Phase","type":"string","jsonPath":".status.veleroBackupStorageLocation.status.phase"}"#
 )]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+#[kube(attr = "cfg_attr(all(), serde(default = \"NonAdminBackupStorageLocation::without_spec\"))")]
 pub struct NonAdminBackupStorageLocationSpec {
     /// The Velero BackupStorageLocationSpec; `credential` names a Secret of this namespace.
     pub backup_storage_location_spec: BackupStorageLocationSpec,
+    /// True when the object came without a spec (see the [`api`](super) module): never acted on.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unset: bool,
+}
+
+impl NonAdminBackupStorageLocation {
+    /// What an object without `spec` decodes to (see the [`api`](super) module).
+    fn without_spec() -> Self {
+        let mut o = NonAdminBackupStorageLocation::new(
+            "",
+            NonAdminBackupStorageLocationSpec {
+                unset: true,
+                ..Default::default()
+            },
+        );
+        o.metadata = Default::default();
+        o
+    }
 }
 
 #[apply(crate::wire::tenant_status!)]
@@ -75,6 +95,9 @@ impl ApprovalDecision {
     printcolumn = r#"{"name":"Request-Name","type":"string","jsonPath":".status.nonAdminBackupStorageLocation.name"}"#
 )]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+// Without a spec: no decision yet (pending).
+#[kube(derive = "Default")]
+#[kube(attr = "cfg_attr(all(), serde(default))")]
 pub struct NonAdminBackupStorageLocationRequestSpec {
     /// `approve`, `reject` or `pending`: set by the cluster admin.
     pub approval_decision: Option<ApprovalDecision>,

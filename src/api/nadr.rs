@@ -19,11 +19,31 @@ use serde::{Deserialize, Serialize};
 #[kube(namespaced)]
 #[kube(printcolumn = r#"{"name":"Request-Phase","type":"string","jsonPath":".status.phase"}"#)]
 #[kube(printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#)]
+#[kube(attr = "cfg_attr(all(), serde(default = \"NonAdminDownloadRequest::without_spec\"))")]
 #[serde(rename_all = "camelCase")]
 // A request is answered once: a different file is a new request.
 #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "spec is immutable: create a new NonAdminDownloadRequest"}]))]
 pub struct NonAdminDownloadRequestSpec {
     pub target: NonAdminDownloadTarget,
+    /// True when the object came without a spec (see the [`api`](super) module): never acted on.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unset: bool,
+}
+
+impl NonAdminDownloadRequest {
+    /// What an object without `spec` decodes to (see the [`api`](super) module).
+    fn without_spec() -> Self {
+        let mut o = NonAdminDownloadRequest::new(
+            "",
+            NonAdminDownloadRequestSpec {
+                unset: true,
+                ..Default::default()
+            },
+        );
+        o.metadata = Default::default();
+        o
+    }
 }
 
 /// The file: its kind, and the NonAdminBackup (backup kinds) or NonAdminRestore (restore kinds) of this namespace
@@ -92,6 +112,7 @@ pub struct NonAdminDownloadRequestStatus {
     pub velero: Option<VeleroDownloadRequest>,
 }
 
+/// Velero's answer, as the Velero DownloadRequest's status holds it.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VeleroDownloadRequest {

@@ -144,6 +144,10 @@ pub trait Tenant: Mirrors {
         false
     }
 
+    /// The BackingOff message of an object that came without a spec (OADP's API admits one); `None` when it has
+    /// one.
+    fn spec_unset(&self) -> Option<String>;
+
     /// Decisions before anything else on a live object (e.g. a deletion the spec asks for). `None`: go on.
     fn early(
         _api: &Api<Self>,
@@ -475,6 +479,9 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
     }
     if was_created(&*obj) {
         return mirror_existing(api, &obj, ctx).await;
+    }
+    if let Some(message) = obj.spec_unset() {
+        return reject(api, &obj, ctx, K::WORDS.invalid_reason, &message).await;
     }
     if let Some(action) = K::adopt(api, &obj, ctx).await? {
         return Ok(action);

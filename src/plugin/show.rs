@@ -184,6 +184,19 @@ pub fn restores(items: &[Value], kind: &Kind) -> String {
     )
 }
 
+/// When a schedule's last backup started: `status.lastBackup` is OADP's object (the newest run); nac wrote the time
+/// alone before, and Velero's Schedule has it too.
+fn last_backup_time(st: &Value) -> String {
+    match &st["lastBackup"] {
+        Value::String(t) => t.clone(),
+        b => [&b["startTimestamp"], &st["veleroSchedule"]["status"]["lastBackup"]]
+            .into_iter()
+            .map(s)
+            .find(|t| !t.is_empty())
+            .unwrap_or_default(),
+    }
+}
+
 /// `velero schedule get`'s table.
 pub fn schedules(items: &[Value]) -> String {
     let rows: Vec<Vec<String>> = items
@@ -196,7 +209,7 @@ pub fn schedules(items: &[Value]) -> String {
                 s(&o["metadata"]["creationTimestamp"]),
                 s(&o["spec"]["schedule"]),
                 or_none(&o["spec"]["template"]["backupSpec"]["ttl"]),
-                or_none(&st["lastBackup"]),
+                or_none(&Value::String(last_backup_time(st))),
                 or_none(&st["nextRun"]),
                 o["spec"]["paused"].as_bool().unwrap_or(false).to_string(),
             ]
@@ -453,6 +466,9 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
         "Default volumes to fs backup:  {}",
         or_auto(&spec["defaultVolumesToFsBackup"])
     );
+    if let Some(u) = o["status"]["uploaderType"].as_str() {
+        let _ = writeln!(out, "Uploader type:  {u}");
+    }
     let _ = writeln!(out, "\nStarted:    {}", or_none(&vs["startTimestamp"]));
     let _ = writeln!(out, "Completed:  {}", or_none(&vs["completionTimestamp"]));
     let _ = writeln!(out, "\nExpiration:  {}", or_none(&vs["expiration"]));
@@ -534,7 +550,16 @@ pub fn describe_schedule(o: &Value) -> String {
     let _ = writeln!(out, "\nPaused:  {}", o["spec"]["paused"].as_bool().unwrap_or(false));
     let _ = writeln!(out, "\nSchedule:  {}", s(&o["spec"]["schedule"]));
     let _ = writeln!(out, "Velero Schedule:  {}", or_none(&st["veleroSchedule"]["name"]));
-    let _ = writeln!(out, "\nLast Backup:   {}", or_none(&st["lastBackup"]));
+    let last = &st["lastBackup"];
+    let last = match last["name"].as_str() {
+        Some(name) => format!(
+            "{name} ({}, started {})",
+            last["phase"].as_str().unwrap_or("New"),
+            or_none(&last["startTimestamp"])
+        ),
+        None => or_none(&Value::String(last_backup_time(st))),
+    };
+    let _ = writeln!(out, "\nLast Backup:   {last}");
     let _ = writeln!(out, "Last Skipped:  {}", or_none(&st["lastSkipped"]));
     let _ = writeln!(out, "Next Run:      {}", or_none(&st["nextRun"]));
     let spec = &o["spec"]["template"]["backupSpec"];
@@ -596,7 +621,7 @@ mod tests {
         let o = json!({
             "metadata": {"name": "b", "namespace": "team-a"},
             "spec": {"backupSpec": {"storageLocation": "mine", "excludedResources": ["secrets"]}},
-            "status": {"phase": "Created", "conditions": [
+            "status": {"phase": "Created", "uploaderType": "kopia", "conditions": [
                 {"type": "Accepted", "status": "True", "reason": "BackupAccepted", "message": "backup accepted"}],
                 "veleroBackup": {"name": "team-a-b-u", "spec": {"includedNamespaces": ["team-a"],
                     "excludedResources": ["secrets", "nonadminbackups"], "ttl": "720h0m0s",
@@ -614,6 +639,7 @@ mod tests {
             // The user's name of their location, not the Velero one.
             "Storage Location:  mine",
             "TTL:  720h0m0s",
+            "Uploader type:  kopia",
             "Items backed up:              12",
             "Accepted=True (BackupAccepted): backup accepted",
             "  v1/ConfigMap:\n    - team-a/app",
@@ -623,6 +649,30 @@ mod tests {
         let rows = backups(&[o], &BACKUP);
         let row: Vec<&str> = rows.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(row, ["b", "Completed", "0", "2", "n/a", "mine", "<none>"], "{rows}");
+    }
+
+    #[test]
+    fn a_schedule_shows_its_last_run_in_oadp_s_form_and_in_nac_s_earlier_one() {
+        let nas = |last: Value| {
+            json!({"metadata": {"name": "nightly", "namespace": "team-a", "creationTimestamp": "2026-11-20T00:00:00Z"},
+                   "spec": {"schedule": "0 2 * * *", "template": {"backupSpec": {}}},
+                   "status": {"phase": "Created", "lastBackup": last, "nextRun": "2026-11-21T02:00:00Z",
+                              "veleroSchedule": {"name": "u", "status": {"lastBackup": "2026-11-20T02:00:00Z"}}}})
+        };
+        let run = json!({"name": "u-20261120020000", "veleroBackupName": "u-20261120020000", "phase": "Completed",
+                         "startTimestamp": "2026-11-20T02:00:01Z"});
+        let text = describe_schedule(&nas(run.clone()));
+        assert!(
+            text.contains("Last Backup:   u-20261120020000 (Completed, started 2026-11-20T02:00:01Z)"),
+            "{text}"
+        );
+        let rows = schedules(&[nas(run)]);
+        assert!(rows.lines().nth(1).unwrap().contains("2026-11-20T02:00:01Z"), "{rows}");
+        // nac's earlier form, a time; none yet: Velero's own time of the last run.
+        let rows = schedules(&[nas(json!("2026-11-19T02:00:00Z"))]);
+        assert!(rows.lines().nth(1).unwrap().contains("2026-11-19T02:00:00Z"), "{rows}");
+        let text = describe_schedule(&nas(Value::Null));
+        assert!(text.contains("Last Backup:   2026-11-20T02:00:00Z"), "{text}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Velero `Backup` (velero.io/v1).
 
-use super::{Extra, OpaqueObject, TypedLocalObjectReference};
+use super::{BackupHooks, Extra, TypedLocalObjectReference, UploaderConfigForBackup};
 use crate::naming::{CompactTags, Tags};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -168,7 +168,7 @@ pub fn empty_backup_spec() -> Arc<BackupSpec> {
 }
 
 /// Velero BackupSpec: what to back up and how.
-#[apply(crate::wire::velero_struct!)]
+#[apply(crate::wire::velero_spec!)]
 pub struct BackupSpec {
     /// Metadata for the backup (labels applied to the backup).
     pub metadata: Option<BackupMetadata>,
@@ -189,8 +189,10 @@ pub struct BackupSpec {
     /// Namespace-scoped resource types to exclude.
     pub excluded_namespace_scoped_resources: Option<Vec<String>>,
     /// Only back up objects matching this selector.
+    #[schemars(with = "Option<crate::wire::AtomicLabelSelector>")]
     pub label_selector: Option<LabelSelector>,
     /// Back up objects matching any of these selectors.
+    #[schemars(with = "Option<Vec<crate::wire::AtomicLabelSelector>>")]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
     /// Whether to take snapshots of persistent volumes.
     pub snapshot_volumes: Option<bool>,
@@ -199,7 +201,7 @@ pub struct BackupSpec {
     /// Whether cluster-scoped resources are included (true is not allowed for non-admin backups).
     pub include_cluster_resources: Option<bool>,
     /// Hooks run during the backup.
-    pub hooks: Option<OpaqueObject>,
+    pub hooks: Option<BackupHooks>,
     /// Where the backup is stored.
     pub storage_location: Option<String>,
     /// Where volume snapshots are stored (not allowed for non-admin backups).
@@ -221,9 +223,12 @@ pub struct BackupSpec {
     /// Data mover to use (empty for Velero's built-in).
     pub datamover: Option<String>,
     /// Uploader settings.
-    pub uploader_config: Option<OpaqueObject>,
+    pub uploader_config: Option<UploaderConfigForBackup>,
     /// Label key grouping PVCs into volume group snapshots.
     pub volume_group_snapshot_label_key: Option<String>,
+    /// Full or Incremental: how the data movers back up volume data (Velero 1.19; an older Velero ignores it).
+    #[schemars(extend("enum" = ["Full", "Incremental"]))]
+    pub backup_type: Option<String>,
     /// Fields of newer Velero versions, kept as they are.
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
@@ -236,23 +241,66 @@ pub struct BackupMetadata {
     pub labels: Option<BTreeMap<String, String>>,
 }
 
-/// Velero BackupStatus: the fields nac reads by name, the rest kept whole.
+/// Velero BackupStatus: the fields nac reads by name, the rest kept whole in `extra` (a compact store copy leaves
+/// them out: nac's reconcilers never read them, and 10,000 backups' progress figures are memory). The schema
+/// declares every field of Velero 1.18's status all the same (`kubectl explain` shows them in a NonAdminBackup's
+/// status copy, as OADP's CRD does).
 #[apply(crate::wire::velero_struct!)]
+#[schemars(transform = declare_backup_status)]
 pub struct BackupStatus {
-    /// Velero's phase: New, Queued, ReadyToStart, FailedValidation, InProgress, ..., Completed, PartiallyFailed, Failed, Deleting.
+    /// Velero's phase: New, Queued, ReadyToStart, FailedValidation, InProgress, ..., Completed, PartiallyFailed,
+    /// Failed, Deleting. (Not an enum here: a newer Velero's phase must not make nac's status write fail.)
     pub phase: Option<String>,
     /// Position in Velero's own queue (Velero 1.18 and newer).
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub queue_position: Option<i64>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub start_timestamp: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub completion_timestamp: Option<String>,
+    /// When Velero deletes the backup (its TTL after the start).
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub expiration: Option<String>,
     pub failure_reason: Option<String>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub errors: Option<i64>,
+    #[schemars(with = "Option<crate::wire::GoInt>")]
     pub warnings: Option<i64>,
     pub validation_errors: Option<Vec<String>>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
     #[schemars(skip)]
     pub extra: Extra,
+}
+
+/// The fields of Velero 1.18's BackupStatus that nac keeps in `extra`, declared in the schema.
+fn declare_backup_status(schema: &mut schemars::Schema) {
+    let int = || serde_json::json!({"type": "integer"});
+    let counts = |names: &[&str]| {
+        serde_json::json!({
+            "type": "object",
+            "properties": names.iter().map(|n| (n.to_string(), int())).collect::<serde_json::Map<_, _>>(),
+            "x-kubernetes-preserve-unknown-fields": true,
+        })
+    };
+    let mut more = serde_json::Map::new();
+    more.insert("version".into(), int());
+    more.insert("formatVersion".into(), serde_json::json!({"type": "string"}));
+    more.insert("progress".into(), counts(&["totalItems", "itemsBackedUp"]));
+    more.insert("hookStatus".into(), counts(&["hooksAttempted", "hooksFailed"]));
+    for n in [
+        "volumeSnapshotsAttempted",
+        "volumeSnapshotsCompleted",
+        "csiVolumeSnapshotsAttempted",
+        "csiVolumeSnapshotsCompleted",
+        "backupItemOperationsAttempted",
+        "backupItemOperationsCompleted",
+        "backupItemOperationsFailed",
+    ] {
+        more.insert(n.into(), int());
+    }
+    if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        props.extend(more);
+    }
 }
 
 /// Backup phases after which Velero does no more work on a backup.

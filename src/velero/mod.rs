@@ -4,12 +4,14 @@
 
 mod backup;
 pub mod exclusions;
+mod hooks;
 mod other;
 mod restore;
 mod schedule;
 pub mod validation;
 
 pub use backup::*;
+pub use hooks::*;
 pub use other::*;
 pub use restore::*;
 pub use schedule::*;
@@ -24,35 +26,14 @@ crate::tags_from_meta!(
 );
 
 use macro_rules_attribute::apply;
-use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
-use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
 /// Fields of a Velero object that nac does not model: kept verbatim.
 pub type Extra = serde_json::Map<String, serde_json::Value>;
 
-/// An object whose inner shape nac passes through untouched (hooks, uploader configs of future Velero versions).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct OpaqueObject(pub serde_json::Map<String, serde_json::Value>);
-
-impl JsonSchema for OpaqueObject {
-    fn schema_name() -> Cow<'static, str> {
-        "OpaqueObject".into()
-    }
-    fn inline_schema() -> bool {
-        true
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": true
-        })
-    }
-}
-
-/// Velero's `TypedLocalObjectReference` (resource policies, resource modifiers).
+/// Velero's `TypedLocalObjectReference` (resource policies, resource modifiers), replaced as a whole by
+/// server-side apply.
 #[apply(crate::wire::tenant_struct!)]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
 pub struct TypedLocalObjectReference {
     pub api_group: Option<String>,
     pub kind: String,

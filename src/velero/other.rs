@@ -68,6 +68,7 @@ pub struct BackupStorageLocationSpec {
     #[serde(default, skip_serializing_if = "super::is_false")]
     pub default: bool,
     /// ReadWrite or ReadOnly.
+    #[schemars(extend("enum" = ["ReadOnly", "ReadWrite"]))]
     pub access_mode: Option<String>,
     pub backup_sync_period: Option<String>,
     pub validation_frequency: Option<String>,
@@ -80,12 +81,15 @@ pub struct BackupStorageLocationSpec {
 pub struct ObjectStorageLocation {
     pub bucket: String,
     pub prefix: Option<String>,
+    /// A PEM bundle, base64-encoded.
+    #[schemars(extend("format" = "byte"))]
     pub ca_cert: Option<String>,
 }
 
-/// `corev1.SecretKeySelector` as a BSL names its credential.
+/// `corev1.SecretKeySelector` as a BSL names its credential. Read leniently (a missing name or key reads as
+/// empty, which the policy refuses with OADP's message); its schema is Kubernetes' own.
 #[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecretKeyRef {
     #[serde(default)]
     pub name: String,
@@ -94,12 +98,40 @@ pub struct SecretKeyRef {
     pub optional: Option<bool>,
 }
 
+impl JsonSchema for SecretKeyRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SecretKeySelector".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    /// The key is required and the selector is replaced as a whole by server-side apply, as Kubernetes declares.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "description": "A key of a Secret in the object's namespace.",
+            "properties": {
+                "key": {"type": "string", "description": "The key of the secret to select from."},
+                "name": {"type": "string", "description": "The name of the Secret."},
+                "optional": {"type": "boolean", "description": "Whether the Secret or its key may be missing."}
+            },
+            "required": ["key"],
+            "x-kubernetes-map-type": "atomic"
+        })
+    }
+}
+
 /// Velero BackupStorageLocationStatus.
 #[apply(crate::wire::velero_struct!)]
 pub struct BackupStorageLocationStatus {
     /// Available or Unavailable.
     pub phase: Option<String>,
+    /// ReadWrite or ReadOnly.
+    pub access_mode: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub last_synced_time: Option<String>,
+    pub last_synced_revision: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub last_validation_time: Option<String>,
     pub message: Option<String>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
@@ -136,5 +168,6 @@ pub struct DownloadRequestStatus {
     #[serde(rename = "downloadURL")]
     pub download_url: Option<String>,
     /// When the URL stops working and Velero deletes the request (RFC 3339).
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub expiration: Option<String>,
 }

@@ -26,7 +26,9 @@ pub struct ScheduleSpec {
 pub struct ScheduleStatus {
     /// New, Enabled or FailedValidation.
     pub phase: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub last_backup: Option<String>,
+    #[schemars(with = "Option<crate::wire::Time>")]
     pub last_skipped: Option<String>,
     pub validation_errors: Option<Vec<String>>,
     #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]

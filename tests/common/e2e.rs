@@ -22,7 +22,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const NAC_NAMESPACE: &str = "nac-system";
-pub const VELERO_NAMESPACE: &str = "openshift-adp";
+pub use super::VELERO_NAMESPACE;
 pub const EDITOR_ROLE: &str = "nonadminbackup-editor-role";
 /// The policy ConfigMap nac reads (nac's default, and the chart's `policyConfigMap.name`).
 pub const POLICY_CONFIGMAP: &str = "nac-policy";

@@ -13,8 +13,12 @@ pub mod e2e;
 pub mod faults;
 #[cfg(feature = "e2e")]
 pub mod oadp;
+pub mod oadp_objects;
 #[cfg(feature = "e2e")]
 pub mod velero;
+
+/// OADP's namespace, where Velero and nac's Velero objects are, in every test environment.
+pub const VELERO_NAMESPACE: &str = "openshift-adp";
 
 pub use dev_ca::DevCa;
 pub use https_client::{client_config, Conn};

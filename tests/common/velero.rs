@@ -569,7 +569,8 @@ pub fn velero_up(c: &Cluster, args: &[&str]) {
     );
 }
 
-/// The run NonAdminBackups of schedule `nas` in `ns` (named `<nas>-<timestamp>`), oldest first.
+/// The run NonAdminBackups of schedule `nas` in `ns` (named as their Velero Backups, `<the schedule's
+/// nacuuid>-<timestamp>`), oldest first.
 pub async fn runs_of(api: &Api<NonAdminBackup>, nas: &str) -> Vec<NonAdminBackup> {
     let mut runs: Vec<NonAdminBackup> = api
         .list(&ListParams::default())
@@ -578,11 +579,16 @@ pub async fn runs_of(api: &Api<NonAdminBackup>, nas: &str) -> Vec<NonAdminBackup
         .items
         .into_iter()
         .filter(|n| {
+            let ns = n.metadata.namespace.as_deref().unwrap_or_default();
             n.metadata
                 .name
                 .as_deref()
-                .and_then(|x| x.strip_prefix(&format!("{nas}-")))
-                .is_some_and(|ts| ts.len() == 14 && ts.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|x| x.rsplit_once('-'))
+                .is_some_and(|(schedule, ts)| {
+                    ts.len() == 14
+                        && ts.bytes().all(|b| b.is_ascii_digit())
+                        && nac::naming::is_nacuuid_for(schedule, ns, nas)
+                })
         })
         .collect();
     runs.sort_by_key(|n| n.metadata.name.clone());

@@ -9,9 +9,11 @@
 //!
 //! Scheduled runs: each Backup a Velero Schedule nac made runs carries the schedule's identity (Velero copies the
 //! Schedule's labels and annotations onto it). While that schedule exists, every run of it gets its NonAdminBackup
-//! at once, running or not, named `<schedule>-<timestamp>` in the schedule's namespace; nac first stamps the Backup
-//! with that NonAdminBackup's identity, so the rest of nac treats it as any backup of the namespace. A run found
-//! in object storage whose schedule is gone is synced like any other backup.
+//! at once, running or not, in the schedule's namespace, named as the Velero Backup is (`<the schedule's
+//! nacuuid>-<timestamp>`, OADP's naming; runs nac named `<schedule>-<timestamp>` before keep those names) and
+//! labelled with the schedule's nacuuid; nac then stamps the Backup with that NonAdminBackup's identity, so the rest
+//! of nac treats it as any backup of the namespace. A run found in object storage whose schedule is gone is synced
+//! like any other backup.
 //!
 //! No duplicates: the NonAdminBackup's name is the origin name, so a second create (a racing event, another
 //! replica's last moments of leadership) is refused by the API server with AlreadyExists.
@@ -23,8 +25,9 @@ use crate::controller::events::Note;
 use crate::controller::index::velero::StoreCopy;
 use crate::controller::view::View;
 use crate::naming::{
-    is_nacuuid_for, nacuuid_with, run_name, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB, NAB_ORIGIN_NACUUID_LABEL,
-    NAB_SYNCED_FROM_NACUUID_LABEL, NAS, OADP_LABEL, OADP_LABEL_VALUE,
+    is_nacuuid_for, legacy_run_name, nacuuid_with, Tags, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NAB,
+    NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, NAS_ORIGIN_NACUUID_LABEL, OADP_LABEL,
+    OADP_LABEL_VALUE,
 };
 use crate::policy::BackupSync;
 use crate::velero::{run_timestamp, SCHEDULE_NAME_LABEL};
@@ -53,6 +56,8 @@ pub struct Origin {
     /// The NonAdminSchedule whose Velero Schedule made this backup, while that schedule exists: a new run, not a
     /// backup found in object storage.
     pub scheduled_by: Option<String>,
+    /// The nacuuid of that NonAdminSchedule (its Velero Schedule's name), labelled on the run's NonAdminBackup.
+    pub schedule: Option<String>,
 }
 
 /// The owner of a Velero storage location made for a tenant: `(namespace, NonAdminBackupStorageLocation name)`.
@@ -87,7 +92,7 @@ pub fn tenant_location_of(view: &View, velero_namespace: &str, location: &str) -
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
     pub namespace: String,
-    /// The NonAdminBackup's name: the schedule's with the run's timestamp.
+    /// The NonAdminBackup's name: the Velero Backup's, or the one nac stamped on it in its earlier naming.
     pub name: String,
     /// The Velero Schedule's name.
     pub schedule: String,
@@ -115,13 +120,25 @@ pub fn run_of(b: &Backup) -> Option<Run> {
     if !is_nacuuid_for(schedule, namespace, nas) {
         return None;
     }
-    let ts = run_timestamp(b.metadata.name.as_deref()?, schedule)?;
+    let backup = b.metadata.name.as_deref()?;
+    let ts = run_timestamp(backup, schedule)?;
     Some(Run {
         namespace: namespace.to_string(),
-        name: run_name(nas, ts),
+        name: run_nab_name(b, namespace, nas, ts),
         schedule: schedule.to_string(),
         nas: nas.to_string(),
     })
+}
+
+/// The name of the NonAdminBackup of run `b` (at `ts`) of NonAdminSchedule `namespace/nas`: the Velero Backup's
+/// name, as OADP's controller names it, unless nac stamped the run in its earlier naming (`<nas>-<ts>`), whose
+/// NonAdminBackups keep their names.
+pub fn run_nab_name(b: &Backup, namespace: &str, nas: &str, ts: &str) -> String {
+    let legacy = legacy_run_name(nas, ts);
+    match NAB.origin_of(b) {
+        Some((n, stamped)) if n == namespace && stamped == legacy => legacy,
+        _ => b.name_any(),
+    }
 }
 
 /// The origin of a Velero Backup that backup sync may give a NonAdminBackup, or None. Pure: the decision is
@@ -193,6 +210,7 @@ pub fn sync_origin(
             name,
             nacuuid,
             location: own,
+            schedule: run.as_ref().map(|r| r.schedule.clone()),
             scheduled_by: run.map(|r| r.nas),
         });
     }
@@ -223,6 +241,7 @@ pub fn sync_origin(
         nacuuid,
         location: own,
         scheduled_by: None,
+        schedule: None,
     })
 }
 
@@ -249,15 +268,20 @@ pub fn synced_note(backup: &str, origin: &Origin) -> Note {
 pub fn synced_nab(b: &Backup, origin: &Origin) -> NonAdminBackup {
     let mut spec = (*b.spec).clone();
     spec.storage_location = origin.location.clone();
-    let labels = BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (NAB_ORIGIN_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
         (NAB_SYNCED_FROM_NACUUID_LABEL.to_string(), origin.nacuuid.clone()),
     ]);
+    // A run lists with its schedule's (`-l openshift.io/oadp-nas-origin-nacuuid=...`), as OADP's do.
+    if let Some(s) = &origin.schedule {
+        labels.insert(NAS_ORIGIN_NACUUID_LABEL.to_string(), s.clone());
+    }
     let mut nab = NonAdminBackup::new(
         &origin.name,
         NonAdminBackupSpec {
             backup_spec: std::sync::Arc::new(spec),
             delete_backup: false,
+            unset: false,
         },
     );
     nab.metadata = ObjectMeta {
@@ -621,19 +645,37 @@ mod tests {
         let sync = BackupSync::default();
         let b = run("InProgress", "default");
         let r = run_of(&b).unwrap();
-        assert_eq!(
-            (r.namespace.as_str(), r.name.as_str()),
-            ("team-a", "weekly-20261125020000")
-        );
+        // Named as the Velero Backup, as OADP's controller names a run's NonAdminBackup.
+        let name = format!("{SCHEDULE}-20261125020000");
+        assert_eq!((r.namespace.as_str(), r.name.as_str()), ("team-a", name.as_str()));
         // Running, on an admin location the policy does not open for sync: still the tenant's, while the schedule
         // that makes it exists.
         let o = sync_origin(&b, &sync, &none, &live).unwrap();
-        assert_eq!(
-            (o.namespace.as_str(), o.name.as_str()),
-            ("team-a", "weekly-20261125020000")
-        );
-        assert_eq!(o.nacuuid, nacuuid_with("team-a", "weekly-20261125020000", RUN_UID));
+        assert_eq!((o.namespace.as_str(), o.name.as_str()), ("team-a", name.as_str()));
+        assert_eq!(o.nacuuid, nacuuid_with("team-a", &name, RUN_UID));
         assert!(o.nacuuid.len() <= crate::naming::MAX_NAME_LEN);
+        assert_eq!(o.schedule.as_deref(), Some(SCHEDULE));
+        assert_eq!(
+            synced_nab(&b, &o).metadata.labels.unwrap()[NAS_ORIGIN_NACUUID_LABEL],
+            SCHEDULE,
+            "a run lists with its schedule's"
+        );
+        // A run nac stamped in its earlier naming (`<schedule>-<timestamp>`) keeps that name.
+        let mut legacy = b.clone();
+        let old_nacuuid = nacuuid_with("team-a", "weekly-20261125020000", RUN_UID);
+        let meta = NAB.stamp("x", "velero", &old_nacuuid, "team-a", "weekly-20261125020000", &[]);
+        legacy.metadata.labels.as_mut().unwrap().extend(meta.labels.unwrap());
+        legacy
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .extend(meta.annotations.unwrap());
+        let lo = sync_origin(&legacy, &sync, &none, &live).unwrap();
+        assert_eq!(
+            (lo.name.as_str(), lo.nacuuid.as_str()),
+            ("weekly-20261125020000", old_nacuuid.as_str())
+        );
         // Its Event says what it is: a new run of the schedule, not a backup found in object storage.
         assert_eq!(o.scheduled_by.as_deref(), Some("weekly"));
         let note = synced_note("r", &o);
@@ -641,7 +683,7 @@ mod tests {
         assert!(note.message.contains("NonAdminSchedule weekly") && !note.message.contains("object storage"));
         // Stamped by nac with that identity, it is the same origin.
         let mut stamped = b.clone();
-        let meta = NAB.stamp("x", "velero", &o.nacuuid, "team-a", "weekly-20261125020000", &[]);
+        let meta = NAB.stamp("x", "velero", &o.nacuuid, "team-a", &name, &[]);
         stamped.metadata.labels.as_mut().unwrap().extend(meta.labels.unwrap());
         stamped
             .metadata

@@ -48,6 +48,12 @@ impl Volumes {
             self.file_system.lock().expect("counts lock").tally(&owner),
         )
     }
+
+    /// The uploader of Velero object `name`'s file-system volume objects (`kopia`, `restic`), if it has any.
+    pub fn uploader(&self, name: &str) -> Option<String> {
+        let owner = crate::naming::velero_label_value(name);
+        self.file_system.lock().expect("counts lock").uploader(&owner)
+    }
 }
 
 fn count(t: &PhaseTally, phase: &str) -> i64 {
@@ -84,12 +90,26 @@ pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
 struct Entry {
     owner: String,
     phase: String,
+    /// The uploader the object names (empty when it names none).
+    uploader: String,
+}
+
+impl Entry {
+    fn new(owner: &str, phase: Option<&str>, uploader: Option<&str>) -> Self {
+        Entry {
+            owner: owner.to_string(),
+            phase: phase.unwrap_or_default().to_string(),
+            uploader: uploader.unwrap_or_default().to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct PhaseCounts {
     objects: HashMap<String, Entry>,
     by_owner: HashMap<String, PhaseTally>,
+    /// Owner → uploader → number of objects naming it.
+    uploaders: HashMap<String, BTreeMap<String, i64>>,
     relist: Option<HashMap<String, Entry>>,
 }
 
@@ -103,12 +123,21 @@ impl PhaseCounts {
         self.by_owner.get(owner).cloned().unwrap_or_default()
     }
 
+    /// The uploader most of `owner`'s objects name, if any names one.
+    pub fn uploader(&self, owner: &str) -> Option<String> {
+        let counts = self.uploaders.get(owner)?;
+        let most = counts.values().max()?;
+        counts.iter().find(|(_, n)| *n == most).map(|(u, _)| u.clone())
+    }
+
     /// Records object `name` belonging to `owner` in `phase`. Returns the owners whose tally changed.
     pub fn upsert(&mut self, name: &str, owner: &str, phase: Option<&str>) -> Vec<String> {
-        let entry = Entry {
-            owner: owner.to_string(),
-            phase: phase.unwrap_or_default().to_string(),
-        };
+        self.upsert_with(name, owner, phase, None)
+    }
+
+    /// [`upsert`](Self::upsert) of an object that names its uploader.
+    pub fn upsert_with(&mut self, name: &str, owner: &str, phase: Option<&str>, uploader: Option<&str>) -> Vec<String> {
+        let entry = Entry::new(owner, phase, uploader);
         if let Some(buffer) = self.relist.as_mut() {
             buffer.insert(name.to_string(), entry.clone());
         }
@@ -145,30 +174,37 @@ impl PhaseCounts {
     }
 
     pub fn relist_item(&mut self, name: &str, owner: &str, phase: Option<&str>) {
-        self.relist.get_or_insert_with(HashMap::new).insert(
-            name.to_string(),
-            Entry {
-                owner: owner.to_string(),
-                phase: phase.unwrap_or_default().to_string(),
-            },
-        );
+        self.relist_item_with(name, owner, phase, None)
     }
 
-    /// Ends a relist; returns the owners whose tally differs from before.
+    /// [`relist_item`](Self::relist_item) of an object that names its uploader.
+    pub fn relist_item_with(&mut self, name: &str, owner: &str, phase: Option<&str>, uploader: Option<&str>) {
+        self.relist
+            .get_or_insert_with(HashMap::new)
+            .insert(name.to_string(), Entry::new(owner, phase, uploader));
+    }
+
+    /// Ends a relist; returns the owners whose tally (or uploader) differs from before.
     pub fn finish_relist(&mut self) -> Vec<String> {
         let Some(objects) = self.relist.take() else {
             return Vec::new();
         };
         let before = std::mem::take(&mut self.by_owner);
+        let uploaders_before = std::mem::take(&mut self.uploaders);
         self.objects = objects;
         let entries: Vec<Entry> = self.objects.values().cloned().collect();
         for e in &entries {
             self.add(e);
         }
-        let owners: BTreeSet<&String> = before.keys().chain(self.by_owner.keys()).collect();
+        let owners: BTreeSet<&String> = before
+            .keys()
+            .chain(self.by_owner.keys())
+            .chain(uploaders_before.keys())
+            .chain(self.uploaders.keys())
+            .collect();
         owners
             .into_iter()
-            .filter(|o| before.get(*o) != self.by_owner.get(*o))
+            .filter(|o| before.get(*o) != self.by_owner.get(*o) || uploaders_before.get(*o) != self.uploaders.get(*o))
             .cloned()
             .collect()
     }
@@ -180,18 +216,28 @@ impl PhaseCounts {
             .or_default()
             .entry(e.phase.clone())
             .or_default() += 1;
+        if !e.uploader.is_empty() {
+            *self
+                .uploaders
+                .entry(e.owner.clone())
+                .or_default()
+                .entry(e.uploader.clone())
+                .or_default() += 1;
+        }
     }
 
     fn take(&mut self, e: &Entry) {
-        if let Some(t) = self.by_owner.get_mut(&e.owner) {
-            if let Some(n) = t.get_mut(&e.phase) {
-                *n -= 1;
-                if *n <= 0 {
-                    t.remove(&e.phase);
+        for (map, key) in [(&mut self.by_owner, &e.phase), (&mut self.uploaders, &e.uploader)] {
+            if let Some(t) = map.get_mut(&e.owner) {
+                if let Some(n) = t.get_mut(key) {
+                    *n -= 1;
+                    if *n <= 0 {
+                        t.remove(key);
+                    }
                 }
-            }
-            if t.is_empty() {
-                self.by_owner.remove(&e.owner);
+                if t.is_empty() {
+                    map.remove(&e.owner);
+                }
             }
         }
     }
@@ -239,6 +285,29 @@ mod tests {
         assert_eq!(c.remove("du-1"), vec!["bk"]);
         assert!(c.tally("bk").is_empty());
         assert!(c.remove("du-1").is_empty());
+    }
+
+    #[test]
+    fn the_uploader_is_the_one_most_objects_name() {
+        let mut c = PhaseCounts::new();
+        assert_eq!(c.uploader("bk"), None);
+        c.upsert_with("pvb-1", "bk", Some("New"), Some("kopia"));
+        assert_eq!(c.uploader("bk"), Some("kopia".into()));
+        // A change of uploader alone is a change of the owner.
+        assert_eq!(c.upsert_with("pvb-1", "bk", Some("New"), Some("restic")), vec!["bk"]);
+        c.upsert_with("pvb-2", "bk", Some("New"), Some("kopia"));
+        c.upsert_with("pvb-3", "bk", Some("New"), Some("kopia"));
+        assert_eq!(c.uploader("bk"), Some("kopia".into()));
+        c.upsert("pvb-4", "bk", Some("New"));
+        assert_eq!(c.tally("bk"), tally(&[("New", 4)]));
+        for n in ["pvb-1", "pvb-2", "pvb-3"] {
+            c.remove(n);
+        }
+        assert_eq!(c.uploader("bk"), None);
+        c.start_relist();
+        c.relist_item_with("pvb-5", "bk", Some("Completed"), Some("restic"));
+        assert_eq!(c.finish_relist(), vec!["bk"]);
+        assert_eq!(c.uploader("bk"), Some("restic".into()));
     }
 
     #[test]

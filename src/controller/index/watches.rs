@@ -219,6 +219,8 @@ pub trait VolumeProgress:
     /// Its watch's name in logs.
     const WATCH: &'static str;
     fn phase(&self) -> Option<String>;
+    /// The uploader it names (`spec.uploaderType` of a PodVolumeBackup), if any.
+    fn uploader(&self) -> Option<&str>;
     fn backup(&self) -> String {
         self.labels().get(Self::OWNER_LABEL).cloned().unwrap_or_default()
     }
@@ -231,6 +233,9 @@ macro_rules! volume_progress {
             const WATCH: &'static str = $watch;
             fn phase(&self) -> Option<String> {
                 self.status.as_ref().and_then(|s| s.phase.clone())
+            }
+            fn uploader(&self) -> Option<&str> {
+                self.spec.rest.get("uploaderType").and_then(|u| u.as_str()).filter(|u| !u.is_empty())
             }
         }
     )*};
@@ -246,7 +251,7 @@ volume_progress!(
 /// Per-volume counts, keyed by the owning Velero Backup's name.
 impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
     fn upsert_object(&mut self, o: &V) -> Vec<String> {
-        self.upsert(&o.name_any(), &o.backup(), o.phase().as_deref())
+        self.upsert_with(&o.name_any(), &o.backup(), o.phase().as_deref(), o.uploader())
     }
     fn remove_object(&mut self, o: &V) -> Vec<String> {
         self.remove(&o.name_any())
@@ -255,7 +260,7 @@ impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
         self.start_relist()
     }
     fn relist_object(&mut self, o: &V) {
-        self.relist_item(&o.name_any(), &o.backup(), o.phase().as_deref())
+        self.relist_item_with(&o.name_any(), &o.backup(), o.phase().as_deref(), o.uploader())
     }
     fn relist_done(&mut self) -> Vec<String> {
         self.finish_relist()

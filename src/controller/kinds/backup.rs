@@ -166,6 +166,8 @@ pub struct BackupView {
     pub mirrored: VeleroBackupRef,
     pub data_uploads: PhaseTally,
     pub pod_volume_backups: PhaseTally,
+    /// The uploader of its PodVolumeBackups (`status.uploaderType`).
+    pub uploader_type: Option<String>,
     /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
     pub location_gone: Option<String>,
 }
@@ -280,6 +282,10 @@ impl Mirrors for NonAdminBackup {
         }
         s.data_mover_data_uploads = Some(data_uploads(&vb.data_uploads));
         s.file_system_pod_volume_backups = Some(pod_volume_backups(&vb.pod_volume_backups));
+        if vb.uploader_type.is_some() {
+            // Kept once known: the PodVolumeBackups may go before the backup does.
+            s.uploader_type = vb.uploader_type.clone();
+        }
         // Only while the location is gone: a backup on an existing location carries no extra condition.
         match &vb.location_gone {
             Some(l) => {
@@ -330,6 +336,12 @@ impl Tenant for NonAdminBackup {
         self.spec.spec_left_out()
     }
 
+    fn spec_unset(&self) -> Option<String> {
+        self.spec
+            .unset
+            .then(|| format!("{} spec.backupSpec is not set", NAB.kind))
+    }
+
     async fn early(api: &Api<Self>, nab: &Self, ctx: &Ctx) -> Result<Option<Action>, Error> {
         if nab.spec.delete_backup {
             return request_deletion(api, nab, ctx).await.map(Some);
@@ -375,11 +387,13 @@ impl Tenant for NonAdminBackup {
         let _ = ctx.ready(&locations.synced, "Velero BackupStorageLocations").await;
         let name = vb.name_any();
         let (data_uploads, pod_volume_backups) = ctx.own.volumes.tallies(&name);
+        let uploader_type = ctx.own.volumes.uploader(&name);
         BackupView {
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
             data_uploads,
             pod_volume_backups,
+            uploader_type,
             location_gone: vb
                 .spec
                 .storage_location
@@ -973,6 +987,7 @@ mod tests {
                     backup_spec: serde_json::from_value(json!({"includedNamespaces": ["team-a"], "ttl": "1h0m0s"}))
                         .unwrap(),
                     delete_backup: false,
+                    unset: false,
                 },
             );
             n.metadata.namespace = Some("team-a".into());
@@ -1059,6 +1074,7 @@ mod tests {
             NonAdminBackupSpec {
                 backup_spec: serde_json::from_value(spec).unwrap(),
                 delete_backup: false,
+                unset: false,
             },
         );
         n.metadata.namespace = Some("team-a".into());

@@ -140,6 +140,11 @@ pub trait Lookup {
 /// Which Velero object a request is for, or the stage that says why there is none. Pure over `look`: a request
 /// reaches only its own namespace's backups and restores, finished, on a location its tenant may download from.
 pub fn resolve(req: &NonAdminDownloadRequest, look: &dyn Lookup, policy: &Policy) -> Result<Resolved, Stage> {
+    if req.spec.unset {
+        return Err(Stage::Unavailable(
+            "NonAdminDownloadRequest spec.target is not set".into(),
+        ));
+    }
     let ns = req.namespace().unwrap_or_default();
     let target = &req.spec.target;
     let backup_name = if target.kind.is_restore() {
@@ -618,6 +623,7 @@ mod tests {
                     kind,
                     name: name.into(),
                 },
+                unset: false,
             },
         );
         r.metadata.namespace = Some(ns.into());

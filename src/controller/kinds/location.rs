@@ -385,6 +385,11 @@ impl Kind for NonAdminBackupStorageLocation {
         if obj.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Deleting) {
             return Ok(Action::await_change());
         }
+        if obj.spec.unset {
+            let message = format!("{} spec.backupStorageLocationSpec is not set", NABSL.kind);
+            set(api, &obj, ctx, &Stage::Invalid(message), None).await?;
+            return Ok(Action::await_change());
+        }
         let Some(policy) = ctx.policy.current() else {
             tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
             return Ok(Action::requeue(ctx.opts.policy_retry));
@@ -928,6 +933,7 @@ mod tests {
             "own",
             NonAdminBackupStorageLocationSpec {
                 backup_storage_location_spec: spec(),
+                unset: false,
             },
         );
         n.metadata.namespace = Some("team-a".into());

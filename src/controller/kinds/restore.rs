@@ -120,10 +120,7 @@ crate::tenant_types! {
     velero: Restore, spec: RestorePlan, velero_status: RestoreStatus, kind: "Restore",
     unfinished: restore_phase_unfinished,
     failure: |v: &RestoreStatus| {
-        v.failure_reason.clone().or_else(|| {
-            let errors = v.extra.get("validationErrors")?.as_array()?;
-            Some(errors.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join("; "))
-        })
+        v.failure_reason.clone().or_else(|| v.validation_errors.as_ref().map(|e| e.join("; ")))
     },
     status: NonAdminRestoreStatus, reference: velero_restore, VeleroRestoreRef,
 }
@@ -177,6 +174,12 @@ impl Tenant for NonAdminRestore {
 
     fn state(ctx: &Ctx) -> &KindState<Self> {
         &ctx.own.queued
+    }
+
+    fn spec_unset(&self) -> Option<String> {
+        self.spec
+            .unset
+            .then(|| format!("{} spec.restoreSpec is not set", NAR.kind))
     }
 
     /// The policy and tenant rules, then the source: ready, worth waiting for (within the wait timeout), or not
@@ -870,6 +873,7 @@ mod tests {
             "undo",
             NonAdminRestoreSpec {
                 restore_spec: serde_json::from_value(spec).unwrap(),
+                unset: false,
             },
         );
         n.metadata.namespace = Some("team-a".into());

@@ -5,8 +5,10 @@
 //! that is invalid under the current policy makes no new runs: its Velero Schedule is paused until it is fixed.
 //!
 //! The runs are Velero's: each Backup it makes carries the Velero Schedule's labels and annotations (nac's
-//! identity), and backup sync (`sync.rs`) gives each its NonAdminBackup in the namespace, named
-//! `<schedule>-<timestamp>`. Deleting the NonAdminSchedule deletes the Velero Schedule; the backups stay.
+//! identity), and backup sync (`sync.rs`) gives each its NonAdminBackup in the namespace, named as the Velero Backup
+//! (`<nacuuid>-<timestamp>`), as OADP's controller names them. The status follows OADP's: `lastBackup` is the
+//! newest run (an object), `nextRun` the time Velero computes for the next run, also while paused. Deleting the
+//! NonAdminSchedule deletes the Velero Schedule; the backups stay.
 
 use crate::api::condition::ACCEPTED;
 use crate::api::{NonAdminPhase, NonAdminSchedule, NonAdminScheduleStatus, RecentBackup, VeleroScheduleRef};
@@ -20,7 +22,7 @@ use crate::controller::kind::{self, ensure_nacuuid, nacuuid, set_status, Kind};
 use crate::controller::stores::{self, Stores, StoresWiring};
 use crate::controller::view::Registry;
 use crate::controller::write::{create_or_get, delete_if_present};
-use crate::naming::{run_name, Origin, Tags, NAS};
+use crate::naming::{Origin, Tags, NAS};
 use crate::policy::{evaluate_schedule, tenant_location, Policy, SCHEDULE_TEMPLATE_PREFIX};
 use crate::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use crate::velero::{run_timestamp, Backup, Schedule, ScheduleSpec, SCHEDULE_NAME_LABEL};
@@ -257,7 +259,7 @@ pub fn plan(old: Option<&NonAdminScheduleStatus>, stage: &Stage, now: Timestamp)
                 namespace: Some(velero_namespace.to_string()),
                 status: velero.status.clone(),
             });
-            s.last_backup = vs.last_backup.clone();
+            s.last_backup = recent.first().cloned();
             s.last_skipped = vs.last_skipped.clone();
             s.next_run = next_run.map(|t| t.to_string());
             s.recent_backups = recent.clone();
@@ -274,12 +276,10 @@ fn parse_time(t: Option<&str>) -> Option<Timestamp> {
 }
 
 /// When Velero runs the schedule next, computed as Velero's schedule controller does: the expression's next time
-/// after the last backup (or the Velero Schedule's creation), or after the last skip when that is later. None
-/// while paused or when the expression is not one Velero accepts. A time in the past means the run is due now.
+/// after the last backup (or the Velero Schedule's creation), or after the last skip when that is later. Also while
+/// paused, as OADP's controller reports it: the run that follows the unpause. None when the expression is not one
+/// Velero accepts. A time in the past means the run is due now (at the unpause, for a paused schedule).
 pub fn next_run(velero: &Schedule) -> Option<Timestamp> {
-    if velero.spec.paused {
-        return None;
-    }
     let status = velero.status.as_ref();
     let created = velero.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let mut from = parse_time(status.and_then(|s| s.last_backup.as_deref())).or(created)?;
@@ -318,7 +318,7 @@ pub fn recent_backups<'b>(
         .map(|(ts, b)| {
             let st = b.status.clone().unwrap_or_default();
             RecentBackup {
-                name: run_name(nas_name, ts),
+                name: crate::controller::sync::run_nab_name(b, namespace, nas_name, ts),
                 velero_backup_name: b.name_any(),
                 phase: st.phase,
                 start_timestamp: st.start_timestamp,
@@ -337,6 +337,9 @@ async fn wanted(
     nacuuid: &str,
     policy: &Policy,
 ) -> Result<Result<Schedule, String>, Error> {
+    if nas.spec.unset {
+        return Ok(Err(format!("{} spec.template.backupSpec is not set", NAS.kind)));
+    }
     let spec = crate::velero::exclusions::to_map(&nas.spec);
     let outcome = evaluate_schedule(&spec, policy, ns, now_seconds());
     if !outcome.allowed() {
@@ -551,7 +554,12 @@ mod tests {
         // next run (11:45) is overdue, so Velero runs at once; with one recorded at 11:50, the next is 12:45.
         let mut v = velero("45 * * * *", "2026-11-25T09:00:00Z", Some("2026-11-25T10:45:00Z"), None);
         v.spec.paused = true;
-        assert_eq!(next_run(&v), None, "paused: no next run");
+        // Paused, as OADP's controller reports it: the run that is due once unpaused.
+        assert_eq!(
+            next_run(&v),
+            Some(ts("2026-11-25T11:45:00Z")),
+            "paused: the run after the unpause"
+        );
         v.spec.paused = false;
         let next = next_run(&v).unwrap();
         assert_eq!(next, ts("2026-11-25T11:45:00Z"));
@@ -616,10 +624,48 @@ mod tests {
         );
         assert!(recent_backups(("team-b", "nightly"), &schedule, all.iter(), &tenants).is_empty());
         assert_eq!(r.len(), RECENT_BACKUPS);
-        assert_eq!(r[0].name, "nightly-20261125020000");
+        // OADP's naming: a run's NonAdminBackup is named as its Velero Backup.
+        assert_eq!(r[0].name, format!("{s}-20261125020000"));
+        assert_eq!(r[0].velero_backup_name, r[0].name);
         assert_eq!(r[0].phase.as_deref(), Some("InProgress"));
-        assert_eq!(r[1].name, "nightly-20261125010700");
+        assert_eq!(r[1].name, format!("{s}-20261125010700"));
         assert_eq!(r[4].velero_backup_name, format!("{s}-20261125010400"));
+
+        // A run nac stamped in its earlier naming keeps that name; a stamp naming anything else does not count.
+        let mut legacy = run(&format!("{s}-20261125030000"), s, "Completed");
+        let stamp = crate::naming::NAB.stamp(
+            &legacy.name_any(),
+            "velero",
+            "u",
+            "team-a",
+            "nightly-20261125030000",
+            &[],
+        );
+        legacy
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .extend(stamp.labels.unwrap());
+        legacy
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend(stamp.annotations.unwrap());
+        let mut odd = run(&format!("{s}-20261125040000"), s, "Completed");
+        let stamp = crate::naming::NAB.stamp(&odd.name_any(), "velero", "u", "team-a", "someone-else", &[]);
+        odd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend(stamp.annotations.unwrap());
+        let r = recent_backups(
+            ("team-a", "nightly"),
+            &schedule,
+            [&odd, &legacy].into_iter(),
+            &no_tenants,
+        );
+        assert_eq!(r[0].name, format!("{s}-20261125040000"));
+        assert_eq!(r[1].name, "nightly-20261125030000");
+        assert_eq!(r[1].velero_backup_name, format!("{s}-20261125030000"));
     }
 
     #[test]
@@ -653,18 +699,49 @@ mod tests {
     fn status_follows_the_stage() {
         let v = velero("@daily", "2026-11-25T09:00:00Z", Some("2026-11-25T10:00:00Z"), None);
         let now = ts("2026-11-25T11:00:00Z");
+        let runs = vec![
+            RecentBackup {
+                name: "u-20261125100000".into(),
+                velero_backup_name: "u-20261125100000".into(),
+                phase: Some("Completed".into()),
+                start_timestamp: Some("2026-11-25T10:00:01Z".into()),
+                ..Default::default()
+            },
+            RecentBackup {
+                name: "u-20261124100000".into(),
+                velero_backup_name: "u-20261124100000".into(),
+                ..Default::default()
+            },
+        ];
         let created = Stage::Created {
+            nacuuid: "u",
+            velero_namespace: "openshift-adp",
+            velero: &v,
+            recent: runs.clone(),
+            next_run: next_run(&v),
+        };
+        // Stored by nac before: lastBackup a timestamp. Written back as OADP's object, the newest run.
+        let old: NonAdminScheduleStatus =
+            serde_json::from_value(json!({"phase": "Created", "lastBackup": "2026-11-24T10:00:00Z"})).unwrap();
+        let s = plan(Some(&old), &created, now);
+        assert_eq!(s.phase, Some(NonAdminPhase::Created));
+        assert_eq!(s.next_run.as_deref(), Some("2026-11-26T00:00:00Z"));
+        assert_eq!(s.last_backup.as_ref(), Some(&runs[0]));
+        assert_eq!(
+            serde_json::to_value(&s).unwrap()["lastBackup"],
+            json!({"name": "u-20261125100000", "veleroBackupName": "u-20261125100000", "phase": "Completed",
+                   "startTimestamp": "2026-11-25T10:00:01Z"})
+        );
+        assert_eq!(s.recent_backups, runs);
+        assert_eq!(s.conditions[0].reason, SCHEDULE_ACCEPTED);
+        let none_yet = Stage::Created {
             nacuuid: "u",
             velero_namespace: "openshift-adp",
             velero: &v,
             recent: vec![],
             next_run: next_run(&v),
         };
-        let s = plan(None, &created, now);
-        assert_eq!(s.phase, Some(NonAdminPhase::Created));
-        assert_eq!(s.next_run.as_deref(), Some("2026-11-26T00:00:00Z"));
-        assert_eq!(s.last_backup.as_deref(), Some("2026-11-25T10:00:00Z"));
-        assert_eq!(s.conditions[0].reason, SCHEDULE_ACCEPTED);
+        assert_eq!(plan(Some(&old), &none_yet, now).last_backup, None);
         let bad = plan(Some(&s), &Stage::Invalid("nope".into()), now);
         assert_eq!(bad.phase, Some(NonAdminPhase::BackingOff));
         assert_eq!(bad.next_run, None);
