@@ -11,6 +11,7 @@
 #          images         velero-restore-helper                                (the node's Velero image)
 #          helm           helm                                                 (the chart tests, the node)
 #          csi            snapshot-controller csi-snapshotter csi-provisioner  (the node's CSI snapshots)
+#                         csi-hostpath (the node's own CSI driver, tools/csi-hostpath)
 #          all            every one of them
 # env:   GO (default go), BIN_DIR (default bin/)
 set -euo pipefail
@@ -26,7 +27,7 @@ declare -A MODULE=(
 	[velero]=tools/velero [velero-restore-helper]=tools/velero [velero-plugin-for-aws]=tools/velero
 	[versitygw]=tools/s3 [helm]=tools/helm
 	[snapshot-controller]=tools/csi-snapshotter [csi-snapshotter]=tools/csi-snapshotter
-	[csi-provisioner]=tools/csi-provisioner
+	[csi-provisioner]=tools/csi-provisioner [csi-hostpath]=tools/csi-hostpath
 )
 declare -A PACKAGE=(
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
@@ -44,6 +45,7 @@ declare -A PACKAGE=(
 	[snapshot-controller]=github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 	[csi-snapshotter]=github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	[csi-provisioner]=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+	[csi-hostpath]=nac.local/tools/csi-hostpath
 )
 declare -A SETS=(
 	[control-plane]="kube-apiserver kube-controller-manager kubectl etcd"
@@ -51,7 +53,7 @@ declare -A SETS=(
 	[velero]="velero velero-plugin-for-aws versitygw"
 	[images]="velero-restore-helper"
 	[helm]="helm"
-	[csi]="snapshot-controller csi-snapshotter csi-provisioner"
+	[csi]="snapshot-controller csi-snapshotter csi-provisioner csi-hostpath"
 )
 SETS[all]="${SETS[control-plane]} ${SETS[node]} ${SETS[velero]} ${SETS[images]} ${SETS[helm]} ${SETS[csi]}"
 
@@ -139,7 +141,7 @@ for name in "${wanted[@]}"; do
 	[[ " ${todo[$dir]:-} " == *" $name "* ]] || todo[$dir]+=" $name"
 done
 mkdir -p "$BIN_DIR"
-for dir in tools tools/velero tools/s3 tools/helm tools/csi-snapshotter tools/csi-provisioner; do
+for dir in tools tools/velero tools/s3 tools/helm tools/csi-snapshotter tools/csi-provisioner tools/csi-hostpath; do
 	[[ -n ${todo[$dir]:-} ]] || continue
 	read -ra names <<<"${todo[$dir]}"
 	pkgs=()
