@@ -402,6 +402,7 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
         "both volumes backed up by the node agent: {pvb}"
     );
     assert_eq!(pvb["failed"].as_i64().unwrap_or(0), 0);
+    assert_all_bytes_done(&done, 2 * mib);
     println!(
         "fs backup of 2 x {mib} MiB: NonAdminBackup create -> Completed {took:?}; nac: create -> Velero Backup {made_at:?}, \
          Velero Completed -> NonAdminBackup Completed {:?}; Velero (and its node agent) {:?}",
@@ -1357,6 +1358,20 @@ async fn nothing_left_by_the_data_mover(c: &Cluster, ns: &str) {
     .await;
 }
 
+/// The NonAdminBackup's status shows every byte of its volume data done (Velero's per-volume progress summed by
+/// nac; at least `mib` MiB of payload).
+fn assert_all_bytes_done(nab: &Value, mib: u64) {
+    let p = &nab["status"]["volumeDataProgress"];
+    let (done, total) = (
+        p["bytesDone"].as_u64().unwrap_or(0),
+        p["totalBytes"].as_u64().unwrap_or(0),
+    );
+    assert!(
+        total >= mib * 1024 * 1024 && done == total,
+        "volumeDataProgress {p} for {mib} MiB"
+    );
+}
+
 /// Bytes under the bucket's kopia repository of namespace `ns` (where Velero's data mover and file-system backup
 /// upload volume data).
 fn kopia_bytes(c: &Cluster, ns: &str) -> u64 {
@@ -1419,6 +1434,7 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
             .unwrap_or(0)
             == 0
     );
+    assert_all_bytes_done(&counted, mib);
     let uploaded = kopia_bytes(&c, &app.ns);
     assert!(
         uploaded >= mib * 1024 * 1024,
