@@ -1,12 +1,14 @@
-//! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, Velero's server and
-//! node agent in pods): nac as it ships, its image installed with `helm install`, the API server calling the
-//! webhooks through the chart's Service; file-system backup of real volume data by Velero's node agent under the
-//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; Velero's
-//! server pod and its node agent's pod killed mid file-system backup; and `helm uninstall`. What only a node can
-//! show; the process-mode suites cover the rest.
+//! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, the project's CSI
+//! driver with the snapshot machinery, Velero's server and node agent in pods): nac as it ships, its image installed
+//! with `helm install`, the API server calling the webhooks through the chart's Service; file-system backup of real
+//! volume data by Velero's node agent under the policy; the leader pod deleted mid-burst; `helm upgrade` to a new
+//! image while users create backups; Velero's server pod and its node agent's pod killed mid file-system backup;
+//! CSI snapshots and Velero's data mover under the policy, with the snapshot controller down and the node agent
+//! killed mid DataUpload; and `helm uninstall`. What only a node can show; the process-mode suites cover the rest.
 //!
 //! The tests share one installation and run in name order, one at a time (`make e2e-node` passes
-//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, uninstall last.
+//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, CSI and the data mover,
+//! uninstall last. A test that changes the policy puts it back when it ends.
 #![cfg(all(feature = "e2e", feature = "node"))]
 
 mod common;
@@ -1568,6 +1570,240 @@ async fn g_csi_snapshots_back_up_a_claim_where_the_policy_allows_and_a_restore_b
         },
     )
     .await;
+    remove_namespace(&admin, &app.ns).await;
+}
+
+/// The snapshot controller stopped while it lives (hack/node-csi.sh), started again on drop, also when the test
+/// fails.
+struct SnapshotControllerStopped(String);
+
+impl SnapshotControllerStopped {
+    fn new(c: &Cluster) -> SnapshotControllerStopped {
+        run(Command::new(root().join("hack/node-csi.sh"))
+            .arg("--stop-snapshot-controller")
+            .env("CLUSTER_DIR", c.get("CLUSTER_DIR")));
+        SnapshotControllerStopped(c.get("CLUSTER_DIR").to_string())
+    }
+}
+
+impl Drop for SnapshotControllerStopped {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("hack/node-csi.sh"))
+            .arg("--start-snapshot-controller")
+            .env("CLUSTER_DIR", &self.0)
+            .status();
+    }
+}
+
+/// The DataUploads of Velero backup `backup`, as JSON.
+async fn data_uploads(admin: &Client, backup: &str) -> Vec<Value> {
+    let gvk = kube::api::GroupVersionKind::gvk("velero.io", "v2alpha1", "DataUpload");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "datauploads");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(admin.clone(), VELERO_NS, &ar);
+    let label = format!(
+        "{}={}",
+        nac::naming::VELERO_BACKUP_NAME_LABEL,
+        nac::naming::velero_label_value(backup)
+    );
+    list_json(api, &ListParams::default().labels(&label)).await
+}
+
+/// The data mover's policy, a claim's snapshot asked for while the snapshot controller is down: Velero gives up on
+/// it after the backup's csiSnapshotTimeout and ends the backup PartiallyFailed, which the tenant sees in its status
+/// and an Event; the VolumeSnapshot it made is deleted, nothing else is made. With the controller back, a retry
+/// completes and restores the same bytes.
+#[tokio::test]
+async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially_failed_and_a_retry_completes() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = CsiApp::new(&c, &admin, "node-nosnap", 1).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+    velero_idle(&admin).await;
+    let stopped = SnapshotControllerStopped::new(&c);
+    nabs.create(
+        &PostParams::default(),
+        &nab("no-controller", json!({"csiSnapshotTimeout": "15s"})),
+    )
+    .await
+    .unwrap();
+    let ended = wait_json(
+        &nabs,
+        "no-controller",
+        Duration::from_secs(180),
+        "the backup final",
+        |v| {
+            !nac::velero::backup_phase_unfinished(v["status"]["veleroBackup"]["status"]["phase"].as_str())
+                && v["status"]["veleroBackup"]["status"]["phase"].is_string()
+        },
+    )
+    .await;
+    let status = &ended["status"]["veleroBackup"]["status"];
+    assert_eq!(status["phase"], "PartiallyFailed", "{:#}", ended["status"]);
+    assert!(status["errors"].as_i64().unwrap_or(0) >= 1, "{status:#}");
+    assert_eq!(
+        ended["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
+        0,
+        "no data moved without a snapshot"
+    );
+    let backup = ended["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    assert!(data_uploads(&admin, &backup).await.is_empty());
+    let events = eventually(Duration::from_secs(60), "the BackupPartiallyFailed Event", || async {
+        let e = common::faults::events_of(&admin, &app.ns, "no-controller", "BackupPartiallyFailed").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(events[0].contains("error"), "{events:?}");
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    drop(stopped);
+
+    nabs.create(&PostParams::default(), &nab("retry", json!({})))
+        .await
+        .unwrap();
+    let retry = backup_completed(&nabs, "retry").await;
+    let counted = wait_json(&nabs, "retry", Duration::from_secs(60), "the DataUpload counted", |v| {
+        v["status"]["dataMoverDataUploads"]["completed"] == json!(1)
+    })
+    .await;
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    let (_, after) = app.lose_and_restore(&c, &admin, "retry").await;
+    assert_eq!(app.before, after, "the retry restores the same bytes");
+    println!(
+        "fault: the snapshot controller down at a data-mover backup's start | Velero {} with {} error(s), Event: {} | \
+         retry {} with {}",
+        status["phase"],
+        status["errors"],
+        events[0],
+        retry["status"]["veleroBackup"]["status"]["phase"],
+        counted["status"]["dataMoverDataUploads"]
+    );
+    remove_namespace(&admin, &app.ns).await;
+}
+
+/// The node agent's pod killed hard while a DataUpload runs (the S3 server paused from the moment the node agent
+/// takes it on, so its upload stalls there), the S3 server resumed at once: the backup ends with a final phase that
+/// nac's counts match, nothing of the data mover is left, and
+/// a completed backup (the run itself, else a retry) restores the same bytes.
+#[tokio::test]
+async fn i_the_node_agent_killed_mid_data_upload_leaves_nothing_behind_and_the_data_comes_back() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = CsiApp::new(&c, &admin, "node-dmkill", 4).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+    velero_idle(&admin).await;
+    let pod = victim_pod(&admin, Victim::NodeAgent).await;
+    nabs.create(&PostParams::default(), &nab("agent-killed", json!({})))
+        .await
+        .unwrap();
+    let made = wait_json(
+        &nabs,
+        "agent-killed",
+        Duration::from_secs(60),
+        "its Velero Backup",
+        |v| v["status"]["veleroBackup"]["name"].is_string(),
+    )
+    .await;
+    let backup = made["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let phase_of = |dus: &[Value]| -> Vec<String> { phases(dus) };
+    eventually(Duration::from_secs(120), "the DataUpload taken on", || async {
+        let p = phase_of(&data_uploads(&admin, &backup).await);
+        assert!(
+            !p.iter().any(|p| p == "Completed"),
+            "completed before the store paused: {p:?}"
+        );
+        p.iter()
+            .any(|p| matches!(p.as_str(), "Accepted" | "Prepared" | "InProgress"))
+            .then_some(())
+    })
+    .await;
+    let paused = S3Paused::new(&c);
+    eventually(Duration::from_secs(120), "the DataUpload InProgress", || async {
+        phase_of(&data_uploads(&admin, &backup).await)
+            .iter()
+            .any(|p| p == "InProgress")
+            .then_some(())
+    })
+    .await;
+    // Stalled on the store for a moment (kopia reports no progress before it reaches the store): the kill lands
+    // mid-run, not at its start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    kill_hard(&c, &pod);
+    let t0 = Instant::now();
+    drop(paused);
+
+    let terminal = |p: &str| matches!(p, "Completed" | "Failed" | "Canceled");
+    let dus = eventually(Duration::from_secs(300), "the DataUpload final", || async {
+        let dus = data_uploads(&admin, &backup).await;
+        (!dus.is_empty() && phase_of(&dus).iter().all(|p| terminal(p))).then_some(dus)
+    })
+    .await;
+    let mut want = json!({"total": dus.len()});
+    for (field, phase) in [
+        ("completed", "Completed"),
+        ("failed", "Failed"),
+        ("canceled", "Canceled"),
+    ] {
+        let n = phase_of(&dus).iter().filter(|p| *p == phase).count();
+        if n > 0 {
+            want[field] = json!(n);
+        }
+    }
+    let ended = wait_json(
+        &nabs,
+        "agent-killed",
+        Duration::from_secs(300),
+        "the NonAdminBackup final, counted as Velero's",
+        |v| {
+            !nac::velero::backup_phase_unfinished(v["status"]["veleroBackup"]["status"]["phase"].as_str())
+                && v["status"]["veleroBackup"]["status"]["phase"].is_string()
+                && v["status"]["dataMoverDataUploads"] == want
+        },
+    )
+    .await;
+    let recovered = t0.elapsed();
+    victim_pod(&admin, Victim::NodeAgent).await;
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    let phase = ended["status"]["veleroBackup"]["status"]["phase"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let good = if phase == "Completed" {
+        "agent-killed"
+    } else {
+        // Not completed: the user's way forward is a new backup.
+        nabs.create(&PostParams::default(), &nab("retry", json!({})))
+            .await
+            .unwrap();
+        backup_completed(&nabs, "retry").await;
+        nothing_left_by_the_data_mover(&c, &app.ns).await;
+        "retry"
+    };
+    let (_, after) = app.lose_and_restore(&c, &admin, good).await;
+    assert_eq!(app.before, after, "{good} restores the same bytes");
+    assert_nac_never_panicked(&c);
+    println!(
+        "fault: the node agent's pod killed mid DataUpload | Velero {phase} after \
+         {recovered:.1?}, DataUploads {:?} {:?} | restored from {good}",
+        phase_of(&dus),
+        dus.iter()
+            .map(|d| d["status"]["message"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
+    );
     remove_namespace(&admin, &app.ns).await;
 }
 
