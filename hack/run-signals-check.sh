@@ -49,9 +49,11 @@ for case in "${cases[@]}"; do
 	# Its own process group, as a terminal's job control gives it (set -m): the group signal reaches make,
 	# hack/run.sh, nac and whatever runs in the foreground, as Ctrl-C does. Without job control a background
 	# command starts with SIGINT ignored, and Ctrl-C would not be what is tested.
+	# The signals at their defaults, as a terminal's session starts: run under nohup, or by a runner that ignores
+	# SIGHUP, every process would inherit the ignored signal (a shell cannot trap it then) and nothing be tested.
 	set -m
 	CLUSTER_DIR=$DIR RUN_NODE=0 RUN_WEBHOOK_PORT=$port RUN_METRICS_PORT=$(free_port) \
-		make --no-print-directory run </dev/null >"$log" 2>&1 &
+		env --default-signal=HUP,INT,TERM make --no-print-directory run </dev/null >"$log" 2>&1 &
 	make_pid=$!
 	set +m
 	started=$SECONDS

@@ -4,6 +4,7 @@
 //! current policy) → `admission/` (webhooks) and `controller/` (reconcilers) → `runtime/` (process plumbing: TLS
 //! serving, ops endpoints, signals and shutdown, the leader Lease). Development-only code (the development CA,
 //! the test HTTPS client, URL-based webhook registrations) lives in `src/devtools/`, outside the library.
+#![warn(clippy::too_many_lines)]
 
 pub mod admission;
 pub mod api;

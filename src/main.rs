@@ -1,4 +1,5 @@
 //! The `nac` command: `serve`, `crds`, `policy check`, `policy from-dpa`, `certs`, `webhook-config`.
+#![warn(clippy::too_many_lines)]
 
 // Development tools of the CLI (`nac certs`, `nac webhook-config`), kept out of the library.
 #[path = "devtools/dev_ca.rs"]

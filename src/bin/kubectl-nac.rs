@@ -1,4 +1,5 @@
 //! `kubectl-nac`: the kubectl plugin for namespace users (`kubectl nac backup create ...`); see `nac::plugin`.
+#![warn(clippy::too_many_lines)]
 
 use clap::Parser;
 

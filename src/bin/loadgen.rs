@@ -5,6 +5,7 @@
 //! reports requests/s and latency percentiles. Exit status 1 when any request failed (a status other than 200, a
 //! transport error, a timeout, or a first response that does not echo the request's uid) or `--requests` was not
 //! reached in time; 2 when the run could not start (bad arguments, no connection).
+#![warn(clippy::too_many_lines)]
 
 use anyhow::{bail, Context};
 use clap::Parser;

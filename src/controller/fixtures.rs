@@ -805,6 +805,40 @@ async fn deleting_a_restore_deletes_its_velero_restore_then_the_finalizer() {
     assert_eq!(events, 1);
 }
 
+/// A restore deleted before its Velero Restore was made: nac's resource modifier, written before the Velero Restore
+/// that would name it, goes with it (a delete that finds nothing costs the same one request).
+#[tokio::test]
+async fn deleting_a_restore_without_its_velero_restore_deletes_nac_s_resource_modifier() {
+    let (f, handle) = fixture("{}");
+    let mut undo = nar("nightly");
+    undo.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-23T00:00:01Z".parse().unwrap(),
+    ));
+    let guard = crate::controller::restore::status_guard_name(&undo);
+    assert!(guard.starts_with("nac-status-guard-"), "{guard}");
+    let id = nacuuid_with("team-a", "undo", NAR_UUID);
+    let (calls, _) = run_nar(&f, handle, undo).await;
+    assert_eq!(
+        calls,
+        vec![
+            // Not in the store: confirmed absent before the restore lets go.
+            call(
+                Method::GET,
+                &format!("/apis/velero.io/v1/namespaces/openshift-adp/restores/{id}")
+            ),
+            call(Method::PUT, NAR_STATUS),
+            call(
+                Method::DELETE,
+                &format!("/api/v1/namespaces/openshift-adp/configmaps/{guard}")
+            ),
+            call(
+                Method::PATCH,
+                "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminrestores/undo"
+            ),
+        ]
+    );
+}
+
 const NAS_UUID: &str = "5c3e9a10-2b4d-4e6f-8a1b-0c2d3e4f5a6b";
 
 /// A NonAdminSchedule as the mutating webhook leaves it (identity label, finalizer, the requester's records).
@@ -919,6 +953,8 @@ async fn a_storage_location_is_six_writes_two_reads_and_four_events() {
             "name": "own", "namespace": "team-a", "uid": "nabsl-uid", "resourceVersion": "1",
             "labels": {crate::naming::NABSL_ORIGIN_NACUUID_LABEL: nacuuid_with("team-a", "own", NAS_UUID)},
             "finalizers": [crate::naming::NABSL_FINALIZER],
+            // As the webhook records it: the requester's rights reach the Secret the location names.
+            "annotations": {crate::rights::REQUESTER_ANNOTATION: json!({"username": "alice"}).to_string()},
         },
         "spec": {"backupStorageLocationSpec": {
             "provider": "aws", "objectStorage": {"bucket": "tenants", "prefix": "p"},

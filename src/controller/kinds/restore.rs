@@ -334,6 +334,15 @@ impl Kind for NonAdminRestore {
             tracing::warn!(nar = %key_of(&*nar), "Velero has not finalized the Velero Restore; is Velero running?");
         }
         let Some(vr) = vr else {
+            // nac's resource modifier is written before the Velero Restore that names it: a restore deleted in
+            // between (or whose Velero Restore Velero has collected) leaves it to go here.
+            crate::controller::write::delete_if_present(
+                &ctx.velero_api::<k8s_openapi::api::core::v1::ConfigMap>(),
+                &status_guard_name(&nar),
+                &ctx.metrics,
+                "ConfigMap",
+            )
+            .await?;
             return Ok(Action::await_change());
         };
         if tenant::delete_velero::<NonAdminRestore>(ctx, &name, &vr).await? {
