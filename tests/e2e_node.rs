@@ -249,7 +249,8 @@ async fn a_helm_install_runs_both_pods_as_the_chart_secures_them() {
     );
 }
 
-/// Writes `mib` MiB of random data into the pod's emptyDir and its claim's local volume, as the tenant's app.
+/// Writes `mib` MiB of random data into the pod's emptyDir and its claim's local volume, as the tenant's app; Ready
+/// once both are written.
 fn app_yaml(ns: &str, pv_dir: &str, pv: &str, mib: u64) -> String {
     format!(
         r#"
@@ -289,7 +290,9 @@ spec:
     - name: app
       image: localhost/toolbox:1
       imagePullPolicy: Never
-      command: [sh, -c, 'for d in /scratch /claim; do test -f $d/payload || head -c {bytes} /dev/urandom > $d/payload; done; sync; exec sleep 1000000']
+      command: [sh, -c, 'for d in /scratch /claim; do test -f $d/payload || {{ head -c {bytes} /dev/urandom > $d/.payload && mv $d/.payload $d/payload; }}; done; sync; exec sleep 1000000']
+      # Ready once both payloads are whole (a large one takes a while to write).
+      readinessProbe: {{exec: {{command: [sh, -c, 'test -f /scratch/payload && test -f /claim/payload']}}, periodSeconds: 1}}
       volumeMounts: [{{name: scratch, mountPath: /scratch}}, {{name: claim, mountPath: /claim}}]
   volumes:
     - {{name: scratch, emptyDir: {{}}}}
@@ -1094,7 +1097,7 @@ async fn e_velero_server_and_node_agent_pods_killed_mid_file_system_backup_lose_
 /// The node's CSI StorageClass (hack/node-csi.sh: the project's host-path driver).
 const CSI_CLASS: &str = "csi-hostpath";
 
-/// A claim of the CSI StorageClass, and a pod that writes `mib` MiB of random data into it.
+/// A claim of the CSI StorageClass, and a pod that writes `mib` MiB of random data into it; Ready once written.
 fn csi_app_yaml(ns: &str, mib: u64) -> String {
     format!(
         r#"
@@ -1115,7 +1118,8 @@ spec:
     - name: app
       image: localhost/toolbox:1
       imagePullPolicy: Never
-      command: [sh, -c, 'test -f /claim/payload || head -c {bytes} /dev/urandom > /claim/payload; sync; exec sleep 1000000']
+      command: [sh, -c, 'test -f /claim/payload || {{ head -c {bytes} /dev/urandom > /claim/.payload && mv /claim/.payload /claim/payload; }}; sync; exec sleep 1000000']
+      readinessProbe: {{exec: {{command: [test, -f, /claim/payload]}}, periodSeconds: 1}}
       volumeMounts: [{{name: claim, mountPath: /claim}}]
   volumes:
     - {{name: claim, persistentVolumeClaim: {{claimName: data}}}}
@@ -1284,15 +1288,31 @@ impl Drop for PolicyChanged {
     }
 }
 
+/// How long a backup took from its create to Completed, and nac's part of it.
+struct Timed {
+    took: Duration,
+    /// nac: create → Velero Backup.
+    made: Duration,
+    /// nac: Velero Completed → NonAdminBackup Completed.
+    lag: Duration,
+    /// Velero and its node agent: Velero Backup → Completed.
+    velero: Duration,
+}
+
+impl std::fmt::Display for Timed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NonAdminBackup create -> Completed {:?}; nac: create -> Velero Backup {:?}, Velero Completed -> \
+             NonAdminBackup Completed {:?}; Velero (and its node agent) {:?}",
+            self.took, self.made, self.lag, self.velero
+        )
+    }
+}
+
 /// Waits for NonAdminBackup `name` to complete, polling every 50 ms from both sides for nac's share of the time;
-/// returns it, the time from `t0`, and nac's share (create → Velero Backup, Velero Completed → NonAdminBackup
-/// Completed).
-async fn completed_timed(
-    admin: &Client,
-    nabs: &Api<NonAdminBackup>,
-    name: &str,
-    t0: Instant,
-) -> (Value, Duration, Duration) {
+/// returns it and its [`Timed`].
+async fn completed_timed(admin: &Client, nabs: &Api<NonAdminBackup>, name: &str, t0: Instant) -> (Value, Timed) {
     let backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NS);
     let (mut made_at, mut velero_done_at) = (None, None);
     let done = loop {
@@ -1321,8 +1341,14 @@ async fn completed_timed(
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let took = t0.elapsed();
-    let nac = made_at.unwrap() + took.saturating_sub(velero_done_at.unwrap_or(took));
-    (done, took, nac)
+    let (made, velero_done) = (made_at.unwrap(), velero_done_at.unwrap_or(took));
+    let timed = Timed {
+        took,
+        made,
+        lag: took.saturating_sub(velero_done),
+        velero: velero_done.saturating_sub(made),
+    };
+    (done, timed)
 }
 
 /// No VolumeSnapshot, VolumeSnapshotContent of theirs or claim left in the tenant's namespace or Velero's by a
@@ -1418,7 +1444,7 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
     nabs.create(&PostParams::default(), &nab("moved", json!({})))
         .await
         .unwrap();
-    let (done, took, nac_share) = completed_timed(&admin, &nabs, "moved", t0).await;
+    let (done, timed) = completed_timed(&admin, &nabs, "moved", t0).await;
     assert_eq!(done["spec"]["backupSpec"]["snapshotMoveData"], json!(true), "enforced");
     assert_eq!(done["status"]["veleroBackup"]["spec"]["snapshotMoveData"], json!(true));
     // Velero's DataUploads, counted as OADP's controller counts them (a zero count left out).
@@ -1444,10 +1470,7 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
         app.ns
     );
     nothing_left_by_the_data_mover(&c, &app.ns).await;
-    println!(
-        "data mover backup of 1 x {mib} MiB: NonAdminBackup create -> Completed {took:?}; nac's share {nac_share:?}; \
-         {uploaded} bytes in the bucket"
-    );
+    println!("data mover backup of 1 x {mib} MiB: {timed}; {uploaded} bytes in the bucket");
 
     let (restored, after) = app.lose_and_restore(&c, &admin, "moved").await;
     assert_eq!(app.before, after, "the restored claim holds the same bytes");
@@ -1515,7 +1538,7 @@ async fn g_csi_snapshots_back_up_a_claim_where_the_policy_allows_and_a_restore_b
     nabs.create(&PostParams::default(), &nab("snapshot", json!({})))
         .await
         .unwrap();
-    let (done, took, nac_share) = completed_timed(&admin, &nabs, "snapshot", t0).await;
+    let (done, timed) = completed_timed(&admin, &nabs, "snapshot", t0).await;
     let status = &done["status"]["veleroBackup"]["status"];
     assert_eq!(status["csiVolumeSnapshotsAttempted"], json!(1), "{status:#}");
     assert_eq!(status["csiVolumeSnapshotsCompleted"], json!(1), "{status:#}");
@@ -1542,7 +1565,7 @@ async fn g_csi_snapshots_back_up_a_claim_where_the_policy_allows_and_a_restore_b
         names(&c, &["-n", &app.ns, "volumesnapshots"]).is_empty(),
         "Velero keeps only the content"
     );
-    println!("CSI snapshot backup of 1 MiB: NonAdminBackup create -> Completed {took:?}; nac's share {nac_share:?}");
+    println!("CSI snapshot backup of 1 MiB: {timed}");
 
     let (_, after) = app.lose_and_restore(&c, &admin, "snapshot").await;
     assert_eq!(
@@ -1675,9 +1698,15 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     nothing_left_by_the_data_mover(&c, &app.ns).await;
     let (_, after) = app.lose_and_restore(&c, &admin, "retry").await;
     assert_eq!(app.before, after, "the retry restores the same bytes");
+    // The PartiallyFailed backup's tarball lacks the items whose backup failed (the claim, and the pod that mounts
+    // it), which its resource list names: only the retry's data is whole.
+    assert!(common::velero::bucket_files_of(&c, &backup).contains(&format!("{backup}.tar.gz")));
+    let kept = [retry["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()];
+    let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
+    tally.expect(&[("PartiallyFailed", 1), ("Completed", 2)]);
     println!(
         "fault: the snapshot controller down at a data-mover backup's start | Velero {} with {} error(s), Event: {} | \
-         retry {} with {}",
+         retry {} with {} | {tally}",
         status["phase"],
         status["errors"],
         events[0],
@@ -1795,10 +1824,16 @@ async fn i_the_node_agent_killed_mid_data_upload_leaves_nothing_behind_and_the_d
     };
     let (_, after) = app.lose_and_restore(&c, &admin, good).await;
     assert_eq!(app.before, after, "{good} restores the same bytes");
+    let mut kept = Vec::new();
+    for n in nabs.list(&ListParams::default()).await.unwrap() {
+        let v = serde_json::to_value(n).unwrap();
+        kept.push(v["status"]["veleroBackup"]["name"].as_str().unwrap().to_string());
+    }
+    let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
     assert_nac_never_panicked(&c);
     println!(
         "fault: the node agent's pod killed mid DataUpload | Velero {phase} after \
-         {recovered:.1?}, DataUploads {:?} {:?} | restored from {good}",
+         {recovered:.1?}, DataUploads {:?} {:?} | restored from {good} | {tally}",
         phase_of(&dus),
         dus.iter()
             .map(|d| d["status"]["message"].as_str().unwrap_or(""))
