@@ -125,9 +125,10 @@ pids_of_cluster() {
 # the group kinds) of the pinned external-snapshotter (module tools/csi-snapshotter: its client/v8 module), copied
 # to $CLUSTER_DIR/snapshot-crds and applied. Velero's restores warn without them; the node's CSI stack needs them.
 install_snapshot_crds() {
-	local snap
-	snap=$(cd "$NAC_ROOT/tools/csi-snapshotter" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' \
-		github.com/kubernetes-csi/external-snapshotter/client/v8) || die "go list of the snapshot CRD module failed"
+	local snap mod=github.com/kubernetes-csi/external-snapshotter/client/v8
+	# Downloaded first: `go list -m` names the directory of a module only once it is in the module cache.
+	snap=$(cd "$NAC_ROOT/tools/csi-snapshotter" && go mod download "$mod" && go list -m -f '{{.Dir}}' "$mod") &&
+		[[ -d $snap/config/crd ]] || die "no snapshot CRDs from module $mod (go mod download in tools/csi-snapshotter)"
 	mkdir -p "$CLUSTER_DIR/snapshot-crds"
 	install -m 0644 "$snap"/config/crd/*storage.k8s.io_*.yaml "$CLUSTER_DIR/snapshot-crds/"
 	"$NAC_ROOT/hack/install-crds.sh" -f "$CLUSTER_DIR/snapshot-crds"
