@@ -27,7 +27,7 @@ image-rootfs:
 	hack/images.sh rootfs
 
 # The local environment with a real node (root only): containerd, kubelet, kube-proxy, kube-scheduler, pod
-# networking, Velero and its node agent in pods. `make cluster-down` stops it and restores the machine.
+# networking, CSI volumes and snapshots (the project's host-path driver), Velero and its node agent in pods. `make cluster-down` stops it and restores the machine.
 node-up:
 	NODE=1 $(MAKE) --no-print-directory cluster-up
 

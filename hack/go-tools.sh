@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local environment's Go binaries into bin/ from the pinned modules under tools/: one `go build` per
 # module for all the binaries asked of it, so the packages they share are compiled once and links run beside
-# compiles on both cores. Only binaries missing, or older than their module's go.mod/go.sum, are built.
+# compiles on both cores. Only binaries missing, or older than their module (go.mod, go.sum, its Go files), are
+# built.
 #
 # usage: hack/go-tools.sh NAME...     NAME: a binary below, or a set:
 #          control-plane  kube-apiserver kube-controller-manager kubectl etcd   (every environment)
@@ -9,6 +10,8 @@
 #          velero         velero velero-plugin-for-aws versitygw               (VELERO_MODE=real)
 #          images         velero-restore-helper                                (the node's Velero image)
 #          helm           helm                                                 (the chart tests, the node)
+#          csi            snapshot-controller csi-snapshotter csi-provisioner  (the node's CSI snapshots)
+#                         csi-hostpath (the node's own CSI driver, tools/csi-hostpath)
 #          all            every one of them
 # env:   GO (default go), BIN_DIR (default bin/)
 set -euo pipefail
@@ -23,6 +26,8 @@ declare -A MODULE=(
 	[kube-scheduler]=tools [etcd]=tools
 	[velero]=tools/velero [velero-restore-helper]=tools/velero [velero-plugin-for-aws]=tools/velero
 	[versitygw]=tools/s3 [helm]=tools/helm
+	[snapshot-controller]=tools/csi-snapshotter [csi-snapshotter]=tools/csi-snapshotter
+	[csi-provisioner]=tools/csi-provisioner [csi-hostpath]=tools/csi-hostpath
 )
 declare -A PACKAGE=(
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
@@ -37,6 +42,10 @@ declare -A PACKAGE=(
 	[velero-plugin-for-aws]=github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws
 	[versitygw]=github.com/versity/versitygw/cmd/versitygw
 	[helm]=helm.sh/helm/v3/cmd/helm
+	[snapshot-controller]=github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
+	[csi-snapshotter]=github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
+	[csi-provisioner]=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+	[csi-hostpath]=nac.local/tools/csi-hostpath
 )
 declare -A SETS=(
 	[control-plane]="kube-apiserver kube-controller-manager kubectl etcd"
@@ -44,8 +53,9 @@ declare -A SETS=(
 	[velero]="velero velero-plugin-for-aws versitygw"
 	[images]="velero-restore-helper"
 	[helm]="helm"
+	[csi]="snapshot-controller csi-snapshotter csi-provisioner csi-hostpath"
 )
-SETS[all]="${SETS[control-plane]} ${SETS[node]} ${SETS[velero]} ${SETS[images]} ${SETS[helm]}"
+SETS[all]="${SETS[control-plane]} ${SETS[node]} ${SETS[velero]} ${SETS[images]} ${SETS[helm]} ${SETS[csi]}"
 
 log() { printf 'go-tools: %s\n' "$*" >&2; }
 die() {
@@ -53,7 +63,7 @@ die() {
 	exit 1
 }
 
-(($#)) || die "usage: $0 NAME... (binaries, or control-plane, node, velero, images, helm, all)"
+(($#)) || die "usage: $0 NAME... (binaries, or control-plane, node, velero, images, helm, csi, all)"
 wanted=()
 for arg in "$@"; do
 	if [[ -n ${SETS[$arg]:-} ]]; then
@@ -101,6 +111,12 @@ ldflags() {
 		done
 		echo "$flags"
 		;;
+	tools/csi-snapshotter)
+		echo "-s -w -X main.version=$(modver tools/csi-snapshotter github.com/kubernetes-csi/external-snapshotter/v8)"
+		;;
+	tools/csi-provisioner)
+		echo "-s -w -X main.version=$(modver tools/csi-provisioner github.com/kubernetes-csi/external-provisioner/v6)"
+		;;
 	*) echo "-s -w" ;;
 	esac
 }
@@ -118,11 +134,14 @@ declare -A todo=()
 for name in "${wanted[@]}"; do
 	dir=${MODULE[$name]}
 	out=$BIN_DIR/$name
-	if [[ -x $out && ! $out -ot $dir/go.mod && ! $out -ot $dir/go.sum ]]; then continue; fi
+	# Up to date: nothing of its module is newer (go.mod, go.sum, and the sources of the project's own tools;
+	# depth 1: tools/ holds other modules below it).
+	if [[ -x $out && -z $(find "$dir" -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) \
+		-newer "$out" -print -quit) ]]; then continue; fi
 	[[ " ${todo[$dir]:-} " == *" $name "* ]] || todo[$dir]+=" $name"
 done
 mkdir -p "$BIN_DIR"
-for dir in tools tools/velero tools/s3 tools/helm; do
+for dir in tools tools/velero tools/s3 tools/helm tools/csi-snapshotter tools/csi-provisioner tools/csi-hostpath; do
 	[[ -n ${todo[$dir]:-} ]] || continue
 	read -ra names <<<"${todo[$dir]}"
 	pkgs=()

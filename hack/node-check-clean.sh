@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks that no trace of a local node is left on the machine (after `make cluster-down` of a NODE=1
-# environment): no node process or container shim, no mount of the kubelet or containerd, no kube-proxy, kubelet
-# or CNI iptables chain, no bridge cni0 or pod network namespace, no pod cgroup, none of the kubelet's and
-# containerd's host paths, and the sysctls the node changes back at their values before it started.
+# environment): no node process (its CSI driver and sidecars included) or container shim, no mount of the kubelet
+# or containerd, no kube-proxy, kubelet or CNI iptables chain, no bridge cni0 or pod network namespace, no pod
+# cgroup, none of the kubelet's and containerd's host paths, and the sysctls the node changes back at their values
+# before it started.
 #
 # usage: hack/node-check-clean.sh --snapshot FILE   record the sysctls now (before the node starts)
 #        hack/node-check-clean.sh [FILE]            check; exit 1 naming every leftover
@@ -15,8 +16,9 @@ if [[ ${1:-} == --snapshot ]]; then
 fi
 
 left=()
-for name in containerd kubelet kube-proxy kube-scheduler; do
-	pgrep -x "$name" >/dev/null && left+=("process $name ($(pgrep -x "$name" | tr '\n' ' '))")
+for name in containerd kubelet kube-proxy kube-scheduler csi-hostpath csi-provisioner csi-snapshotter snapshot-controller; do
+	# The kernel keeps 15 characters of a process's name.
+	pgrep -x "${name:0:15}" >/dev/null && left+=("process $name ($(pgrep -x "${name:0:15}" | tr '\n' ' '))")
 done
 pgrep -f '^[^ ]*containerd-shim' >/dev/null && left+=("containerd shims ($(pgrep -f '^[^ ]*containerd-shim' | tr '\n' ' '))")
 while read -r _ mnt _; do

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # A real node beside the local control plane (hack/cluster-up.sh with NODE=1): containerd and runc from Debian
 # packages, kubelet, kube-proxy and kube-scheduler built from the pinned Kubernetes module, pod networking on a
-# bridge with the node address 10.244.0.1, images imported from OCI archives (hack/images.sh; no registry).
+# bridge with the node address 10.244.0.1, images imported from OCI archives (hack/images.sh; no registry), and
+# CSI volumes and snapshots (hack/node-csi.sh: the project's host-path driver, the external provisioner,
+# csi-snapshotter and the snapshot controller).
 # Needs root. One node per machine: the bridge, the kubelet's ports and a few host paths are machine-wide.
 #
 # usage: hack/node-up.sh --network   create the bridge cni0 (10.244.0.1/24) and enable forwarding; cluster-up
 #                                    does this before the API server starts, which binds to the node address
 #        hack/node-up.sh             start containerd, import the images, start kube-scheduler, kubelet and
-#                                    kube-proxy, wait until the node is Ready (the control plane must run)
+#                                    kube-proxy, wait until the node is Ready (the control plane must run), then
+#                                    its CSI driver and snapshot machinery (hack/node-csi.sh)
 #        hack/node-up.sh --stop      delete every pod, stop the node's processes and restore the machine: no
 #                                    process, mount, iptables chain, netns, cgroup, sysctl or host path is left
 #        hack/node-up.sh --import FILE...   import OCI archives into the node's containerd
@@ -261,6 +264,7 @@ start_node() {
 	while ((SECONDS < deadline)); do
 		if [[ $(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; then
 			log "node $NODE_NAME Ready ($NODE_IP; containerd $(ctr version 2>/dev/null | sed -n 's/^ *Version: *//p' | tail -n 1))"
+			"$NAC_ROOT/hack/node-csi.sh"
 			return 0
 		fi
 		sleep 1
@@ -284,6 +288,8 @@ stop_node() {
 		done
 		[[ -z $(kubectl get pods -A -o name 2>/dev/null) ]] || log "pods still there after 60s; stopping the node anyway"
 	fi
+	# The CSI driver after the pods (the kubelet unmounts their volumes through it), before the kubelet.
+	if [[ -f $ENV_FILE ]]; then "$NAC_ROOT/hack/node-csi.sh" --stop || log "the CSI processes did not all stop"; fi
 	for name in kube-proxy:KUBE_PROXY_PID kubelet:KUBELET_PID kube-scheduler:SCHEDULER_PID; do
 		pid=''
 		[[ -f $ENV_FILE ]] && pid=$(env_get "${name#*:}")
@@ -352,7 +358,7 @@ restore_machine() {
 		/run/containerd/io.containerd.runtime.v2.task/k8s.io
 	rmdir /run/containerd/runc /run/containerd/io.containerd.runtime.v2.task /run/containerd 2>/dev/null || true
 	rmdir /var/run/netns 2>/dev/null || true
-	rm -rf "$NODE_DIR/containerd/root" "$NODE_DIR/containerd/state" "$NODE_DIR/kubelet" "$NODE_DIR/cni/ipam"
+	rm -rf "$NODE_DIR/containerd/root" "$NODE_DIR/containerd/state" "$NODE_DIR/kubelet" "$NODE_DIR/cni/ipam" "$NODE_DIR/csi"
 	if [[ -f $NODE_OWNER && $(cat "$NODE_OWNER") == "$CLUSTER_DIR" ]]; then rm -f "$NODE_OWNER"; fi
 }
 

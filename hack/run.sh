@@ -262,6 +262,44 @@ if [[ $RUN_NODE == 1 ]]; then
    EOF
    $K get nar volumes -w                           # Completed: the pod is back, its volumes filled by the node agent
    $K exec ledger -- sha256sum /cache/data /orders/data      # the same checksums
+
+11. Volume data by the data mover instead: a claim of the node's CSI StorageClass ($CSI_STORAGE_CLASS) is snapshotted
+    (a copy on the node), and Velero's node agent uploads the snapshot into the bucket, then deletes it. As the
+    admin, have the policy enforce it (nac applies the edit within seconds):
+   kubectl -n $NAC_NS edit configmap nac-policy   # enforceBackupSpec: {defaultVolumesToFsBackup: false, snapshotVolumes: true, snapshotMoveData: true}
+   $K apply -f - <<EOF
+   apiVersion: v1
+   kind: PersistentVolumeClaim
+   metadata: {name: vault, labels: {app: vault}}
+   spec: {accessModes: [ReadWriteOnce], storageClassName: $CSI_STORAGE_CLASS, resources: {requests: {storage: 1Gi}}}
+   ---
+   apiVersion: v1
+   kind: Pod
+   metadata: {name: vault, labels: {app: vault}}
+   spec:
+     terminationGracePeriodSeconds: 1
+     containers: [{name: vault, image: localhost/toolbox:1, imagePullPolicy: Never, volumeMounts: [{name: v, mountPath: /v}],
+       command: [sh, -c, 'test -f /v/data || head -c 1048576 /dev/urandom > /v/data; exec sleep 1000000']}]
+     volumes: [{name: v, persistentVolumeClaim: {claimName: vault}}]
+   EOF
+   $K wait pod/vault --for=condition=Ready && $K exec vault -- sha256sum /v/data   # note the checksum
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminBackup
+   metadata: {name: moved}
+   spec: {backupSpec: {labelSelector: {matchLabels: {app: vault}}}}
+   EOF
+   $K get nab moved -o jsonpath='{.status.dataMoverDataUploads}' -w   # completed: 1, once Completed
+   $P backup describe moved                       # Snapshot move data: true, Volume data: 1.0 MiB of 1.0 MiB (100%)
+   $K delete pod vault && $K delete pvc vault     # the data is lost: the StorageClass deletes the volume
+   $K apply -f - <<EOF
+   apiVersion: oadp.openshift.io/v1alpha1
+   kind: NonAdminRestore
+   metadata: {name: moved}
+   spec: {restoreSpec: {backupName: moved}}
+   EOF
+   $K get nar moved -o jsonpath='{.status.dataMoverDataDownloads}' -w # completed: 1: a new volume, downloaded
+   $K wait pod/vault --for=condition=Ready && $K exec vault -- sha256sum /v/data   # the same checksum
 "
 else
 	running="nac is running: webhooks https://127.0.0.1:$port, metrics http://127.0.0.1:$metrics_port/metrics"

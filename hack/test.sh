@@ -226,7 +226,7 @@ step "lint: cargo fmt, links between documents, import cycles" bash -c \
 # The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lane)
 # first; the rest, needed later, at the lowest priority while the suites run.
 go_sets=(control-plane velero helm)
-if $node_suite; then go_sets+=(node images); fi
+if $node_suite; then go_sets+=(node images csi); fi
 go_chain() {
 	local set t
 	for set in "${go_sets[@]}"; do
@@ -358,6 +358,9 @@ if $node_suite; then
 	node_suite() {
 		hack/containerfile-check.sh
 		await_go images
+		await_go csi
+		# The node's own CSI driver: its unit tests (the mount tests need root, which the node suite has).
+		(cd tools/csi-hostpath && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
 		local before t
 		before=$RUN/machine-before
 		hack/node-check-clean.sh --snapshot "$before"

@@ -112,12 +112,7 @@ start_s3() {
 
 # The cluster objects Velero needs beyond its CRDs (hack/cluster-up.sh installed those and the namespace).
 apply_velero_objects() {
-	local snap
-	snap=$(cd "$NAC_ROOT/tools/velero" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' \
-		github.com/kubernetes-csi/external-snapshotter/client/v8) || die "go list of the snapshot CRD module failed"
-	mkdir -p "$CLUSTER_DIR/snapshot-crds"
-	install -m 0644 "$snap"/config/crd/*storage.k8s.io_*.yaml "$CLUSTER_DIR/snapshot-crds/"
-	"$NAC_ROOT/hack/install-crds.sh" -f "$CLUSTER_DIR/snapshot-crds"
+	install_snapshot_crds
 	kubectl apply -f - >/dev/null <<-EOF
 		apiVersion: v1
 		kind: Secret
@@ -246,7 +241,9 @@ print(a.getsockname()[1], b.getsockname()[1])')
 # `velero install` renders the manifests (ServiceAccount, ClusterRoleBinding, Deployment `velero`, DaemonSet
 # `node-agent`) for the images built here; the plugin comes in by its own image's init container, as upstream's.
 # What this environment changes in them: the kubelet's root directory (the node's, under $CLUSTER_DIR), the local
-# images never pulled, and a 10 s BSL validation (tests see a restored S3 server quickly).
+# images never pulled, and a 10 s BSL validation (tests see a restored S3 server quickly). CSI is enabled (Velero's
+# built-in CSI support still needs the feature flag): the node's host-path driver (hack/node-csi.sh) snapshots
+# claims, and the node agent is the data mover (DataUploads, DataDownloads) besides file-system backup.
 start_velero_pods() {
 	local image plugin_image manifests
 	image=$(cat "$NAC_ROOT/bin/images/velero.name")
@@ -256,7 +253,7 @@ start_velero_pods() {
 	HOME=$VDIR/home KUBECONFIG=$KUBECONFIG_FILE "$BIN_DIR/velero" install --dry-run -o json --namespace "$VELERO_NAMESPACE" \
 		--image "$image" --plugins "$plugin_image" --no-default-backup-location --no-secret \
 		--use-node-agent --kubelet-root-dir "$(env_get NODE_DIR)/kubelet" --uploader-type kopia \
-		--use-volume-snapshots=false --wait=false \
+		--use-volume-snapshots=false --features=EnableCSI --wait=false \
 		>"$manifests.tmp" || die "velero install --dry-run failed"
 	python3 - "$manifests.tmp" "$(env_get NODE_DIR)/kubelet" >"$manifests" <<-'PY'
 		import json, sys

@@ -16,7 +16,9 @@
 #   make cluster-tools     build bin/kube-apiserver bin/kube-controller-manager
 #                          bin/etcd bin/kubectl (one go build)
 #   make node-tools        build the node's bin/kubelet bin/kube-proxy
-#                          bin/kube-scheduler, and bin/velero-restore-helper
+#                          bin/kube-scheduler, bin/velero-restore-helper, and its
+#                          CSI binaries (bin/csi-hostpath, bin/csi-provisioner,
+#                          bin/csi-snapshotter, bin/snapshot-controller)
 #   make go-tools          build every Go binary of the environment
 #   make velero-crds       copy the pinned Velero CRDs to $(CLUSTER_DIR)/velero-crds
 #   make helm              build bin/helm (separate module tools/helm)
@@ -53,9 +55,9 @@ $(addprefix bin/,$(GO_TOOLS)):
 cluster-tools:
 	hack/go-tools.sh control-plane
 
-# The node's binaries (NODE=1, root) and the extra one its Velero image holds.
+# The node's binaries (NODE=1, root), its CSI driver and sidecars, and the extra one its Velero image holds.
 node-tools:
-	hack/go-tools.sh node images
+	hack/go-tools.sh node images csi
 
 # Every Go binary of the local environment, the node's included.
 go-tools:

@@ -1,12 +1,14 @@
-//! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, Velero's server and
-//! node agent in pods): nac as it ships, its image installed with `helm install`, the API server calling the
-//! webhooks through the chart's Service; file-system backup of real volume data by Velero's node agent under the
-//! policy; the leader pod deleted mid-burst; `helm upgrade` to a new image while users create backups; Velero's
-//! server pod and its node agent's pod killed mid file-system backup; and `helm uninstall`. What only a node can
-//! show; the process-mode suites cover the rest.
+//! End to end on a real node (`make node-up`: containerd, kubelet, kube-proxy, kube-scheduler, the project's CSI
+//! driver with the snapshot machinery, Velero's server and node agent in pods): nac as it ships, its image installed
+//! with `helm install`, the API server calling the webhooks through the chart's Service; file-system backup of real
+//! volume data by Velero's node agent under the policy; the leader pod deleted mid-burst; `helm upgrade` to a new
+//! image while users create backups; Velero's server pod and its node agent's pod killed mid file-system backup;
+//! CSI snapshots and Velero's data mover under the policy, with the snapshot controller down and the node agent
+//! killed mid DataUpload; and `helm uninstall`. What only a node can show; the process-mode suites cover the rest.
 //!
 //! The tests share one installation and run in name order, one at a time (`make e2e-node` passes
-//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, uninstall last.
+//! `--test-threads=1`): install, volume data, failover, upgrade, Velero's pods killed, CSI and the data mover,
+//! uninstall last. A test that changes the policy puts it back when it ends.
 #![cfg(all(feature = "e2e", feature = "node"))]
 
 mod common;
@@ -247,7 +249,8 @@ async fn a_helm_install_runs_both_pods_as_the_chart_secures_them() {
     );
 }
 
-/// Writes `mib` MiB of random data into the pod's emptyDir and its claim's local volume, as the tenant's app.
+/// Writes `mib` MiB of random data into the pod's emptyDir and its claim's local volume, as the tenant's app; Ready
+/// once both are written.
 fn app_yaml(ns: &str, pv_dir: &str, pv: &str, mib: u64) -> String {
     format!(
         r#"
@@ -287,7 +290,9 @@ spec:
     - name: app
       image: localhost/toolbox:1
       imagePullPolicy: Never
-      command: [sh, -c, 'for d in /scratch /claim; do test -f $d/payload || head -c {bytes} /dev/urandom > $d/payload; done; sync; exec sleep 1000000']
+      command: [sh, -c, 'for d in /scratch /claim; do test -f $d/payload || {{ head -c {bytes} /dev/urandom > $d/.payload && mv $d/.payload $d/payload; }}; done; sync; exec sleep 1000000']
+      # Ready once both payloads are whole (a large one takes a while to write).
+      readinessProbe: {{exec: {{command: [sh, -c, 'test -f /scratch/payload && test -f /claim/payload']}}, periodSeconds: 1}}
       volumeMounts: [{{name: scratch, mountPath: /scratch}}, {{name: claim, mountPath: /claim}}]
   volumes:
     - {{name: scratch, emptyDir: {{}}}}
@@ -402,6 +407,7 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
         "both volumes backed up by the node agent: {pvb}"
     );
     assert_eq!(pvb["failed"].as_i64().unwrap_or(0), 0);
+    assert_all_bytes_done(&done, 2 * mib);
     println!(
         "fs backup of 2 x {mib} MiB: NonAdminBackup create -> Completed {took:?}; nac: create -> Velero Backup {made_at:?}, \
          Velero Completed -> NonAdminBackup Completed {:?}; Velero (and its node agent) {:?}",
@@ -1083,6 +1089,756 @@ async fn e_velero_server_and_node_agent_pods_killed_mid_file_system_backup_lose_
             recovered.as_secs_f64()
         );
     }
+    remove_namespace(&admin, &app.ns).await;
+}
+
+// ------------------------------------------------------------------------------------------- CSI, the data mover
+
+/// The node's CSI StorageClass (hack/node-csi.sh: the project's host-path driver).
+const CSI_CLASS: &str = "csi-hostpath";
+
+/// A claim of the CSI StorageClass, and a pod that writes `mib` MiB of random data into it; Ready once written.
+fn csi_app_yaml(ns: &str, mib: u64) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data, namespace: {ns}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: {CSI_CLASS}
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: app, namespace: {ns}, labels: {{app: data}}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: app
+      image: localhost/toolbox:1
+      imagePullPolicy: Never
+      command: [sh, -c, 'test -f /claim/payload || {{ head -c {bytes} /dev/urandom > /claim/.payload && mv /claim/.payload /claim/payload; }}; sync; exec sleep 1000000']
+      readinessProbe: {{exec: {{command: [test, -f, /claim/payload]}}, periodSeconds: 1}}
+      volumeMounts: [{{name: claim, mountPath: /claim}}]
+  volumes:
+    - {{name: claim, persistentVolumeClaim: {{claimName: data}}}}
+"#,
+        bytes = mib * 1024 * 1024
+    )
+}
+
+/// `kubectl get ARGS -o name`: the names listed.
+fn names(c: &Cluster, args: &[&str]) -> Vec<String> {
+    run(kubectl(c).args(["get"]).args(args).args(["-o", "name"]))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A tenant whose pod wrote `mib` MiB of random data into a claim of the CSI StorageClass; its checksum then.
+struct CsiApp {
+    ns: String,
+    alice: Client,
+    before: String,
+}
+
+impl CsiApp {
+    async fn new(c: &Cluster, admin: &Client, prefix: &str, mib: u64) -> CsiApp {
+        let (ns, alice) = tenant(c, admin, prefix).await;
+        apply(c, &csi_app_yaml(&ns, mib));
+        pod_ready(admin, &ns, "app", Duration::from_secs(120)).await;
+        let before = csi_checksum(c, &ns);
+        CsiApp { ns, alice, before }
+    }
+
+    /// The volume the claim is bound to, and its directory on the node (the driver's volume ID is the PV's name).
+    fn volume(&self, c: &Cluster) -> (String, PathBuf) {
+        let pv = run(kubectl(c).args([
+            "-n",
+            &self.ns,
+            "get",
+            "pvc",
+            "data",
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ]));
+        let dir = PathBuf::from(c.get("CSI_DIR")).join("volumes").join(&pv);
+        (pv, dir)
+    }
+
+    /// The data lost (pod and claim deleted; the StorageClass deletes the volume, whose directory goes), then a
+    /// NonAdminRestore of NonAdminBackup `backup`: waits until it completed and the restored pod is Ready; returns
+    /// the NonAdminRestore and the restored checksum.
+    async fn lose_and_restore(&self, c: &Cluster, admin: &Client, backup: &str) -> (Value, String) {
+        let ns = self.ns.as_str();
+        let (pv, dir) = self.volume(c);
+        assert!(
+            dir.is_dir(),
+            "the claim's volume is a directory of the driver: {}",
+            dir.display()
+        );
+        run(kubectl(c).args(["-n", ns, "delete", "pod", "app", "--wait=true"]));
+        run(kubectl(c).args(["-n", ns, "delete", "pvc", "data", "--wait=true"]));
+        eventually(Duration::from_secs(60), "the volume deleted with its claim", || async {
+            (names(c, &["pv"]).iter().all(|n| *n != format!("persistentvolume/{pv}")) && !dir.exists()).then_some(())
+        })
+        .await;
+
+        let nars: Api<NonAdminRestore> = Api::namespaced(self.alice.clone(), ns);
+        let nar: NonAdminRestore = serde_json::from_value(json!({
+            "metadata": {"name": backup}, "spec": {"restoreSpec": {"backupName": backup}}
+        }))
+        .unwrap();
+        nars.create(&PostParams::default(), &nar).await.unwrap();
+        let restored = wait_json(&nars, backup, Duration::from_secs(300), "the restore Completed", |v| {
+            let phase = v["status"]["veleroRestore"]["status"]["phase"].as_str().unwrap_or("");
+            assert!(
+                !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
+                "restore {phase}: {v}"
+            );
+            phase == "Completed"
+        })
+        .await;
+        pod_ready(admin, ns, "app", Duration::from_secs(120)).await;
+        let (pv_after, _) = self.volume(c);
+        assert_ne!(pv_after, pv, "a new volume");
+        (restored, csi_checksum(c, ns))
+    }
+}
+
+fn csi_checksum(c: &Cluster, ns: &str) -> String {
+    run(kubectl(c).args(["-n", ns, "exec", "app", "--", "sha256sum", "/claim/payload"]))
+}
+
+/// The policy in nac's ConfigMap with `enforceBackupSpec` changed; the one before written back on drop (also
+/// when the test fails).
+struct PolicyChanged {
+    kubectl: Vec<String>,
+    before: String,
+}
+
+impl PolicyChanged {
+    /// Enforces `fields` on every backup, and waits until both of nac's pods apply them: a dry-run create of
+    /// `probe` (a NonAdminBackup API of a tenant) comes back with them five times in a row.
+    async fn enforce(c: &Cluster, admin: &Client, probe: &Api<NonAdminBackup>, fields: Value) -> PolicyChanged {
+        let before = common::e2e::chart::current_policy(admin).await;
+        let mut policy: serde_yaml::Value = serde_yaml::from_str(&before).unwrap();
+        let enforced = policy
+            .as_mapping_mut()
+            .unwrap()
+            .entry("enforceBackupSpec".into())
+            .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
+        for (k, v) in fields.as_object().unwrap() {
+            enforced
+                .as_mapping_mut()
+                .unwrap()
+                .insert(k.as_str().into(), serde_yaml::to_value(v).unwrap());
+        }
+        let guard = PolicyChanged {
+            kubectl: vec![
+                c.get("KUBECTL").into(),
+                "--kubeconfig".into(),
+                c.get("KUBECONFIG").into(),
+            ],
+            before,
+        };
+        common::e2e::chart::edit_policy(admin, &serde_yaml::to_string(&policy).unwrap())
+            .await
+            .unwrap();
+        let dry = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let (deadline, mut in_a_row) = (Instant::now() + Duration::from_secs(60), 0);
+        while in_a_row < 5 {
+            assert!(Instant::now() < deadline, "nac did not apply the policy within 60 s");
+            let applied = match probe.create(&dry, &nab("policy-probe", json!({}))).await {
+                Ok(made) => {
+                    let spec = serde_json::to_value(made).unwrap()["spec"]["backupSpec"].clone();
+                    fields.as_object().unwrap().iter().all(|(k, v)| spec[k] == *v)
+                }
+                Err(_) => false,
+            };
+            in_a_row = if applied { in_a_row + 1 } else { 0 };
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        guard
+    }
+}
+
+impl Drop for PolicyChanged {
+    fn drop(&mut self) {
+        let patch = json!({"data": {"policy.yaml": self.before}}).to_string();
+        let _ = Command::new(&self.kubectl[0])
+            .args(&self.kubectl[1..])
+            .args([
+                "-n",
+                NAC_NS,
+                "patch",
+                "configmap",
+                "nac-policy",
+                "--type",
+                "merge",
+                "-p",
+                &patch,
+            ])
+            .stdout(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// How long a backup took from its create to Completed, and nac's part of it.
+struct Timed {
+    took: Duration,
+    /// nac: create → Velero Backup.
+    made: Duration,
+    /// nac: Velero Completed → NonAdminBackup Completed.
+    lag: Duration,
+    /// Velero and its node agent: Velero Backup → Completed.
+    velero: Duration,
+}
+
+impl std::fmt::Display for Timed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NonAdminBackup create -> Completed {:?}; nac: create -> Velero Backup {:?}, Velero Completed -> \
+             NonAdminBackup Completed {:?}; Velero (and its node agent) {:?}",
+            self.took, self.made, self.lag, self.velero
+        )
+    }
+}
+
+/// Waits for NonAdminBackup `name` to complete, polling every 50 ms from both sides for nac's share of the time;
+/// returns it and its [`Timed`].
+async fn completed_timed(admin: &Client, nabs: &Api<NonAdminBackup>, name: &str, t0: Instant) -> (Value, Timed) {
+    let backups: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NS);
+    let (mut made_at, mut velero_done_at) = (None, None);
+    let done = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "backup {name} did not complete in 5 minutes"
+        );
+        let v = serde_json::to_value(nabs.get(name).await.unwrap()).unwrap();
+        if let Some(b) = v["status"]["veleroBackup"]["name"].as_str() {
+            if let Ok(b) = backups.get(b).await {
+                made_at.get_or_insert(t0.elapsed());
+                let b = serde_json::to_value(b).unwrap();
+                let phase = b["status"]["phase"].as_str().unwrap_or("");
+                assert!(
+                    !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
+                    "backup {phase}: {b}"
+                );
+                if phase == "Completed" {
+                    velero_done_at.get_or_insert(t0.elapsed());
+                }
+            }
+        }
+        if v["status"]["veleroBackup"]["status"]["phase"] == "Completed" {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = t0.elapsed();
+    let (made, velero_done) = (made_at.unwrap(), velero_done_at.unwrap_or(took));
+    let timed = Timed {
+        took,
+        made,
+        lag: took.saturating_sub(velero_done),
+        velero: velero_done.saturating_sub(made),
+    };
+    (done, timed)
+}
+
+/// No VolumeSnapshot, VolumeSnapshotContent of theirs or claim left in the tenant's namespace or Velero's by a
+/// data-mover backup, and no pod of Velero's but its server and node agent.
+async fn nothing_left_by_the_data_mover(c: &Cluster, ns: &str) {
+    eventually(
+        Duration::from_secs(60),
+        "no snapshot, temporary claim or pod left",
+        || async {
+            let mut left = names(c, &["-n", ns, "volumesnapshots"]);
+            left.extend(names(c, &["-n", VELERO_NS, "volumesnapshots,persistentvolumeclaims"]));
+            left.extend(
+                names(c, &["-n", VELERO_NS, "pods"])
+                    .into_iter()
+                    .filter(|p| !p.starts_with("pod/velero-") && !p.starts_with("pod/node-agent-")),
+            );
+            let contents: Value =
+                serde_json::from_str(&run(kubectl(c).args(["get", "volumesnapshotcontents", "-o", "json"]))).unwrap();
+            left.extend(
+                contents["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|i| {
+                        [ns, VELERO_NS].contains(&i["spec"]["volumeSnapshotRef"]["namespace"].as_str().unwrap_or(""))
+                    })
+                    .map(|i| format!("volumesnapshotcontent/{}", i["metadata"]["name"].as_str().unwrap())),
+            );
+            if !left.is_empty() {
+                println!("left for now: {left:?}");
+            }
+            left.is_empty().then_some(())
+        },
+    )
+    .await;
+}
+
+/// The NonAdminBackup's status shows every byte of its volume data done (Velero's per-volume progress summed by
+/// nac; at least `mib` MiB of payload).
+fn assert_all_bytes_done(nab: &Value, mib: u64) {
+    let p = &nab["status"]["volumeDataProgress"];
+    let (done, total) = (
+        p["bytesDone"].as_u64().unwrap_or(0),
+        p["totalBytes"].as_u64().unwrap_or(0),
+    );
+    assert!(
+        total >= mib * 1024 * 1024 && done == total,
+        "volumeDataProgress {p} for {mib} MiB"
+    );
+}
+
+/// Bytes under the bucket's kopia repository of namespace `ns` (where Velero's data mover and file-system backup
+/// upload volume data).
+fn kopia_bytes(c: &Cluster, ns: &str) -> u64 {
+    fn size(p: &Path) -> u64 {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => std::fs::read_dir(p).unwrap().flatten().map(|e| size(&e.path())).sum(),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        }
+    }
+    size(
+        &PathBuf::from(c.get("S3_DATA_DIR"))
+            .join(c.get("S3_BUCKET"))
+            .join(c.get("S3_PREFIX"))
+            .join("kopia")
+            .join(ns),
+    )
+}
+
+#[tokio::test]
+async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings_the_same_bytes_back() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let mib: u64 = std::env::var("NODE_DM_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let app = CsiApp::new(&c, &admin, "node-dm", mib).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+
+    // The tenant asks for nothing about volumes; the policy enforces the data mover.
+    velero_idle(&admin).await;
+    let t0 = Instant::now();
+    nabs.create(&PostParams::default(), &nab("moved", json!({})))
+        .await
+        .unwrap();
+    let (done, timed) = completed_timed(&admin, &nabs, "moved", t0).await;
+    assert_eq!(done["spec"]["backupSpec"]["snapshotMoveData"], json!(true), "enforced");
+    assert_eq!(done["status"]["veleroBackup"]["spec"]["snapshotMoveData"], json!(true));
+    // Velero's DataUploads, counted as OADP's controller counts them (a zero count left out).
+    let counted = wait_json(&nabs, "moved", Duration::from_secs(60), "the DataUpload counted", |v| {
+        v["status"]["dataMoverDataUploads"]["completed"] == json!(1)
+    })
+    .await;
+    assert_eq!(
+        counted["status"]["dataMoverDataUploads"],
+        json!({"total": 1, "completed": 1})
+    );
+    assert!(
+        counted["status"]["fileSystemPodVolumeBackups"]["total"]
+            .as_i64()
+            .unwrap_or(0)
+            == 0
+    );
+    assert_all_bytes_done(&counted, mib);
+    let uploaded = kopia_bytes(&c, &app.ns);
+    assert!(
+        uploaded >= mib * 1024 * 1024,
+        "the claim's {mib} MiB are in the bucket's kopia repository of {}: {uploaded} bytes",
+        app.ns
+    );
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    println!("data mover backup of 1 x {mib} MiB: {timed}; {uploaded} bytes in the bucket");
+
+    let (restored, after) = app.lose_and_restore(&c, &admin, "moved").await;
+    assert_eq!(app.before, after, "the restored claim holds the same bytes");
+    let counted = wait_json(
+        &Api::<NonAdminRestore>::namespaced(app.alice.clone(), &app.ns),
+        "moved",
+        Duration::from_secs(60),
+        "the DataDownload counted",
+        |v| v["status"]["dataMoverDataDownloads"]["completed"] == json!(1),
+    )
+    .await;
+    assert_eq!(
+        counted["status"]["dataMoverDataDownloads"],
+        json!({"total": 1, "completed": 1}),
+        "{restored}"
+    );
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    println!("checksum before and after: {after}");
+
+    // A viewer of the namespace reaches no volume data: its backup holds none, whatever the policy enforces.
+    let viewer = format!("viewer-{}", app.ns);
+    bind_editor(&admin, &app.ns, &viewer).await;
+    bind(&admin, &app.ns, &viewer, "view").await;
+    let viewer_nabs: Api<NonAdminBackup> = Api::namespaced(c.as_user(&viewer).await, &app.ns);
+    viewer_nabs
+        .create(&PostParams::default(), &nab("by-viewer", json!({})))
+        .await
+        .unwrap();
+    let done = backup_completed(&viewer_nabs, "by-viewer").await;
+    let spec = &done["status"]["veleroBackup"]["spec"];
+    for f in ["snapshotMoveData", "snapshotVolumes", "defaultVolumesToFsBackup"] {
+        assert_eq!(spec[f], json!(false), "{f}: {spec:#}");
+    }
+    assert_eq!(
+        done["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
+        0,
+        "{done:#}"
+    );
+    assert_eq!(
+        done["status"]["veleroBackup"]["status"]["csiVolumeSnapshotsAttempted"]
+            .as_i64()
+            .unwrap_or(0),
+        0,
+        "{done:#}"
+    );
+    remove_namespace(&admin, &app.ns).await;
+}
+
+#[tokio::test]
+async fn g_csi_snapshots_back_up_a_claim_where_the_policy_allows_and_a_restore_brings_the_same_bytes_back() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = CsiApp::new(&c, &admin, "node-snap", 1).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": false, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+    velero_idle(&admin).await;
+    let t0 = Instant::now();
+    nabs.create(&PostParams::default(), &nab("snapshot", json!({})))
+        .await
+        .unwrap();
+    let (done, timed) = completed_timed(&admin, &nabs, "snapshot", t0).await;
+    let status = &done["status"]["veleroBackup"]["status"];
+    assert_eq!(status["csiVolumeSnapshotsAttempted"], json!(1), "{status:#}");
+    assert_eq!(status["csiVolumeSnapshotsCompleted"], json!(1), "{status:#}");
+    assert_eq!(
+        done["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
+        0,
+        "no data moved"
+    );
+    // The snapshot stays on the node, as a copy of the volume, as long as the backup: its content is Velero's.
+    let (_, volume) = app.volume(&c);
+    let snapshots = PathBuf::from(c.get("CSI_DIR")).join("snapshots");
+    let copies: Vec<PathBuf> = std::fs::read_dir(&snapshots)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && p.join("payload").is_file())
+        .collect();
+    assert_eq!(copies.len(), 1, "one snapshot of the claim in {}", snapshots.display());
+    assert_eq!(
+        std::fs::read(copies[0].join("payload")).unwrap(),
+        std::fs::read(volume.join("payload")).unwrap()
+    );
+    assert!(
+        names(&c, &["-n", &app.ns, "volumesnapshots"]).is_empty(),
+        "Velero keeps only the content"
+    );
+    println!("CSI snapshot backup of 1 MiB: {timed}");
+
+    let (_, after) = app.lose_and_restore(&c, &admin, "snapshot").await;
+    assert_eq!(
+        app.before, after,
+        "the claim made from the snapshot holds the same bytes"
+    );
+
+    // The backup deleted: Velero deletes its snapshot, and the driver the copy.
+    let mut patch = json!({"spec": {"deleteBackup": true}});
+    patch["metadata"] = json!({});
+    nabs.patch(
+        "snapshot",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let copy = copies[0].clone();
+    eventually(
+        Duration::from_secs(180),
+        "the snapshot's copy deleted with the backup",
+        || {
+            let copy = copy.clone();
+            async move { (!copy.exists()).then_some(()) }
+        },
+    )
+    .await;
+    remove_namespace(&admin, &app.ns).await;
+}
+
+/// The snapshot controller stopped while it lives (hack/node-csi.sh), started again on drop, also when the test
+/// fails.
+struct SnapshotControllerStopped(String);
+
+impl SnapshotControllerStopped {
+    fn new(c: &Cluster) -> SnapshotControllerStopped {
+        run(Command::new(root().join("hack/node-csi.sh"))
+            .arg("--stop-snapshot-controller")
+            .env("CLUSTER_DIR", c.get("CLUSTER_DIR")));
+        SnapshotControllerStopped(c.get("CLUSTER_DIR").to_string())
+    }
+}
+
+impl Drop for SnapshotControllerStopped {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("hack/node-csi.sh"))
+            .arg("--start-snapshot-controller")
+            .env("CLUSTER_DIR", &self.0)
+            .status();
+    }
+}
+
+/// The DataUploads of Velero backup `backup`, as JSON.
+async fn data_uploads(admin: &Client, backup: &str) -> Vec<Value> {
+    let gvk = kube::api::GroupVersionKind::gvk("velero.io", "v2alpha1", "DataUpload");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "datauploads");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(admin.clone(), VELERO_NS, &ar);
+    let label = format!(
+        "{}={}",
+        nac::naming::VELERO_BACKUP_NAME_LABEL,
+        nac::naming::velero_label_value(backup)
+    );
+    list_json(api, &ListParams::default().labels(&label)).await
+}
+
+/// The data mover's policy, a claim's snapshot asked for while the snapshot controller is down: Velero gives up on
+/// it after the backup's csiSnapshotTimeout and ends the backup PartiallyFailed, which the tenant sees in its status
+/// and an Event; the VolumeSnapshot it made is deleted, nothing else is made. With the controller back, a retry
+/// completes and restores the same bytes.
+#[tokio::test]
+async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially_failed_and_a_retry_completes() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = CsiApp::new(&c, &admin, "node-nosnap", 1).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+    velero_idle(&admin).await;
+    let stopped = SnapshotControllerStopped::new(&c);
+    nabs.create(
+        &PostParams::default(),
+        &nab("no-controller", json!({"csiSnapshotTimeout": "15s"})),
+    )
+    .await
+    .unwrap();
+    let ended = wait_json(
+        &nabs,
+        "no-controller",
+        Duration::from_secs(180),
+        "the backup final",
+        |v| {
+            !nac::velero::backup_phase_unfinished(v["status"]["veleroBackup"]["status"]["phase"].as_str())
+                && v["status"]["veleroBackup"]["status"]["phase"].is_string()
+        },
+    )
+    .await;
+    let status = &ended["status"]["veleroBackup"]["status"];
+    assert_eq!(status["phase"], "PartiallyFailed", "{:#}", ended["status"]);
+    assert!(status["errors"].as_i64().unwrap_or(0) >= 1, "{status:#}");
+    assert_eq!(
+        ended["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
+        0,
+        "no data moved without a snapshot"
+    );
+    let backup = ended["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    assert!(data_uploads(&admin, &backup).await.is_empty());
+    let events = eventually(Duration::from_secs(60), "the BackupPartiallyFailed Event", || async {
+        let e = common::faults::events_of(&admin, &app.ns, "no-controller", "BackupPartiallyFailed").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(events[0].contains("error"), "{events:?}");
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    drop(stopped);
+
+    nabs.create(&PostParams::default(), &nab("retry", json!({})))
+        .await
+        .unwrap();
+    let retry = backup_completed(&nabs, "retry").await;
+    let counted = wait_json(&nabs, "retry", Duration::from_secs(60), "the DataUpload counted", |v| {
+        v["status"]["dataMoverDataUploads"]["completed"] == json!(1)
+    })
+    .await;
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    let (_, after) = app.lose_and_restore(&c, &admin, "retry").await;
+    assert_eq!(app.before, after, "the retry restores the same bytes");
+    // The PartiallyFailed backup's tarball lacks the items whose backup failed (the claim, and the pod that mounts
+    // it), which its resource list names: only the retry's data is whole.
+    assert!(common::velero::bucket_files_of(&c, &backup).contains(&format!("{backup}.tar.gz")));
+    let kept = [retry["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()];
+    let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
+    tally.expect(&[("PartiallyFailed", 1), ("Completed", 2)]);
+    println!(
+        "fault: the snapshot controller down at a data-mover backup's start | Velero {} with {} error(s), Event: {} | \
+         retry {} with {} | {tally}",
+        status["phase"],
+        status["errors"],
+        events[0],
+        retry["status"]["veleroBackup"]["status"]["phase"],
+        counted["status"]["dataMoverDataUploads"]
+    );
+    remove_namespace(&admin, &app.ns).await;
+}
+
+/// The node agent's pod killed hard while a DataUpload runs (the S3 server paused from the moment the node agent
+/// takes it on, so its upload stalls there), the S3 server resumed at once: the backup ends with a final phase that
+/// nac's counts match, nothing of the data mover is left, and
+/// a completed backup (the run itself, else a retry) restores the same bytes.
+#[tokio::test]
+async fn i_the_node_agent_killed_mid_data_upload_leaves_nothing_behind_and_the_data_comes_back() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let app = CsiApp::new(&c, &admin, "node-dmkill", 4).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+    let _policy = PolicyChanged::enforce(
+        &c,
+        &admin,
+        &nabs,
+        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+    )
+    .await;
+    velero_idle(&admin).await;
+    let pod = victim_pod(&admin, Victim::NodeAgent).await;
+    nabs.create(&PostParams::default(), &nab("agent-killed", json!({})))
+        .await
+        .unwrap();
+    let made = wait_json(
+        &nabs,
+        "agent-killed",
+        Duration::from_secs(60),
+        "its Velero Backup",
+        |v| v["status"]["veleroBackup"]["name"].is_string(),
+    )
+    .await;
+    let backup = made["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let phase_of = |dus: &[Value]| -> Vec<String> { phases(dus) };
+    eventually(Duration::from_secs(120), "the DataUpload taken on", || async {
+        let p = phase_of(&data_uploads(&admin, &backup).await);
+        assert!(
+            !p.iter().any(|p| p == "Completed"),
+            "completed before the store paused: {p:?}"
+        );
+        p.iter()
+            .any(|p| matches!(p.as_str(), "Accepted" | "Prepared" | "InProgress"))
+            .then_some(())
+    })
+    .await;
+    let paused = S3Paused::new(&c);
+    eventually(Duration::from_secs(120), "the DataUpload InProgress", || async {
+        phase_of(&data_uploads(&admin, &backup).await)
+            .iter()
+            .any(|p| p == "InProgress")
+            .then_some(())
+    })
+    .await;
+    // Stalled on the store for a moment (kopia reports no progress before it reaches the store): the kill lands
+    // mid-run, not at its start.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    kill_hard(&c, &pod);
+    let t0 = Instant::now();
+    drop(paused);
+
+    let terminal = |p: &str| matches!(p, "Completed" | "Failed" | "Canceled");
+    let dus = eventually(Duration::from_secs(300), "the DataUpload final", || async {
+        let dus = data_uploads(&admin, &backup).await;
+        (!dus.is_empty() && phase_of(&dus).iter().all(|p| terminal(p))).then_some(dus)
+    })
+    .await;
+    let mut want = json!({"total": dus.len()});
+    for (field, phase) in [
+        ("completed", "Completed"),
+        ("failed", "Failed"),
+        ("canceled", "Canceled"),
+    ] {
+        let n = phase_of(&dus).iter().filter(|p| *p == phase).count();
+        if n > 0 {
+            want[field] = json!(n);
+        }
+    }
+    let ended = wait_json(
+        &nabs,
+        "agent-killed",
+        Duration::from_secs(300),
+        "the NonAdminBackup final, counted as Velero's",
+        |v| {
+            !nac::velero::backup_phase_unfinished(v["status"]["veleroBackup"]["status"]["phase"].as_str())
+                && v["status"]["veleroBackup"]["status"]["phase"].is_string()
+                && v["status"]["dataMoverDataUploads"] == want
+        },
+    )
+    .await;
+    let recovered = t0.elapsed();
+    victim_pod(&admin, Victim::NodeAgent).await;
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
+    let phase = ended["status"]["veleroBackup"]["status"]["phase"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let good = if phase == "Completed" {
+        "agent-killed"
+    } else {
+        // Not completed: the user's way forward is a new backup.
+        nabs.create(&PostParams::default(), &nab("retry", json!({})))
+            .await
+            .unwrap();
+        backup_completed(&nabs, "retry").await;
+        nothing_left_by_the_data_mover(&c, &app.ns).await;
+        "retry"
+    };
+    let (_, after) = app.lose_and_restore(&c, &admin, good).await;
+    assert_eq!(app.before, after, "{good} restores the same bytes");
+    let mut kept = Vec::new();
+    for n in nabs.list(&ListParams::default()).await.unwrap() {
+        let v = serde_json::to_value(n).unwrap();
+        kept.push(v["status"]["veleroBackup"]["name"].as_str().unwrap().to_string());
+    }
+    let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
+    assert_nac_never_panicked(&c);
+    println!(
+        "fault: the node agent's pod killed mid DataUpload | Velero {phase} after \
+         {recovered:.1?}, DataUploads {:?} {:?} | restored from {good} | {tally}",
+        phase_of(&dus),
+        dus.iter()
+            .map(|d| d["status"]["message"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
+    );
     remove_namespace(&admin, &app.ns).await;
 }
 

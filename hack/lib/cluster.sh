@@ -121,6 +121,19 @@ pids_of_cluster() {
 	return 0
 }
 
+# install_snapshot_crds: the volume-snapshot CRDs (VolumeSnapshot, VolumeSnapshotContent, VolumeSnapshotClass and
+# the group kinds) of the pinned external-snapshotter (module tools/csi-snapshotter: its client/v8 module), copied
+# to $CLUSTER_DIR/snapshot-crds and applied. Velero's restores warn without them; the node's CSI stack needs them.
+install_snapshot_crds() {
+	local snap mod=github.com/kubernetes-csi/external-snapshotter/client/v8
+	# Downloaded first: `go list -m` names the directory of a module only once it is in the module cache.
+	snap=$(cd "$NAC_ROOT/tools/csi-snapshotter" && go mod download "$mod" && go list -m -f '{{.Dir}}' "$mod") &&
+		[[ -d $snap/config/crd ]] || die "no snapshot CRDs from module $mod (go mod download in tools/csi-snapshotter)"
+	mkdir -p "$CLUSTER_DIR/snapshot-crds"
+	install -m 0644 "$snap"/config/crd/*storage.k8s.io_*.yaml "$CLUSTER_DIR/snapshot-crds/"
+	"$NAC_ROOT/hack/install-crds.sh" -f "$CLUSTER_DIR/snapshot-crds"
+}
+
 # apiserver_ready: /readyz of the apiserver recorded in $CLUSTER_DIR/env answers ok.
 apiserver_ready() {
 	[[ -x $KUBECTL && -f $CLUSTER_DIR/kubeconfig ]] || return 1

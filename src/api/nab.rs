@@ -69,6 +69,18 @@ pub struct NonAdminBackupStatus {
     /// The uploader of the backup's file-system volume backups (`kopia` or `restic`, Velero's name), for OADP's
     /// `describe`; absent when it made none.
     pub uploader_type: Option<String>,
+    /// nac's own: the bytes of volume data copied of the total, summed over the backup's DataUploads and
+    /// PodVolumeBackups as Velero reports them (tenants cannot read those objects); absent until one reports a
+    /// total.
+    pub volume_data_progress: Option<VolumeDataProgress>,
+}
+
+/// Bytes of a backup's volume data copied so far of the total (Velero's per-volume progress, summed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeDataProgress {
+    pub bytes_done: i64,
+    pub total_bytes: i64,
 }
 
 /// The Velero Backup behind a NonAdminBackup.

@@ -466,9 +466,11 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
         "Default volumes to fs backup:  {}",
         or_auto(&spec["defaultVolumesToFsBackup"])
     );
+    let _ = writeln!(out, "Snapshot move data:  {}", or_auto(&spec["snapshotMoveData"]));
     if let Some(u) = o["status"]["uploaderType"].as_str() {
         let _ = writeln!(out, "Uploader type:  {u}");
     }
+    volume_data(&mut out, &o["status"]);
     let _ = writeln!(out, "\nStarted:    {}", or_none(&vs["startTimestamp"]));
     let _ = writeln!(out, "Completed:  {}", or_none(&vs["completionTimestamp"]));
     let _ = writeln!(out, "\nExpiration:  {}", or_none(&vs["expiration"]));
@@ -495,6 +497,53 @@ pub fn describe_backup(o: &Value, kind: &Kind, resources: Option<&Value>) -> Str
         None => {}
     }
     out
+}
+
+/// The bytes of volume data copied of the total (nac's sum over the backup's DataUploads and PodVolumeBackups,
+/// which the tenant cannot read), and the data mover's uploads by phase.
+fn volume_data(out: &mut String, status: &Value) {
+    let p = &status["volumeDataProgress"];
+    if let (Some(done), Some(total)) = (p["bytesDone"].as_i64(), p["totalBytes"].as_i64()) {
+        let pct = if total > 0 { done.saturating_mul(100) / total } else { 0 };
+        let _ = writeln!(
+            out,
+            "Volume data:  {} of {} ({pct}%)",
+            human_bytes(done),
+            human_bytes(total)
+        );
+    }
+    let du = &status["dataMoverDataUploads"];
+    if let Some(total) = du["total"].as_i64().filter(|t| *t > 0) {
+        let phases: Vec<String> = [
+            "new",
+            "accepted",
+            "prepared",
+            "inProgress",
+            "canceling",
+            "canceled",
+            "failed",
+            "completed",
+        ]
+        .iter()
+        .filter_map(|k| du[*k].as_i64().filter(|n| *n > 0).map(|n| format!("{n} {k}")))
+        .collect();
+        let _ = writeln!(out, "Data mover uploads:  {total} ({})", phases.join(", "));
+    }
+}
+
+/// Bytes in binary units, as `kubectl` and Velero's CLI print sizes.
+fn human_bytes(n: i64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{n} B"),
+        _ => format!("{v:.1} {}", UNITS[unit]),
+    }
 }
 
 /// Velero's item counts of a run, aligned as `velero backup describe` and `velero restore describe` print them.
@@ -621,7 +670,9 @@ mod tests {
         let o = json!({
             "metadata": {"name": "b", "namespace": "team-a"},
             "spec": {"backupSpec": {"storageLocation": "mine", "excludedResources": ["secrets"]}},
-            "status": {"phase": "Created", "uploaderType": "kopia", "conditions": [
+            "status": {"phase": "Created", "uploaderType": "kopia",
+                "volumeDataProgress": {"bytesDone": 1572864, "totalBytes": 3145728},
+                "dataMoverDataUploads": {"total": 2, "inProgress": 1, "completed": 1}, "conditions": [
                 {"type": "Accepted", "status": "True", "reason": "BackupAccepted", "message": "backup accepted"}],
                 "veleroBackup": {"name": "team-a-b-u", "spec": {"includedNamespaces": ["team-a"],
                     "excludedResources": ["secrets", "nonadminbackups"], "ttl": "720h0m0s",
@@ -640,6 +691,8 @@ mod tests {
             "Storage Location:  mine",
             "TTL:  720h0m0s",
             "Uploader type:  kopia",
+            "Volume data:  1.5 MiB of 3.0 MiB (50%)",
+            "Data mover uploads:  2 (1 inProgress, 1 completed)",
             "Items backed up:              12",
             "Accepted=True (BackupAccepted): backup accepted",
             "  v1/ConfigMap:\n    - team-a/app",
@@ -673,6 +726,14 @@ mod tests {
         assert!(rows.lines().nth(1).unwrap().contains("2026-11-19T02:00:00Z"), "{rows}");
         let text = describe_schedule(&nas(Value::Null));
         assert!(text.contains("Last Backup:   2026-11-20T02:00:00Z"), "{text}");
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(100 * 1024 * 1024), "100.0 MiB");
     }
 
     #[test]

@@ -30,17 +30,28 @@ pub struct DeleteBackupRequestStatus {
     pub extra: Extra,
 }
 
-/// Only the phase of data-mover and file-system backup/restore objects matters to nac (it counts them).
+/// What nac reads of data-mover and file-system backup/restore objects: the phase (it counts them by phase) and
+/// the bytes done of their total (it sums them for the tenant, who cannot read these objects).
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct PhaseOnlyStatus {
+pub struct VolumeObjectStatus {
     pub phase: Option<String>,
+    pub progress: Option<DataMoveProgress>,
+}
+
+/// Velero's `DataMoveOperationProgress` (a DataUpload's, a PodVolumeBackup's `status.progress`).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataMoveProgress {
+    pub total_bytes: Option<i64>,
+    pub bytes_done: Option<i64>,
 }
 
 macro_rules! phase_only_kind {
     ($spec:ident, $kind:literal, $version:literal) => {
         #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-        #[kube(group = "velero.io", version = $version, kind = $kind, namespaced, status = "PhaseOnlyStatus")]
+        #[kube(group = "velero.io", version = $version, kind = $kind, namespaced, status = "VolumeObjectStatus")]
         pub struct $spec {
             #[serde(flatten)]
             #[schemars(skip)]

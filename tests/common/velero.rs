@@ -185,7 +185,7 @@ pub fn bucket_files_of(c: &Cluster, backup: &str) -> Vec<String> {
 
 /// What is wrong with backup `backup`'s data in `dir` (its directory in a bucket), if anything: its tarball must
 /// read to its end as a gzipped tar of Kubernetes objects and hold exactly the items of the resource list Velero
-/// wrote beside it (by namespace and name), which may not be empty.
+/// wrote beside it (by namespace and name; a data-mover backup's DataUploads besides), which may not be empty.
 pub fn backup_data_problem(dir: &std::path::Path, backup: &str) -> Option<String> {
     use std::io::Read;
     let read = |file: &str| std::fs::read(dir.join(file)).map_err(|e| format!("{file}: {e}"));
@@ -201,8 +201,11 @@ pub fn backup_data_problem(dir: &std::path::Path, backup: &str) -> Option<String
         let list: BTreeMap<String, Vec<String>> =
             serde_json::from_slice(&text).map_err(|e| format!("{backup}-resource-list.json.gz: {e}"))?;
         let mut listed: Vec<String> = list.into_values().flatten().collect();
+        // Velero adds a data-mover backup's DataUploads (in its own namespace) to the tarball as it finalizes the
+        // backup, unlisted: a restore reads the uploads' results from there.
         let mut held: Vec<String> = manifest
             .items()
+            .filter(|i| i.api_group != "datauploads.velero.io")
             .map(|i| match i.namespace.as_str() {
                 "" => i.name.clone(),
                 ns => format!("{ns}/{}", i.name),

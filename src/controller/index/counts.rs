@@ -2,7 +2,7 @@
 //! incrementally from watch events so a reconcile reads its backup's counts without listing anything.
 
 use super::synced::Synced;
-use crate::api::{DataMoverDataUploads, FileSystemPodVolumeBackups};
+use crate::api::{DataMoverDataUploads, FileSystemPodVolumeBackups, VolumeDataProgress};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,6 +54,32 @@ impl Volumes {
         let owner = crate::naming::velero_label_value(name);
         self.file_system.lock().expect("counts lock").uploader(&owner)
     }
+
+    /// The bytes Velero object `name`'s per-volume objects (data mover's and file-system ones together) report
+    /// done of their total, once any reports a total.
+    pub fn progress(&self, name: &str) -> Option<VolumeDataProgress> {
+        let owner = crate::naming::velero_label_value(name);
+        let mut sum = self.data_mover.lock().expect("counts lock").bytes(&owner);
+        sum.add(self.file_system.lock().expect("counts lock").bytes(&owner));
+        (sum.total > 0).then_some(VolumeDataProgress {
+            bytes_done: sum.done,
+            total_bytes: sum.total,
+        })
+    }
+}
+
+/// Bytes a per-volume object reports done of its total (Velero's `status.progress`); zero when it reports none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bytes {
+    pub done: i64,
+    pub total: i64,
+}
+
+impl Bytes {
+    fn add(&mut self, o: Bytes) {
+        self.done += o.done;
+        self.total += o.total;
+    }
 }
 
 fn count(t: &PhaseTally, phase: &str) -> i64 {
@@ -92,14 +118,16 @@ struct Entry {
     phase: String,
     /// The uploader the object names (empty when it names none).
     uploader: String,
+    bytes: Bytes,
 }
 
 impl Entry {
-    fn new(owner: &str, phase: Option<&str>, uploader: Option<&str>) -> Self {
+    fn new(owner: &str, phase: Option<&str>, uploader: Option<&str>, bytes: Bytes) -> Self {
         Entry {
             owner: owner.to_string(),
             phase: phase.unwrap_or_default().to_string(),
             uploader: uploader.unwrap_or_default().to_string(),
+            bytes,
         }
     }
 }
@@ -110,6 +138,8 @@ pub struct PhaseCounts {
     by_owner: HashMap<String, PhaseTally>,
     /// Owner → uploader → number of objects naming it.
     uploaders: HashMap<String, BTreeMap<String, i64>>,
+    /// Owner → the bytes of its objects, summed.
+    bytes: HashMap<String, Bytes>,
     relist: Option<HashMap<String, Entry>>,
 }
 
@@ -130,14 +160,27 @@ impl PhaseCounts {
         counts.iter().find(|(_, n)| *n == most).map(|(u, _)| u.clone())
     }
 
-    /// Records object `name` belonging to `owner` in `phase`. Returns the owners whose tally changed.
-    pub fn upsert(&mut self, name: &str, owner: &str, phase: Option<&str>) -> Vec<String> {
-        self.upsert_with(name, owner, phase, None)
+    /// The bytes of `owner`'s objects, summed.
+    pub fn bytes(&self, owner: &str) -> Bytes {
+        self.bytes.get(owner).copied().unwrap_or_default()
     }
 
-    /// [`upsert`](Self::upsert) of an object that names its uploader.
-    pub fn upsert_with(&mut self, name: &str, owner: &str, phase: Option<&str>, uploader: Option<&str>) -> Vec<String> {
-        let entry = Entry::new(owner, phase, uploader);
+    /// Records object `name` belonging to `owner` in `phase`. Returns the owners whose tally changed.
+    pub fn upsert(&mut self, name: &str, owner: &str, phase: Option<&str>) -> Vec<String> {
+        self.upsert_with(name, owner, phase, None, Bytes::default())
+    }
+
+    /// [`upsert`](Self::upsert) of an object that names its uploader and reports its bytes (a change of either
+    /// is a change of the owner's).
+    pub fn upsert_with(
+        &mut self,
+        name: &str,
+        owner: &str,
+        phase: Option<&str>,
+        uploader: Option<&str>,
+        bytes: Bytes,
+    ) -> Vec<String> {
+        let entry = Entry::new(owner, phase, uploader, bytes);
         if let Some(buffer) = self.relist.as_mut() {
             buffer.insert(name.to_string(), entry.clone());
         }
@@ -174,14 +217,21 @@ impl PhaseCounts {
     }
 
     pub fn relist_item(&mut self, name: &str, owner: &str, phase: Option<&str>) {
-        self.relist_item_with(name, owner, phase, None)
+        self.relist_item_with(name, owner, phase, None, Bytes::default())
     }
 
-    /// [`relist_item`](Self::relist_item) of an object that names its uploader.
-    pub fn relist_item_with(&mut self, name: &str, owner: &str, phase: Option<&str>, uploader: Option<&str>) {
+    /// [`relist_item`](Self::relist_item) of an object that names its uploader and reports its bytes.
+    pub fn relist_item_with(
+        &mut self,
+        name: &str,
+        owner: &str,
+        phase: Option<&str>,
+        uploader: Option<&str>,
+        bytes: Bytes,
+    ) {
         self.relist
             .get_or_insert_with(HashMap::new)
-            .insert(name.to_string(), Entry::new(owner, phase, uploader));
+            .insert(name.to_string(), Entry::new(owner, phase, uploader, bytes));
     }
 
     /// Ends a relist; returns the owners whose tally (or uploader) differs from before.
@@ -191,6 +241,7 @@ impl PhaseCounts {
         };
         let before = std::mem::take(&mut self.by_owner);
         let uploaders_before = std::mem::take(&mut self.uploaders);
+        let bytes_before = std::mem::take(&mut self.bytes);
         self.objects = objects;
         let entries: Vec<Entry> = self.objects.values().cloned().collect();
         for e in &entries {
@@ -201,10 +252,16 @@ impl PhaseCounts {
             .chain(self.by_owner.keys())
             .chain(uploaders_before.keys())
             .chain(self.uploaders.keys())
+            .chain(bytes_before.keys())
+            .chain(self.bytes.keys())
             .collect();
         owners
             .into_iter()
-            .filter(|o| before.get(*o) != self.by_owner.get(*o) || uploaders_before.get(*o) != self.uploaders.get(*o))
+            .filter(|o| {
+                before.get(*o) != self.by_owner.get(*o)
+                    || uploaders_before.get(*o) != self.uploaders.get(*o)
+                    || bytes_before.get(*o) != self.bytes.get(*o)
+            })
             .cloned()
             .collect()
     }
@@ -224,6 +281,9 @@ impl PhaseCounts {
                 .entry(e.uploader.clone())
                 .or_default() += 1;
         }
+        if e.bytes != Bytes::default() {
+            self.bytes.entry(e.owner.clone()).or_default().add(e.bytes);
+        }
     }
 
     fn take(&mut self, e: &Entry) {
@@ -238,6 +298,13 @@ impl PhaseCounts {
                 if t.is_empty() {
                     map.remove(&e.owner);
                 }
+            }
+        }
+        if let Some(b) = self.bytes.get_mut(&e.owner) {
+            b.done -= e.bytes.done;
+            b.total -= e.bytes.total;
+            if *b == Bytes::default() {
+                self.bytes.remove(&e.owner);
             }
         }
     }
@@ -291,12 +358,15 @@ mod tests {
     fn the_uploader_is_the_one_most_objects_name() {
         let mut c = PhaseCounts::new();
         assert_eq!(c.uploader("bk"), None);
-        c.upsert_with("pvb-1", "bk", Some("New"), Some("kopia"));
+        c.upsert_with("pvb-1", "bk", Some("New"), Some("kopia"), Bytes::default());
         assert_eq!(c.uploader("bk"), Some("kopia".into()));
         // A change of uploader alone is a change of the owner.
-        assert_eq!(c.upsert_with("pvb-1", "bk", Some("New"), Some("restic")), vec!["bk"]);
-        c.upsert_with("pvb-2", "bk", Some("New"), Some("kopia"));
-        c.upsert_with("pvb-3", "bk", Some("New"), Some("kopia"));
+        assert_eq!(
+            c.upsert_with("pvb-1", "bk", Some("New"), Some("restic"), Bytes::default()),
+            vec!["bk"]
+        );
+        c.upsert_with("pvb-2", "bk", Some("New"), Some("kopia"), Bytes::default());
+        c.upsert_with("pvb-3", "bk", Some("New"), Some("kopia"), Bytes::default());
         assert_eq!(c.uploader("bk"), Some("kopia".into()));
         c.upsert("pvb-4", "bk", Some("New"));
         assert_eq!(c.tally("bk"), tally(&[("New", 4)]));
@@ -305,7 +375,7 @@ mod tests {
         }
         assert_eq!(c.uploader("bk"), None);
         c.start_relist();
-        c.relist_item_with("pvb-5", "bk", Some("Completed"), Some("restic"));
+        c.relist_item_with("pvb-5", "bk", Some("Completed"), Some("restic"), Bytes::default());
         assert_eq!(c.finish_relist(), vec!["bk"]);
         assert_eq!(c.uploader("bk"), Some("restic".into()));
     }
@@ -321,5 +391,32 @@ mod tests {
         assert_eq!(c.finish_relist(), vec!["b", "c"]);
         assert!(c.tally("b").is_empty());
         assert_eq!(c.tally("c"), tally(&[("Completed", 1)]));
+    }
+
+    #[test]
+    fn bytes_are_summed_by_owner_and_follow_each_object() {
+        let mut c = PhaseCounts::new();
+        let b = |done, total| Bytes { done, total };
+        assert_eq!(
+            c.upsert_with("du-1", "bk", Some("InProgress"), None, b(10, 100)),
+            vec!["bk"]
+        );
+        c.upsert_with("du-2", "bk", Some("InProgress"), None, b(5, 50));
+        c.upsert_with("du-3", "other", Some("InProgress"), None, b(1, 2));
+        assert_eq!(c.bytes("bk"), b(15, 150));
+        // Progress alone is a change of the owner's.
+        assert_eq!(
+            c.upsert_with("du-1", "bk", Some("InProgress"), None, b(60, 100)),
+            vec!["bk"]
+        );
+        assert_eq!(c.bytes("bk"), b(65, 150));
+        c.remove("du-2");
+        assert_eq!(c.bytes("bk"), b(60, 100));
+        c.remove("du-1");
+        assert_eq!(c.bytes("bk"), Bytes::default());
+        c.start_relist();
+        c.relist_item_with("du-3", "other", Some("Completed"), None, b(2, 2));
+        assert_eq!(c.finish_relist(), vec!["other"]);
+        assert_eq!(c.bytes("other"), b(2, 2));
     }
 }

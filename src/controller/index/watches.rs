@@ -3,7 +3,7 @@
 //! and relist when it expired (kube's watcher), back off per stream on errors, and never pass errors on to the
 //! controllers (a missing optional Velero CRD must not pause the others).
 
-use crate::controller::counts::PhaseCounts;
+use crate::controller::counts::{Bytes, PhaseCounts};
 use crate::metrics::{KindLabels, Metrics};
 use crate::naming::{VELERO_BACKUP_NAME_LABEL, VELERO_RESTORE_NAME_LABEL};
 use crate::velero::{BackupStorageLocation, DataDownload, DataUpload, PodVolumeBackup, PodVolumeRestore};
@@ -221,6 +221,8 @@ pub trait VolumeProgress:
     fn phase(&self) -> Option<String>;
     /// The uploader it names (`spec.uploaderType` of a PodVolumeBackup), if any.
     fn uploader(&self) -> Option<&str>;
+    /// The bytes it reports done of its total (`status.progress`).
+    fn bytes(&self) -> Bytes;
     fn backup(&self) -> String {
         self.labels().get(Self::OWNER_LABEL).cloned().unwrap_or_default()
     }
@@ -237,6 +239,13 @@ macro_rules! volume_progress {
             fn uploader(&self) -> Option<&str> {
                 self.spec.rest.get("uploaderType").and_then(|u| u.as_str()).filter(|u| !u.is_empty())
             }
+            fn bytes(&self) -> Bytes {
+                let p = self.status.as_ref().and_then(|s| s.progress.as_ref());
+                Bytes {
+                    done: p.and_then(|p| p.bytes_done).unwrap_or(0).max(0),
+                    total: p.and_then(|p| p.total_bytes).unwrap_or(0).max(0),
+                }
+            }
         }
     )*};
 }
@@ -251,7 +260,13 @@ volume_progress!(
 /// Per-volume counts, keyed by the owning Velero Backup's name.
 impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
     fn upsert_object(&mut self, o: &V) -> Vec<String> {
-        self.upsert_with(&o.name_any(), &o.backup(), o.phase().as_deref(), o.uploader())
+        self.upsert_with(
+            &o.name_any(),
+            &o.backup(),
+            o.phase().as_deref(),
+            o.uploader(),
+            o.bytes(),
+        )
     }
     fn remove_object(&mut self, o: &V) -> Vec<String> {
         self.remove(&o.name_any())
@@ -260,7 +275,13 @@ impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
         self.start_relist()
     }
     fn relist_object(&mut self, o: &V) {
-        self.relist_item_with(&o.name_any(), &o.backup(), o.phase().as_deref(), o.uploader())
+        self.relist_item_with(
+            &o.name_any(),
+            &o.backup(),
+            o.phase().as_deref(),
+            o.uploader(),
+            o.bytes(),
+        )
     }
     fn relist_done(&mut self) -> Vec<String> {
         self.finish_relist()

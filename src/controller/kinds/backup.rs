@@ -11,6 +11,7 @@ use crate::api::condition::*;
 use crate::api::NonAdminBackupStorageLocation;
 use crate::api::{
     NonAdminBackup, NonAdminBackupStatus, NonAdminSchedule, VeleroBackupRef, VeleroDeleteBackupRequestRef,
+    VolumeDataProgress,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
 use crate::controller::context::{key_of, Error, Shared, Watched};
@@ -168,6 +169,8 @@ pub struct BackupView {
     pub pod_volume_backups: PhaseTally,
     /// The uploader of its PodVolumeBackups (`status.uploaderType`).
     pub uploader_type: Option<String>,
+    /// Bytes of volume data copied of the total (`status.volumeDataProgress`).
+    pub progress: Option<VolumeDataProgress>,
     /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
     pub location_gone: Option<String>,
 }
@@ -286,6 +289,10 @@ impl Mirrors for NonAdminBackup {
             // Kept once known: the PodVolumeBackups may go before the backup does.
             s.uploader_type = vb.uploader_type.clone();
         }
+        if vb.progress.is_some() {
+            // Kept once known, as the uploader.
+            s.volume_data_progress = vb.progress.clone();
+        }
         // Only while the location is gone: a backup on an existing location carries no extra condition.
         match &vb.location_gone {
             Some(l) => {
@@ -388,12 +395,14 @@ impl Tenant for NonAdminBackup {
         let name = vb.name_any();
         let (data_uploads, pod_volume_backups) = ctx.own.volumes.tallies(&name);
         let uploader_type = ctx.own.volumes.uploader(&name);
+        let progress = ctx.own.volumes.progress(&name);
         BackupView {
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
             data_uploads,
             pod_volume_backups,
             uploader_type,
+            progress,
             location_gone: vb
                 .spec
                 .storage_location
