@@ -105,9 +105,10 @@ job() {
 		fi
 		# In a subshell of its own, not in a condition: `set -e` holds in the functions CMD calls.
 		("$@") >"$RUN/$name.log" 2>&1 &
-		if wait $!; then record "$name" "$t" ok; else
+		if wait $!; then record "$name" "$t" ok && echo 0 >"$RUN/$name.rc"; else
 			rc=$?
 			record "$name" "$t" "failed ($rc)"
+			echo "$rc" >"$RUN/$name.rc"
 			exit "$rc"
 		fi
 	) &
@@ -118,14 +119,29 @@ job() {
 # await NAME...: waits for the jobs, in the order they end; prints each one's output; fails as soon as one fails
 # (the others are stopped on exit).
 await() {
-	local name rc pids done_pid
+	local name rc pids done_name
 	while :; do
 		pids=()
 		for name in "$@"; do [[ -n ${job_pid[$name]:-} ]] && pids+=("${job_pid[$name]}"); done
 		((${#pids[@]})) || return 0
-		rc=0
-		wait -n -p done_pid "${pids[@]}" || rc=$?
-		for name in "$@"; do [[ ${job_pid[$name]:-} == "$done_pid" ]] && break; done
+		# Each job writes its exit status when it ends: `wait -n` cannot be trusted with a job that ended while
+		# another was waited for (with job control on, bash may have dropped it from its table: "no such job").
+		done_name=''
+		for name in "$@"; do
+			[[ -n ${job_pid[$name]:-} ]] || continue
+			if [[ -e "$RUN/$name.rc" ]]; then done_name=$name && break; fi
+			# Gone without a status (killed): a failure. The status is written before the job ends.
+			if ! kill -0 "${job_pid[$name]}" 2>/dev/null && [[ ! -e "$RUN/$name.rc" ]]; then
+				echo 125 >"$RUN/$name.rc" && done_name=$name && break
+			fi
+		done
+		if [[ -z $done_name ]]; then
+			sleep 1
+			continue
+		fi
+		name=$done_name
+		rc=$(<"$RUN/$name.rc")
+		wait "${job_pid[$name]}" 2>/dev/null || true
 		unset "job_pid[$name]"
 		echo "== $name: done in the background$( ((rc)) && echo ", FAILED (exit $rc)"):"
 		sed 's/^/   | /' "$RUN/$name.log"
