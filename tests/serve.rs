@@ -83,8 +83,12 @@ async fn serves_without_a_cluster_and_reloads_the_policy_file() {
         .spawn()
         .unwrap();
 
-    // Up, but not ready: the only policy version is invalid, and /readyz says why.
-    let body = wait_for(mport, "/readyz", "readyz 503", |c, _| c == 503).await;
+    // Up, but not ready: the only policy version is invalid, and /readyz says why (once the file is read: before,
+    // it says it is waiting for a policy).
+    let body = wait_for(mport, "/readyz", "readyz 503 naming the error", |c, b| {
+        c == 503 && !b.contains("waiting for the policy")
+    })
+    .await;
     assert!(body.contains("no valid policy") && body.contains("tll"), "{body}");
     assert_eq!(get(mport, "/healthz").await.unwrap().0, 200);
 
