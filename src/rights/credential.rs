@@ -58,14 +58,8 @@ pub fn refusal(user: &str, namespace: &str, secret: &str, mode: RightsMode) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rights::testing::user;
     use crate::rights::Fixed;
-
-    fn user(name: &str) -> Requester {
-        Requester {
-            username: name.into(),
-            ..Default::default()
-        }
-    }
 
     #[tokio::test]
     async fn a_requester_who_may_not_get_the_secret_is_refused_by_name() {

@@ -468,18 +468,8 @@ pub fn excluded_kinds(lacks: &[Lack]) -> Vec<String> {
 mod tests {
     use super::super::Fixed;
     use super::*;
+    use crate::rights::testing::{deny, user};
     use serde_json::json;
-
-    fn user(name: &str) -> Requester {
-        Requester {
-            username: name.into(),
-            ..Default::default()
-        }
-    }
-
-    fn deny(u: &str, verb: &str, target: &str) -> (String, String, String) {
-        (u.into(), verb.into(), target.into())
-    }
 
     fn access(denied: Vec<(String, String, String)>) -> Fixed {
         let mut f = Fixed::common();

@@ -13,6 +13,8 @@ pub mod occupancy;
 pub mod rbac;
 pub mod restore;
 pub mod rules;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -901,6 +903,7 @@ impl Access for Fixed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rights::testing::user;
     use serde_json::json;
     use std::time::Duration;
 
@@ -992,13 +995,6 @@ mod tests {
         let mut none = map(json!({}));
         exclude(&mut none, &[]);
         assert!(none.is_empty());
-    }
-
-    fn user(name: &str) -> Requester {
-        Requester {
-            username: name.into(),
-            ..Default::default()
-        }
     }
 
     /// The mock API server's answer to one request.

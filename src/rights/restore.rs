@@ -460,6 +460,7 @@ mod tests {
     use super::super::features::Storage;
     use super::super::Fixed;
     use super::*;
+    use crate::rights::testing::{deny, user};
     use serde_json::json;
 
     fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -469,17 +470,6 @@ mod tests {
             verbs: verbs.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         }
-    }
-
-    fn user(name: &str) -> Requester {
-        Requester {
-            username: name.into(),
-            ..Default::default()
-        }
-    }
-
-    fn deny(u: &str, verb: &str, target: &str) -> (String, String, String) {
-        (u.into(), verb.into(), target.into())
     }
 
     fn access(denied: Vec<(String, String, String)>) -> Fixed {
