@@ -142,7 +142,10 @@ await() {
 		name=$done_name
 		rc=$(<"$RUN/$name.rc")
 		wait "${job_pid[$name]}" 2>/dev/null || true
-		unset "job_pid[$name]"
+		# Quoted so that bash expands the subscript itself: a name with an apostrophe ("make run's") expanded
+		# first is not found by unset, and the job would be reported again and again.
+		unset -v 'job_pid[$name]'
+		[[ -z ${job_pid[$name]:-} ]] || { echo "test: cannot forget the job $name" >&2 && exit 1; }
 		echo "== $name: done in the background$( ((rc)) && echo ", FAILED (exit $rc)"):"
 		sed 's/^/   | /' "$RUN/$name.log"
 		((rc == 0)) || exit "$rc"
