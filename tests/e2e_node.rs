@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::e2e::{bind, bind_editor, eventually, parse_env, unique_ns, wait_json, Cluster};
+use common::e2e::{bind, bind_editor, condition, eventually, parse_env, unique_ns, wait_json, Cluster};
 use common::faults::{failed_by_velero_stopping, final_check_of, list_json, velero_idle};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -1144,6 +1144,26 @@ struct CsiApp {
 }
 
 impl CsiApp {
+    /// A CSI app of `mib` MiB in a new tenant namespace, the tenant's NonAdminBackups, and a policy that enforces
+    /// the data mover (restored on drop).
+    async fn under_the_data_mover(
+        c: &Cluster,
+        admin: &Client,
+        prefix: &str,
+        mib: u64,
+    ) -> (CsiApp, Api<NonAdminBackup>, PolicyChanged) {
+        let app = CsiApp::new(c, admin, prefix, mib).await;
+        let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
+        let policy = PolicyChanged::enforce(
+            c,
+            admin,
+            &nabs,
+            json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
+        )
+        .await;
+        (app, nabs, policy)
+    }
+
     async fn new(c: &Cluster, admin: &Client, prefix: &str, mib: u64) -> CsiApp {
         let (ns, alice) = tenant(c, admin, prefix).await;
         apply(c, &csi_app_yaml(&ns, mib));
@@ -1428,15 +1448,7 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let app = CsiApp::new(&c, &admin, "node-dm", mib).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
-    let _policy = PolicyChanged::enforce(
-        &c,
-        &admin,
-        &nabs,
-        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
-    )
-    .await;
+    let (app, nabs, _policy) = CsiApp::under_the_data_mover(&c, &admin, "node-dm", mib).await;
 
     // The tenant asks for nothing about volumes; the policy enforces the data mover.
     velero_idle(&admin).await;
@@ -1516,6 +1528,107 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
         0,
         "{done:#}"
     );
+    remove_namespace(&admin, &app.ns).await;
+}
+
+/// A long data-mover upload shows its progress to the tenant while it runs, in the status and in `kubectl nac
+/// backup describe`, the tenant's only view (Velero's DataUploads are in Velero's namespace). Velero's uploader
+/// reports at most every 10 s, counting bytes as it reads them: the S3 server is paused for longer than that early
+/// in the upload, so that the report after it lands mid-run whatever this machine's speed.
+#[tokio::test]
+async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs() {
+    let c = node_env();
+    let admin = c.admin().await;
+    installed(&c).await;
+    let mib: u64 = 256;
+    let (app, nabs, _policy) = CsiApp::under_the_data_mover(&c, &admin, "node-dmprog", mib).await;
+    velero_idle(&admin).await;
+    nabs.create(&PostParams::default(), &nab("long", json!({})))
+        .await
+        .unwrap();
+    let made = wait_json(&nabs, "long", Duration::from_secs(60), "its Velero Backup", |v| {
+        v["status"]["veleroBackup"]["name"].is_string()
+    })
+    .await;
+    let backup = made["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(120), "the DataUpload InProgress", || async {
+        phases(&data_uploads(&admin, &backup).await)
+            .iter()
+            .any(|p| p == "InProgress")
+            .then_some(())
+    })
+    .await;
+    let paused = S3Paused::new(&c);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    drop(paused);
+
+    // Watched as the tenant sees it, until the backup is final: a status with bytes done short of the total while
+    // the upload is still in progress.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = common::e2e::user_kubeconfig(&c, dir.path(), USER, &app.ns);
+    let mut seen = Vec::new();
+    let mut described = None;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let ended = loop {
+        let v = serde_json::to_value(nabs.get("long").await.unwrap()).unwrap();
+        let s = &v["status"];
+        let p = &s["volumeDataProgress"];
+        let (done, total) = (
+            p["bytesDone"].as_i64().unwrap_or(0),
+            p["totalBytes"].as_i64().unwrap_or(0),
+        );
+        let running = s["dataMoverDataUploads"]["inProgress"].as_i64().unwrap_or(0) > 0;
+        if running && done > 0 && done < total {
+            seen.push((done, total));
+            if described.is_none() {
+                let out = Command::new(env!("CARGO_BIN_EXE_kubectl-nac"))
+                    .env("KUBECONFIG", &kubeconfig)
+                    .args(["backup", "describe", "long"])
+                    .output()
+                    .unwrap();
+                described = Some(String::from_utf8_lossy(&out.stdout).into_owned());
+            }
+        }
+        if !nac::velero::backup_phase_unfinished(s["veleroBackup"]["status"]["phase"].as_str())
+            && s["veleroBackup"]["status"]["phase"].is_string()
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the backup did not finish: {s:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        ended["status"]["veleroBackup"]["status"]["phase"], "Completed",
+        "{:#}",
+        ended["status"]
+    );
+    assert!(
+        !seen.is_empty(),
+        "no bytes done short of the total seen while the upload ran: {:#}",
+        ended["status"]
+    );
+    let described = described.unwrap();
+    assert!(
+        described.contains("Volume data:") && described.contains("%)") && !described.contains("(100%)"),
+        "{described}"
+    );
+    let counted = wait_json(&nabs, "long", Duration::from_secs(60), "the DataUpload counted", |v| {
+        v["status"]["dataMoverDataUploads"]["completed"] == json!(1)
+    })
+    .await;
+    assert_all_bytes_done(&counted, mib);
+    let line = described
+        .lines()
+        .find(|l| l.starts_with("Volume data:"))
+        .unwrap_or_default()
+        .to_string();
+    println!(
+        "data mover progress of 1 x {mib} MiB: {} reading(s) short of the total while running, first {:?}; describe: \
+         {line}",
+        seen.len(),
+        seen[0]
+    );
+    nothing_left_by_the_data_mover(&c, &app.ns).await;
     remove_namespace(&admin, &app.ns).await;
 }
 
@@ -1640,15 +1753,7 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     let c = node_env();
     let admin = c.admin().await;
     installed(&c).await;
-    let app = CsiApp::new(&c, &admin, "node-nosnap", 1).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
-    let _policy = PolicyChanged::enforce(
-        &c,
-        &admin,
-        &nabs,
-        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
-    )
-    .await;
+    let (app, nabs, _policy) = CsiApp::under_the_data_mover(&c, &admin, "node-nosnap", 1).await;
     velero_idle(&admin).await;
     let stopped = SnapshotControllerStopped::new(&c);
     nabs.create(
@@ -1684,6 +1789,20 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     })
     .await;
     assert!(events[0].contains("error"), "{events:?}");
+    // Why, in the tenant's own status: Velero's results file read by nac (the tenant cannot read Velero's
+    // namespace, and its log names the reason among thousands of lines).
+    let explained = wait_json(
+        &nabs,
+        "no-controller",
+        Duration::from_secs(60),
+        "the VeleroResults condition",
+        |v| condition(v, "VeleroResults").is_some(),
+    )
+    .await;
+    let reason = condition(&explained, "VeleroResults").unwrap();
+    assert_eq!(reason["reason"], "ErrorsReported", "{reason:#}");
+    let said = reason["message"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains("Velero's results say: error: "), "{said}");
     nothing_left_by_the_data_mover(&c, &app.ns).await;
     drop(stopped);
 
@@ -1706,7 +1825,7 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     tally.expect(&[("PartiallyFailed", 1), ("Completed", 2)]);
     println!(
         "fault: the snapshot controller down at a data-mover backup's start | Velero {} with {} error(s), Event: {} | \
-         retry {} with {} | {tally}",
+         VeleroResults: {said} | retry {} with {} | {tally}",
         status["phase"],
         status["errors"],
         events[0],
@@ -1725,15 +1844,7 @@ async fn i_the_node_agent_killed_mid_data_upload_leaves_nothing_behind_and_the_d
     let c = node_env();
     let admin = c.admin().await;
     installed(&c).await;
-    let app = CsiApp::new(&c, &admin, "node-dmkill", 4).await;
-    let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
-    let _policy = PolicyChanged::enforce(
-        &c,
-        &admin,
-        &nabs,
-        json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
-    )
-    .await;
+    let (app, nabs, _policy) = CsiApp::under_the_data_mover(&c, &admin, "node-dmkill", 4).await;
     velero_idle(&admin).await;
     let pod = victim_pod(&admin, Victim::NodeAgent).await;
     nabs.create(&PostParams::default(), &nab("agent-killed", json!({})))

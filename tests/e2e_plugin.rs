@@ -8,7 +8,6 @@ use common::e2e::*;
 use common::velero::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
-use kube::config::Kubeconfig;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,26 +23,6 @@ async fn env() -> &'static Env {
         Env::start(&policy, NacOptions::default()).await
     })
     .await
-}
-
-/// A kubeconfig acting as `user` in `ns`: the admin's, impersonating the user (the plugin sees only its rights).
-fn user_kubeconfig(dir: &Path, user: &str, ns: &str) -> PathBuf {
-    let c = Cluster::load();
-    let mut kc = Kubeconfig::read_from(c.get("KUBECONFIG")).unwrap();
-    for a in &mut kc.auth_infos {
-        if let Some(info) = a.auth_info.as_mut() {
-            info.impersonate = Some(user.to_string());
-            info.impersonate_groups = Some(vec!["system:authenticated".into()]);
-        }
-    }
-    for ctx in &mut kc.contexts {
-        if let Some(c) = ctx.context.as_mut() {
-            c.namespace = Some(ns.to_string());
-        }
-    }
-    let path = dir.join(format!("{user}.kubeconfig"));
-    std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
-    path
 }
 
 struct Run {
@@ -77,7 +56,7 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     let (ns, _, admin) = new_tenant("vel-plugin").await;
     workload(&admin, &ns).await;
     let dir = tempfile::tempdir().unwrap();
-    let kc = user_kubeconfig(dir.path(), &format!("user-{ns}"), &ns);
+    let kc = user_kubeconfig(&Cluster::load(), dir.path(), &format!("user-{ns}"), &ns);
 
     // A dry run first: what a backup with these filters would hold (events left out: they come and go).
     let filters = ["--exclude-resources", "secrets,events,events.events.k8s.io"];
@@ -325,7 +304,7 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     wait_gone(&nabs, "first", T, "the backup deleted with its data").await;
 
     // Someone without nac's role in the namespace: told which right is missing.
-    let stranger = user_kubeconfig(dir.path(), "stranger", &ns);
+    let stranger = user_kubeconfig(&Cluster::load(), dir.path(), "stranger", &ns);
     let r = nac(&stranger, &["backup", "get"]).await;
     assert!(!r.ok && r.err.contains("you lack the right"), "{}", r.err);
     let r = nac(&stranger, &["backup", "create", "x"]).await;

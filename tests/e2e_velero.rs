@@ -400,7 +400,7 @@ spec:
         .to_string();
     assert!(warning.contains("pod is not scheduled"), "Velero's warning: {results}");
     // nac makes the warning visible to the user: a Warning event naming the count and where the details are.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, &ns);
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), &ns);
     let ev = eventually(T, "BackupCompletedWithWarnings event", || async {
         events
             .list(&ListParams::default().fields("involvedObject.name=fs"))
@@ -414,6 +414,44 @@ spec:
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     let msg = ev.message.unwrap_or_default();
     assert!(msg.contains("1 warning(s)") && msg.contains(&vb_name), "{msg}");
+    // The warning itself, which the user could not read otherwise (Velero's namespace is not theirs): nac reads
+    // the backup's results file once and puts what it says for the namespace in a condition, and an Event.
+    let cond = eventually(T, "the VeleroResults condition", || async {
+        condition(&serde_json::to_value(api.get("fs").await.ok()?).ok()?, "VeleroResults")
+    })
+    .await;
+    assert_eq!(cond["status"], "True", "{cond:#}");
+    assert_eq!(cond["reason"], "WarningsReported", "{cond:#}");
+    let said = cond["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("0 error(s) and 1 warning(s); Velero's results say: warning: ") && said.contains(&warning),
+        "{said}"
+    );
+    assert!(said.contains("kubectl nac backup logs fs"), "{said}");
+    let ev = eventually(T, "the WarningsReported event", || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=fs"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("WarningsReported"))
+    })
+    .await;
+    assert_eq!(ev.message.as_deref(), Some(said));
+    // Read once: the DownloadRequest nac asked Velero for is gone, and no other is made.
+    let requests: Api<nac::velero::DownloadRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let left = eventually(T, "nac's DownloadRequest deleted", || async {
+        let items = requests.list(&ListParams::default()).await.ok()?.items;
+        let ours: Vec<String> = items
+            .iter()
+            .filter(|d| d.spec.target.name == vb_name)
+            .map(|d| d.metadata.name.clone().unwrap_or_default())
+            .collect();
+        ours.is_empty().then_some(ours)
+    })
+    .await;
+    assert!(left.is_empty());
 }
 
 /// `kubectl apply -f` of `yaml` as the tenant user of `ns` (the editor role, through impersonation).
@@ -645,6 +683,55 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
     assert!(
         results.get("errors").is_some() || results.get("warnings").is_some(),
         "{results}"
+    );
+    // What the results say for the namespace (objects that exist already, here) is in the restore's status, read
+    // by nac from the tenant's own location through the same guard as a backup's contents.
+    // Errors first, then warnings; of each, Velero's own, then the namespace's.
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_str().map(str::to_string))
+            .collect()
+    };
+    let mut expected = Vec::new();
+    for mark in ["errors", "warnings"] {
+        for m in strings(&results[mark]["velero"])
+            .into_iter()
+            .chain(strings(&results[mark]["namespaces"][&ns]))
+        {
+            expected.push(format!("{}: {m}", mark.trim_end_matches('s')));
+        }
+    }
+    assert!(
+        !expected.is_empty(),
+        "Velero reported something for the namespace: {results}"
+    );
+    let said = eventually(T, "the restore's VeleroResults condition", || async {
+        condition(
+            &serde_json::to_value(nars.get("back").await.ok()?).ok()?,
+            "VeleroResults",
+        )
+    })
+    .await;
+    let with_errors = !strings(&results["errors"]["velero"]).is_empty()
+        || results["errors"]["namespaces"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty());
+    assert_eq!(
+        said["reason"],
+        if with_errors {
+            "ErrorsReported"
+        } else {
+            "WarningsReported"
+        },
+        "{said:#} {results}"
+    );
+    let message = said["message"].as_str().unwrap_or_default();
+    let first: String = expected[0].chars().take(200).collect();
+    assert!(
+        message.contains(&format!("Velero's results say: {first}")),
+        "{message} {results}"
     );
     assert!(Api::<ConfigMap>::namespaced(admin.clone(), &ns)
         .get_opt("app-config")

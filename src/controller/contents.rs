@@ -59,18 +59,7 @@ impl ContentsSource {
             .as_deref()
             .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
         let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
-        // A tenant's location (or one nac cannot see) is reached only where the policy lets tenants' endpoints go.
-        let guard = bsl
-            .is_none_or(|b| crate::naming::NABSL.origin_of(&b.metadata).is_some())
-            .then(|| crate::endpoints::Guard {
-                rules: std::sync::Arc::new(
-                    ctx.policy
-                        .current()
-                        .map(|p| p.non_admin_bsl.clone())
-                        .unwrap_or_default(),
-                ),
-                endpoints: ctx.opts.endpoints.clone(),
-            });
+        let guard = tenant_guard(ctx, bsl.as_deref());
         let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone());
         tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
             Error::NotReady(format!(
@@ -93,53 +82,261 @@ pub async fn restored_list(
     backup: Option<&Backup>,
     name: &str,
 ) -> Result<Result<BTreeMap<String, Vec<String>>, String>, Error> {
-    let url = signed_url(ctx, "RestoreResourceList", &restore.name_any(), name).await;
-    let _ = ctx
-        .velero_api::<DownloadRequest>()
-        .delete(name, &DeleteParams::background())
-        .await;
-    let url = url?;
-    let ca = backup
-        .and_then(|b| b.spec.storage_location.as_deref())
-        .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)))
-        .and_then(|bsl| bsl.spec.object_storage.ca_cert.clone());
-    let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
-        .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
-    let read = async {
-        use futures::TryStreamExt;
-        let mut stream = crate::download::get(&url, tls)
-            .await
-            .map_err(|e| Error::NotReady(format!("the restore's resource list: {e}")))?;
-        let mut body = Vec::new();
-        while let Some(chunk) = stream
-            .try_next()
-            .await
-            .map_err(|e| Error::NotReady(format!("the restore's resource list: {e}")))?
-        {
-            body.extend_from_slice(&chunk);
-            if body.len() as u64 > MAX_RESOURCE_LIST_BYTES {
-                return Ok(Err(format!("larger than {MAX_RESOURCE_LIST_BYTES} bytes compressed")));
-            }
+    let file = VeleroFile {
+        kind: "RestoreResourceList",
+        what: "the restore's resource list",
+        max: MAX_RESOURCE_LIST_BYTES,
+    };
+    Ok(file
+        .read(ctx, view, &restore.name_any(), backup, name)
+        .await?
+        .and_then(|t| serde_json::from_slice(&t).map_err(|e| format!("not Velero's resource list: {e}"))))
+}
+
+/// Most of a backup's or restore's results file nac reads: error and warning messages, a few per item at most.
+const MAX_RESULTS_BYTES: u64 = 4 << 20;
+
+/// The messages of a Velero results file (`{"errors": {"velero": [...], "cluster": [...], "namespaces": {ns:
+/// [...]}}, "warnings": {...}}`) that concern `namespace`, errors first, each marked: Velero's own, then the
+/// namespace's. The file may come from a tenant's own storage: only these lists are read, and each message is
+/// shown as plain text on one line.
+pub fn messages_in_results(text: &[u8], namespace: &str) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Messages {
+        velero: Vec<String>,
+        namespaces: BTreeMap<String, Vec<String>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Results {
+        #[serde(default)]
+        errors: Messages,
+        #[serde(default)]
+        warnings: Messages,
+    }
+    let r: Results = serde_json::from_slice(text).map_err(|e| format!("not Velero's results: {e}"))?;
+    let mut out = Vec::new();
+    for (mark, mut m) in [("error", r.errors), ("warning", r.warnings)] {
+        let own = m.namespaces.remove(namespace).unwrap_or_default();
+        for message in m.velero.into_iter().chain(own) {
+            let line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+            out.push(format!("{mark}: {}", line.trim()));
         }
-        Ok::<_, Error>(Ok(body))
+    }
+    Ok(out)
+}
+
+/// Most messages a condition shows, and most characters of each.
+const SHOWN_MESSAGES: usize = 3;
+const SHOWN_MESSAGE_CHARS: usize = 300;
+
+/// Velero's counts of a finished backup or restore: what makes its results worth reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub errors: i64,
+    pub warnings: i64,
+}
+
+impl Counts {
+    /// The counts to read the results for, once: a run whose final phase (`unfinished` false) the status records
+    /// already (the phase is never held up by the read), with errors or warnings, and no `VeleroResults` condition
+    /// saying they were read.
+    pub fn to_read(
+        conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+        unfinished: bool,
+        errors: Option<i64>,
+        warnings: Option<i64>,
+    ) -> Option<Counts> {
+        let counts = Counts {
+            errors: errors.unwrap_or(0),
+            warnings: warnings.unwrap_or(0),
+        };
+        let read = conditions.iter().any(|c| c.type_ == super::status::VELERO_RESULTS);
+        (!read && !unfinished && counts.errors + counts.warnings > 0).then_some(counts)
+    }
+}
+
+/// The `VeleroResults` condition of tenant object `tenant`, whose Velero `kind` ("Backup", "Restore") `target`
+/// finished with `counts`: its reason and message, from the results file (stored on `backup`'s location) read
+/// through a DownloadRequest of its own. `None`: Velero or the storage did not answer now (the next reconcile
+/// asks again).
+pub async fn results_condition(
+    ctx: &Shared,
+    view: &View,
+    kind: &'static str,
+    target: &str,
+    backup: Option<&Backup>,
+    tenant: &impl ResourceExt,
+    counts: Counts,
+) -> Option<(&'static str, String)> {
+    let results = if kind == "Backup" {
+        "BackupResults"
+    } else {
+        "RestoreResults"
     };
-    let body = match tokio::time::timeout(READ_TIMEOUT, read).await {
-        Err(_) => return Err(Error::NotReady("reading the restore's resource list timed out".into())),
-        Ok(r) => r?,
+    let file = VeleroFile {
+        kind: results,
+        what: "Velero's results",
+        max: MAX_RESULTS_BYTES,
     };
-    Ok(body.and_then(|b| {
-        let mut text = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(flate2::read::GzDecoder::new(b.as_slice()), MAX_RESOURCE_LIST_BYTES * 4),
-            &mut text,
-        )
-        .map_err(|e| format!("not gzipped: {e}"))?;
-        serde_json::from_slice(&text).map_err(|e| format!("not Velero's resource list: {e}"))
-    }))
+    let name = format!("results-{}", tenant.uid().unwrap_or_else(|| tenant.name_any()));
+    let namespace = tenant.namespace().unwrap_or_default();
+    match file.read(ctx, view, target, backup, &name).await {
+        Ok(read) => Some(results_message(
+            kind,
+            &tenant.name_any(),
+            counts,
+            read.and_then(|t| messages_in_results(&t, &namespace)),
+        )),
+        Err(e) => {
+            tracing::info!(velero = %target, error = %e, "Velero's results not read yet");
+            None
+        }
+    }
+}
+
+/// The condition's reason and message for `counts` and what the results file gave.
+pub fn results_message(
+    kind: &str,
+    tenant: &str,
+    counts: Counts,
+    read: Result<Vec<String>, String>,
+) -> (&'static str, String) {
+    use super::status::{ERRORS_REPORTED, RESULTS_NOT_READ, WARNINGS_REPORTED};
+    let lower = kind.to_lowercase();
+    let logs = format!("`kubectl nac {lower} logs {tenant}` shows Velero's log of it");
+    let finished = format!(
+        "Velero {kind} finished with {} error(s) and {} warning(s)",
+        counts.errors, counts.warnings
+    );
+    let reason = if counts.errors > 0 {
+        ERRORS_REPORTED
+    } else {
+        WARNINGS_REPORTED
+    };
+    match read {
+        Ok(messages) if messages.is_empty() => (
+            reason,
+            format!("{finished}, none of them for this namespace in its results; {logs}"),
+        ),
+        Ok(messages) => {
+            let shown: Vec<String> = messages
+                .iter()
+                .take(SHOWN_MESSAGES)
+                .map(|e| {
+                    let mut m: String = e.chars().take(SHOWN_MESSAGE_CHARS).collect();
+                    if e.chars().count() > SHOWN_MESSAGE_CHARS {
+                        m.push_str("...");
+                    }
+                    m
+                })
+                .collect();
+            let more = if messages.len() > shown.len() {
+                format!(" (and {} more)", messages.len() - shown.len())
+            } else {
+                String::new()
+            };
+            (
+                reason,
+                format!("{finished}; Velero's results say: {}{more}; {logs}", shown.join(" | ")),
+            )
+        }
+        Err(why) => (
+            RESULTS_NOT_READ,
+            format!("{finished}; its results cannot be read: {why}; {logs}"),
+        ),
+    }
+}
+
+/// A gzipped file of a Velero Backup or Restore in object storage, read whole through a DownloadRequest.
+struct VeleroFile {
+    /// The DownloadRequest's target kind.
+    kind: &'static str,
+    /// How errors name it.
+    what: &'static str,
+    /// Most bytes read, compressed (and four times that uncompressed).
+    max: u64,
+}
+
+impl VeleroFile {
+    /// The file of `target`, stored on `backup`'s location, uncompressed. A location of a tenant's (or one nac
+    /// cannot see) is reached only where the policy lets tenants' endpoints go. The inner `Err`: the file cannot
+    /// be read from there or is not gzipped within the limit (asking again will not change it).
+    async fn read(
+        &self,
+        ctx: &Shared,
+        view: &View,
+        target: &str,
+        backup: Option<&Backup>,
+        name: &str,
+    ) -> Result<Result<Vec<u8>, String>, Error> {
+        let url = signed_url(ctx, self.kind, target, name).await;
+        let _ = ctx
+            .velero_api::<DownloadRequest>()
+            .delete(name, &DeleteParams::background())
+            .await;
+        let url = url?;
+        let bsl = backup
+            .and_then(|b| b.spec.storage_location.as_deref())
+            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
+        let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
+        let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
+            .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
+        let guard = tenant_guard(ctx, bsl.as_deref());
+        let (what, max) = (self.what, self.max);
+        let read = async {
+            use futures::TryStreamExt;
+            let mut stream = match crate::download::get_guarded(&url, tls, guard).await {
+                Ok(s) => s,
+                Err(crate::download::FetchError::Refused(why)) => return Ok(Err(why)),
+                Err(e) => return Err(Error::NotReady(format!("{what}: {e}"))),
+            };
+            let mut body = Vec::new();
+            while let Some(chunk) = stream
+                .try_next()
+                .await
+                .map_err(|e| Error::NotReady(format!("{what}: {e}")))?
+            {
+                body.extend_from_slice(&chunk);
+                if body.len() as u64 > max {
+                    return Ok(Err(format!("{what}: larger than {max} bytes compressed")));
+                }
+            }
+            Ok::<_, Error>(Ok(body))
+        };
+        let body = match tokio::time::timeout(READ_TIMEOUT, read).await {
+            Err(_) => return Err(Error::NotReady(format!("reading {what} timed out"))),
+            Ok(r) => r?,
+        };
+        Ok(body.and_then(|b| {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(flate2::read::GzDecoder::new(b.as_slice()), max * 4),
+                &mut text,
+            )
+            .map_err(|e| format!("{what}: not gzipped: {e}"))?;
+            Ok(text)
+        }))
+    }
+}
+
+/// The guard on fetches from a backup's location: a tenant's location (or one nac cannot see) is reached only
+/// where the policy lets tenants' endpoints go; an admin's is not guarded.
+fn tenant_guard(ctx: &Shared, bsl: Option<&BackupStorageLocation>) -> Option<crate::endpoints::Guard> {
+    bsl.is_none_or(|b| crate::naming::NABSL.origin_of(&b.metadata).is_some())
+        .then(|| crate::endpoints::Guard {
+            rules: std::sync::Arc::new(
+                ctx.policy
+                    .current()
+                    .map(|p| p.non_admin_bsl.clone())
+                    .unwrap_or_default(),
+            ),
+            endpoints: ctx.opts.endpoints.clone(),
+        })
 }
 
 /// Asks Velero for a signed URL of a file of backup or restore `target` (`kind`: `BackupContents`,
-/// `RestoreResourceList`) and waits for the answer.
+/// `RestoreResourceList`, `BackupResults`, ...) and waits for the answer.
 async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Result<String, Error> {
     let backup = target;
     let api = ctx.velero_api::<DownloadRequest>();
@@ -205,4 +402,72 @@ async fn fetch_and_scan(
     tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await
         .map_err(|e| Error::Inconsistent(format!("scanning the backup's contents: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::status::{ERRORS_REPORTED, RESULTS_NOT_READ, WARNINGS_REPORTED};
+
+    #[test]
+    fn a_results_file_gives_errors_then_warnings_of_velero_and_the_namespace_and_nothing_of_others() {
+        let file = serde_json::json!({
+            "errors": {
+                "velero": ["timed out waiting for the snapshot"],
+                "cluster": ["a cluster-scoped item"],
+                "namespaces": {"team-a": [" pvc data: not ready\nretry"], "team-b": ["someone else's"]}
+            },
+            "warnings": {"namespaces": {"team-a": ["pod is not scheduled"], "team-b": ["theirs"]}}
+        });
+        let messages = messages_in_results(file.to_string().as_bytes(), "team-a").unwrap();
+        assert_eq!(
+            messages,
+            [
+                "error: timed out waiting for the snapshot",
+                "error: pvc data: not ready retry",
+                "warning: pod is not scheduled"
+            ]
+        );
+        assert!(messages_in_results(br#"{"warnings": {}}"#, "team-a")
+            .unwrap()
+            .is_empty());
+        let bad = messages_in_results(b"<html>", "team-a").unwrap_err();
+        assert!(bad.starts_with("not Velero's results"), "{bad}");
+        let wrong_shape = messages_in_results(br#"{"errors": {"velero": "one"}}"#, "team-a");
+        assert!(wrong_shape.is_err(), "{wrong_shape:?}");
+    }
+
+    #[test]
+    fn the_condition_shows_the_first_messages_cut_and_says_where_the_rest_are() {
+        let long = format!("error: {}", "x".repeat(SHOWN_MESSAGE_CHARS));
+        let read = Ok(vec![
+            "error: first".into(),
+            long,
+            "warning: third".into(),
+            "warning: fourth".into(),
+        ]);
+        let counts = Counts { errors: 2, warnings: 2 };
+        let (reason, m) = results_message("Backup", "nightly", counts, read);
+        assert_eq!(reason, ERRORS_REPORTED);
+        assert!(
+            m.starts_with("Velero Backup finished with 2 error(s) and 2 warning(s); Velero's results say: error: first | error: xxx"),
+            "{m}"
+        );
+        assert!(m.contains("x... | warning: third (and 1 more)"), "{m}");
+        assert!(!m.contains("fourth"), "{m}");
+        assert!(
+            m.ends_with("`kubectl nac backup logs nightly` shows Velero's log of it"),
+            "{m}"
+        );
+
+        let warned = Counts { errors: 0, warnings: 1 };
+        let (reason, m) = results_message("Restore", "r1", warned, Ok(vec![]));
+        assert_eq!(reason, WARNINGS_REPORTED);
+        assert!(m.contains("none of them for this namespace"), "{m}");
+        assert!(m.contains("kubectl nac restore logs r1"), "{m}");
+
+        let (reason, m) = results_message("Backup", "b", counts, Err("HTTP 404".into()));
+        assert_eq!(reason, RESULTS_NOT_READ);
+        assert!(m.contains("its results cannot be read: HTTP 404"), "{m}");
+    }
 }

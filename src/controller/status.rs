@@ -107,6 +107,18 @@ pub const RESTORED_AS_CHECKED: &str = "RestoredAsChecked";
 /// Its reason when Velero's restore resource list could not be read.
 pub const RESTORE_NOT_VERIFIED: &str = "RestoreNotVerified";
 
+/// A condition on a finished backup or restore that Velero ended with errors or warnings: the first of Velero's
+/// messages for the namespace, read from its results file once the final phase is in the status (an Event says so
+/// once). Set once. A tenant cannot read Velero's namespace: without it, it would see only counts (and a
+/// "Completed" backup with a warning can be one whose volume data was not copied).
+pub const VELERO_RESULTS: &str = "VeleroResults";
+/// Its reason when Velero reported errors (and perhaps warnings).
+pub const ERRORS_REPORTED: &str = "ErrorsReported";
+/// Its reason when Velero reported warnings only.
+pub const WARNINGS_REPORTED: &str = "WarningsReported";
+/// Its reason when the results file could not be read.
+pub const RESULTS_NOT_READ: &str = "ResultsNotRead";
+
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
 pub fn rejected<K: Mirrors>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
     refused::<K>(old, K::WORDS.invalid_reason, message, now)
@@ -280,7 +292,12 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
             out.push(note(reason != WAITING_FOR_BACKUP, reason, message));
         }
     }
-    for warning in [BACKUP_PARTIALLY_FAILED, RESOURCES_LEFT_OUT, RESOURCES_OUTSIDE_RIGHTS] {
+    for warning in [
+        BACKUP_PARTIALLY_FAILED,
+        RESOURCES_LEFT_OUT,
+        RESOURCES_OUTSIDE_RIGHTS,
+        VELERO_RESULTS,
+    ] {
         if let Some(("True", reason, message)) = cond(new, warning) {
             if !matches!(cond(old, warning), Some(("True", ..))) {
                 out.push(note(true, reason, message));
@@ -289,10 +306,9 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
     }
     if new.velero_phase != old.velero_phase {
         let failure = new.failure.clone().map(|f| format!(": {f}")).unwrap_or_default();
+        let lower = kind.to_lowercase();
         let log = format!(
-            "Velero's {} log lists them (velero {} logs {})",
-            kind.to_lowercase(),
-            kind.to_lowercase(),
+            "Velero's {lower} log lists them (its owner: kubectl nac {lower} logs; an admin: velero {lower} logs {})",
             new.velero_name
                 .as_deref()
                 .and_then(|n| n.split_once('/'))
@@ -652,6 +668,7 @@ mod tests {
             source_warning: None,
             left_out: None,
             verdict: None,
+            results: None,
             data_downloads: Default::default(),
             pod_volume_restores: Default::default(),
         }

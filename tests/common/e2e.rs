@@ -722,16 +722,43 @@ where
     .await
 }
 
+/// A kubeconfig acting as `user` in `ns`, written into `dir`: the admin's of `c`, impersonating the user (a
+/// client such as the plugin then has only the user's rights).
+pub fn user_kubeconfig(c: &Cluster, dir: &Path, user: &str, ns: &str) -> PathBuf {
+    let mut kc = Kubeconfig::read_from(c.get("KUBECONFIG")).unwrap();
+    for a in &mut kc.auth_infos {
+        if let Some(info) = a.auth_info.as_mut() {
+            info.impersonate = Some(user.to_string());
+            info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+        }
+    }
+    for ctx in &mut kc.contexts {
+        if let Some(c) = ctx.context.as_mut() {
+            c.namespace = Some(ns.to_string());
+        }
+    }
+    let path = dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
 /// `(status, reason)` of condition `ty` of an object as JSON (empty when it has none).
 pub fn condition_of(v: &Value, ty: &str) -> (String, String) {
-    v["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == ty))
+    condition(v, ty)
         .map(|c| {
             let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
             (s("status"), s("reason"))
         })
         .unwrap_or_default()
+}
+
+/// Condition `ty` of an object as JSON, whole.
+pub fn condition(v: &Value, ty: &str) -> Option<Value> {
+    v["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .cloned()
 }
 
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration, what: &str)

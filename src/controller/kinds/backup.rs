@@ -14,6 +14,7 @@ use crate::api::{
     VolumeDataProgress,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
+use crate::controller::contents::Counts;
 use crate::controller::context::{key_of, Error, Shared, Watched};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -173,6 +174,8 @@ pub struct BackupView {
     pub progress: Option<VolumeDataProgress>,
     /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
     pub location_gone: Option<String>,
+    /// The `VeleroResults` condition's reason and message, when read now.
+    pub results: Option<(&'static str, String)>,
 }
 
 impl AsRef<Placed> for BackupView {
@@ -310,6 +313,16 @@ impl Mirrors for NonAdminBackup {
             }
             None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
         }
+        if let Some((reason, message)) = &vb.results {
+            set_condition(
+                &mut s.conditions,
+                status::VELERO_RESULTS,
+                true,
+                reason,
+                message,
+                now_seconds(),
+            );
+        }
     }
 }
 
@@ -387,7 +400,7 @@ impl Tenant for NonAdminBackup {
         velero_backup(nab, nacuuid, velero_namespace, spec)
     }
 
-    async fn view(ctx: &Ctx, _: &Self, vb: &Backup, nacuuid: &str) -> BackupView {
+    async fn view(ctx: &Ctx, nab: &Self, vb: &Backup, nacuuid: &str) -> BackupView {
         ctx.own.volumes.ready(ctx.opts.store_ready_timeout).await;
         // Whether the backup's location still exists is only known once the locations are listed.
         let locations = ctx.view.get::<BackupStorageLocation>();
@@ -396,7 +409,9 @@ impl Tenant for NonAdminBackup {
         let (data_uploads, pod_volume_backups) = ctx.own.volumes.tallies(&name);
         let uploader_type = ctx.own.volumes.uploader(&name);
         let progress = ctx.own.volumes.progress(&name);
+        let results = results_of(ctx, nab, vb).await;
         BackupView {
+            results,
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
             data_uploads,
@@ -410,6 +425,20 @@ impl Tenant for NonAdminBackup {
                 .filter(|l| locations.synced.is_synced() && locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
+}
+
+/// Velero's first messages of a backup it finished with errors or warnings, read once (`Counts::to_read`).
+async fn results_of(ctx: &Ctx, nab: &NonAdminBackup, vb: &Backup) -> Option<(&'static str, String)> {
+    let status = nab.status.as_ref()?;
+    let r = status.velero_backup.as_ref()?.status.as_ref()?;
+    let counts = Counts::to_read(
+        &status.conditions,
+        backup_phase_unfinished(r.phase.as_deref()),
+        r.errors,
+        r.warnings,
+    )?;
+    crate::controller::contents::results_condition(ctx, &ctx.view, "Backup", &vb.name_any(), Some(vb), nab, counts)
+        .await
 }
 
 impl Kind for NonAdminBackup {

@@ -14,6 +14,7 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::contents::Counts;
 use crate::controller::contents::{restored_list, ContentsSource};
 use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
@@ -25,7 +26,7 @@ use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Mirrors, Placed, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT,
-    RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORE_NOT_VERIFIED, UNCHECKED_RESOURCES_RESTORED,
+    RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORE_NOT_VERIFIED, UNCHECKED_RESOURCES_RESTORED, VELERO_RESULTS,
     WAITING_FOR_BACKUP,
 };
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
@@ -102,6 +103,8 @@ pub struct RestoreView {
     /// What nac found comparing Velero's restore resource list with the kinds it allowed, once the restore is
     /// finished: (anything outside them, reason, message).
     pub verdict: Option<(bool, &'static str, String)>,
+    /// The `VeleroResults` condition's reason and message, when read now.
+    pub results: Option<(&'static str, String)>,
 }
 
 impl AsRef<Placed> for RestoreView {
@@ -155,6 +158,9 @@ impl Mirrors for NonAdminRestore {
                 message,
                 now_seconds(),
             );
+        }
+        if let Some((reason, message)) = &vr.results {
+            set_condition(&mut s.conditions, VELERO_RESULTS, true, reason, message, now_seconds());
         }
         if let Some(w) = &vr.left_out {
             set_condition(
@@ -264,8 +270,10 @@ impl Tenant for NonAdminRestore {
             .as_deref()
             .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
         let verdict = verify(ctx, nar, vr, source.as_deref()).await;
+        let results = results_of(ctx, nar, vr, source.as_deref()).await;
         RestoreView {
             verdict,
+            results,
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             data_downloads,
             pod_volume_restores,
@@ -452,6 +460,24 @@ async fn verify(
         message.push_str(&format!("; not removed: {}", kept.join(", ")));
     }
     Some((true, UNCHECKED_RESOURCES_RESTORED, message))
+}
+
+/// Velero's first messages of a restore it finished with errors or warnings, read once (`Counts::to_read`).
+async fn results_of(
+    ctx: &Ctx,
+    nar: &NonAdminRestore,
+    vr: &Restore,
+    backup: Option<&Backup>,
+) -> Option<(&'static str, String)> {
+    let status = nar.status.as_ref()?;
+    let r = status.velero_restore.as_ref()?.status.as_ref()?;
+    let counts = Counts::to_read(
+        &status.conditions,
+        restore_phase_unfinished(r.phase.as_deref()),
+        r.errors,
+        r.warnings,
+    )?;
+    crate::controller::contents::results_condition(ctx, &ctx.view, "Restore", &vr.name_any(), backup, nar, counts).await
 }
 
 /// The Deleting message while Velero's own finalizer holds the Velero Restore longer than expected.
