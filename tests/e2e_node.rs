@@ -1533,14 +1533,15 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
 
 /// A long data-mover upload shows its progress to the tenant while it runs, in the status and in `kubectl nac
 /// backup describe`, the tenant's only view (Velero's DataUploads are in Velero's namespace). Velero's uploader
-/// reports at most every 10 s, counting bytes as it reads them: the S3 server is paused for longer than that early
-/// in the upload, so that the report after it lands mid-run whatever this machine's speed.
+/// reports at most every 10 s, counting bytes as it reads them: the S3 server is paused for longer than that from
+/// the first report on, so that the report after it lands mid-run whatever this machine's speed.
 #[tokio::test]
 async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs() {
     let c = node_env();
     let admin = c.admin().await;
     installed(&c).await;
-    let mib: u64 = 256;
+    // Large enough that the upload outlasts the uploader's 10 s between reports on this machine (about 80 MB/s).
+    let mib: u64 = 1024;
     let (app, nabs, _policy) = CsiApp::under_the_data_mover(&c, &admin, "node-dmprog", mib).await;
     velero_idle(&admin).await;
     nabs.create(&PostParams::default(), &nab("long", json!({})))
@@ -1551,10 +1552,13 @@ async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs(
     })
     .await;
     let backup = made["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(120), "the DataUpload InProgress", || async {
-        phases(&data_uploads(&admin, &backup).await)
+    // The uploader's first report (the total, before any byte is read) starts its 10 s: the store paused from
+    // then on for longer than that, the upload stalls part way, and the first report after it shows the part.
+    eventually(Duration::from_secs(120), "the DataUpload's first report", || async {
+        data_uploads(&admin, &backup)
+            .await
             .iter()
-            .any(|p| p == "InProgress")
+            .any(|d| d["status"]["phase"] == "InProgress" && d["status"]["progress"]["totalBytes"].as_i64() > Some(0))
             .then_some(())
     })
     .await;
@@ -1567,6 +1571,7 @@ async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs(
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = common::e2e::user_kubeconfig(&c, dir.path(), USER, &app.ns);
     let mut seen = Vec::new();
+    let mut observed: Vec<String> = Vec::new();
     let mut described = None;
     let deadline = Instant::now() + Duration::from_secs(300);
     let ended = loop {
@@ -1578,6 +1583,24 @@ async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs(
             p["totalBytes"].as_i64().unwrap_or(0),
         );
         let running = s["dataMoverDataUploads"]["inProgress"].as_i64().unwrap_or(0) > 0;
+        let du = data_uploads(&admin, &backup).await;
+        let now = format!(
+            "status {} {}; DataUploads {:?}",
+            s["dataMoverDataUploads"],
+            p,
+            du.iter()
+                .map(|d| (d["status"]["phase"].clone(), d["status"]["progress"].clone()))
+                .collect::<Vec<_>>()
+        );
+        if observed
+            .last()
+            .is_none_or(|l| l.split_once(": ").map(|x| x.1) != Some(now.as_str()))
+        {
+            observed.push(format!(
+                "{:.1}s: {now}",
+                (Instant::now() + Duration::from_secs(300) - deadline).as_secs_f64()
+            ));
+        }
         if running && done > 0 && done < total {
             seen.push((done, total));
             if described.is_none() {
@@ -1604,7 +1627,8 @@ async fn fa_a_long_data_upload_shows_its_bytes_done_to_the_tenant_while_it_runs(
     );
     assert!(
         !seen.is_empty(),
-        "no bytes done short of the total seen while the upload ran: {:#}",
+        "no bytes done short of the total seen while the upload ran:\n{}\n{:#}",
+        observed.join("\n"),
         ended["status"]
     );
     let described = described.unwrap();
