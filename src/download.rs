@@ -57,6 +57,9 @@ pub enum FetchError {
     /// The endpoint is not one nac may reach for a tenant, or it redirected: asking again will not change it.
     #[error("{0}")]
     Refused(String),
+    /// The storage answered that nothing is there (HTTP 404): asking again will not change it.
+    #[error("{0}")]
+    Missing(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -119,6 +122,12 @@ pub async fn get_guarded(
             "downloading from {}: HTTP {}, a redirect to {to:?}: nac follows no redirect",
             shown(url),
             res.status()
+        )));
+    }
+    if res.status() == hyper::StatusCode::NOT_FOUND {
+        return Err(FetchError::Missing(format!(
+            "downloading from {}: HTTP 404, no such file",
+            shown(url)
         )));
     }
     if !res.status().is_success() {

@@ -1360,3 +1360,126 @@ async fn schedule_runs_are_named_as_their_velero_backups_and_the_status_is_oadp_
     wait_gone(&schedules, &vname, T, "the Velero Schedule").await;
     assert!(nabs.get_opt(&run).await.unwrap().is_some());
 }
+
+/// Serves `body` to every GET on a port of its own, as a storage endpoint answers a signed URL; its URL.
+async fn serve_file(body: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(&body).await;
+            });
+        }
+    });
+    format!("http://{addr}/backups/b/b-results.gz?X-Amz-Signature=1")
+}
+
+/// A backup Velero finished with errors: nac asks Velero for its results file once the final phase is in the
+/// status. Velero not answering within nac's wait, nac asks again later (not only on the object's next change);
+/// answered, the first messages for the namespace (errors first) are in the `VeleroResults` condition and an
+/// Event, the other namespaces' never, and the DownloadRequest is gone.
+#[tokio::test]
+async fn a_backup_s_errors_are_read_from_velero_s_results_also_when_velero_answers_only_the_second_time() {
+    let (ns, user, admin) = tenant("ctl-results").await;
+    let api: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let velero: Api<Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let drs: Api<DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    api.create(&PostParams::default(), &nab("with-errors")).await.unwrap();
+    let (n, vb) = created(&api, &velero, "with-errors").await;
+    let uid = n["metadata"]["uid"].as_str().unwrap().to_string();
+    let vb_name = vb.metadata.name.clone().unwrap();
+    play_velero_backup(
+        &velero,
+        &vb_name,
+        json!({"phase": "PartiallyFailed", "errors": 2, "warnings": 1,
+               "completionTimestamp": rfc3339_in(Duration::ZERO)}),
+    )
+    .await;
+    let name = format!("results-{uid}");
+    let first = wait_for(&drs, &name, T, "nac's DownloadRequest for the results", |d| d.cloned()).await;
+    assert_eq!(
+        (first.spec.target.kind.as_str(), first.spec.target.name.as_str()),
+        ("BackupResults", vb_name.as_str())
+    );
+    // Not answered: nac gives up this try after its minute and deletes the request.
+    wait_gone(
+        &drs,
+        &name,
+        Duration::from_secs(90),
+        "the unanswered DownloadRequest deleted",
+    )
+    .await;
+    let n = serde_json::to_value(api.get("with-errors").await.unwrap()).unwrap();
+    assert!(condition(&n, "VeleroResults").is_none(), "{:#}", n["status"]);
+    assert_eq!(n["status"]["veleroBackup"]["status"]["phase"], "PartiallyFailed");
+
+    // Asked again, and answered.
+    let second = wait_for(
+        &drs,
+        &name,
+        Duration::from_secs(60),
+        "nac's second DownloadRequest",
+        |d| d.cloned(),
+    )
+    .await;
+    assert_ne!(second.metadata.uid, first.metadata.uid);
+    let results = json!({
+        "errors": {
+            "velero": ["timed out waiting for the snapshot of data"],
+            "namespaces": {ns.clone(): ["error backing up item persistentvolumeclaims/data"], "someone-else": ["theirs"]}
+        },
+        "warnings": {"namespaces": {ns.clone(): ["pod is not scheduled"]}}
+    });
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, results.to_string().as_bytes()).unwrap();
+    let url = serve_file(gz.finish().unwrap()).await;
+    drs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Processed", "downloadURL": url}})),
+    )
+    .await
+    .unwrap();
+    let n = wait_json(&api, "with-errors", T, "the VeleroResults condition", |n| {
+        condition(n, "VeleroResults").is_some()
+    })
+    .await;
+    let c = condition(&n, "VeleroResults").unwrap();
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("ErrorsReported"))
+    );
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Velero Backup finished with 2 error(s) and 1 warning(s); Velero's results say: error: timed out \
+             waiting for the snapshot of data | error: error backing up item persistentvolumeclaims/data | \
+             warning: pod is not scheduled; `kubectl nac backup logs with-errors`"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("theirs"), "{message}");
+    wait_gone(&drs, &name, T, "the answered DownloadRequest deleted").await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, &ns);
+    let ev = eventually(T, "the ErrorsReported Event", || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=with-errors"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("ErrorsReported"))
+    })
+    .await;
+    assert_eq!(ev.message.as_deref(), Some(message));
+}

@@ -53,11 +53,7 @@ impl ContentsSource {
         // Velero deletes expired requests itself; this one is done with as soon as it is read.
         let _ = api.delete(&name, &DeleteParams::background()).await;
         let url = url?;
-        let bsl = backup
-            .spec
-            .storage_location
-            .as_deref()
-            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
+        let bsl = location_of(ctx, view, Some(backup));
         let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
         let guard = tenant_guard(ctx, bsl.as_deref());
         let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone());
@@ -130,6 +126,23 @@ pub fn messages_in_results(text: &[u8], namespace: &str) -> Result<Vec<String>, 
 const SHOWN_MESSAGES: usize = 3;
 const SHOWN_MESSAGE_CHARS: usize = 300;
 
+/// What reading a finished run's results gave, for its `VeleroResults` condition.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Results {
+    /// Nothing to read, or read before.
+    #[default]
+    Nothing,
+    /// Velero or the storage did not answer now: asked again after [`RESULTS_RETRY`].
+    Pending,
+    /// The condition's reason and message.
+    Read(&'static str, String),
+}
+
+/// How soon a results read that got no answer is tried again.
+pub const RESULTS_RETRY: Duration = Duration::from_secs(30);
+/// How long after the run finished nac keeps trying; then the condition says the results could not be read.
+pub const RESULTS_GIVE_UP: Duration = Duration::from_secs(600);
+
 /// Velero's counts of a finished backup or restore: what makes its results worth reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counts {
@@ -157,9 +170,10 @@ impl Counts {
 }
 
 /// The `VeleroResults` condition of tenant object `tenant`, whose Velero `kind` ("Backup", "Restore") `target`
-/// finished with `counts`: its reason and message, from the results file (stored on `backup`'s location) read
-/// through a DownloadRequest of its own. `None`: Velero or the storage did not answer now (the next reconcile
-/// asks again).
+/// finished at `finished` with `counts`: its reason and message, from the results file (stored on `backup`'s
+/// location) read through a DownloadRequest of its own. Pending while Velero or the storage does not answer, for
+/// [`RESULTS_GIVE_UP`] after the run finished; then the condition says why it could not be read.
+#[allow(clippy::too_many_arguments)]
 pub async fn results_condition(
     ctx: &Shared,
     view: &View,
@@ -168,7 +182,8 @@ pub async fn results_condition(
     backup: Option<&Backup>,
     tenant: &impl ResourceExt,
     counts: Counts,
-) -> Option<(&'static str, String)> {
+    finished: Option<&str>,
+) -> Results {
     let results = if kind == "Backup" {
         "BackupResults"
     } else {
@@ -181,18 +196,29 @@ pub async fn results_condition(
     };
     let name = format!("results-{}", tenant.uid().unwrap_or_else(|| tenant.name_any()));
     let namespace = tenant.namespace().unwrap_or_default();
-    match file.read(ctx, view, target, backup, &name).await {
-        Ok(read) => Some(results_message(
-            kind,
-            &tenant.name_any(),
-            counts,
-            read.and_then(|t| messages_in_results(&t, &namespace)),
-        )),
-        Err(e) => {
+    let read = match file.read(ctx, view, target, backup, &name).await {
+        Ok(read) => read.and_then(|t| messages_in_results(&t, &namespace)),
+        Err(e) if !gave_up(finished, super::conditions::now_seconds()) => {
             tracing::info!(velero = %target, error = %e, "Velero's results not read yet");
-            None
+            return Results::Pending;
         }
-    }
+        Err(e) => Err(format!(
+            "no answer within {} s of the run's end: {e}",
+            RESULTS_GIVE_UP.as_secs()
+        )),
+    };
+    let (reason, message) = results_message(kind, &tenant.name_any(), counts, read);
+    Results::Read(reason, message)
+}
+
+/// Whether a run that finished at `finished` (RFC 3339; unknown: now) ended more than [`RESULTS_GIVE_UP`] before
+/// `now`.
+fn gave_up(finished: Option<&str>, now: k8s_openapi::jiff::Timestamp) -> bool {
+    finished
+        .and_then(|f| f.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .is_some_and(|f| {
+            now.duration_since(f) > k8s_openapi::jiff::SignedDuration::try_from(RESULTS_GIVE_UP).unwrap_or_default()
+        })
 }
 
 /// The condition's reason and message for `counts` and what the results file gave.
@@ -276,9 +302,7 @@ impl VeleroFile {
             .delete(name, &DeleteParams::background())
             .await;
         let url = url?;
-        let bsl = backup
-            .and_then(|b| b.spec.storage_location.as_deref())
-            .and_then(|l| view.get::<BackupStorageLocation>().get(&ctx.velero_ref(l)));
+        let bsl = location_of(ctx, view, backup);
         let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
         let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
             .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
@@ -288,7 +312,9 @@ impl VeleroFile {
             use futures::TryStreamExt;
             let mut stream = match crate::download::get_guarded(&url, tls, guard).await {
                 Ok(s) => s,
-                Err(crate::download::FetchError::Refused(why)) => return Ok(Err(why)),
+                Err(crate::download::FetchError::Refused(why) | crate::download::FetchError::Missing(why)) => {
+                    return Ok(Err(why))
+                }
                 Err(e) => return Err(Error::NotReady(format!("{what}: {e}"))),
             };
             let mut body = Vec::new();
@@ -317,6 +343,18 @@ impl VeleroFile {
             .map_err(|e| format!("{what}: not gzipped: {e}"))?;
             Ok(text)
         }))
+    }
+}
+
+/// The storage location of `backup`: the one it names, else Velero's default location (where Velero stores a
+/// backup that names none; only an admin's location is a default: nac makes tenants' copies non-default).
+fn location_of(ctx: &Shared, view: &View, backup: Option<&Backup>) -> Option<std::sync::Arc<BackupStorageLocation>> {
+    let locations = view.get::<BackupStorageLocation>();
+    match backup?.spec.storage_location.as_deref().filter(|l| !l.is_empty()) {
+        Some(l) => locations.get(&ctx.velero_ref(l)),
+        None => locations
+            .store
+            .find(|b| b.spec.default && b.metadata.namespace.as_deref() == Some(ctx.opts.velero_namespace.as_str())),
     }
 }
 
@@ -435,6 +473,16 @@ mod tests {
         assert!(bad.starts_with("not Velero's results"), "{bad}");
         let wrong_shape = messages_in_results(br#"{"errors": {"velero": "one"}}"#, "team-a");
         assert!(wrong_shape.is_err(), "{wrong_shape:?}");
+    }
+
+    #[test]
+    fn a_read_without_an_answer_is_given_up_ten_minutes_after_the_run_ended() {
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-28T12:20:00Z".parse().unwrap();
+        assert!(!gave_up(Some("2026-11-28T12:15:00Z"), now));
+        assert!(!gave_up(Some("2026-11-28T12:10:00Z"), now), "exactly ten minutes");
+        assert!(gave_up(Some("2026-11-28T12:09:59Z"), now));
+        assert!(!gave_up(None, now), "an unknown end is now");
+        assert!(!gave_up(Some("yesterday"), now));
     }
 
     #[test]

@@ -64,6 +64,11 @@ pub trait Mirrors: Kind + HasStatus<Status: TenantStatus> {
 
     /// Copies a view into the status (the Velero object reference and the kind's counters).
     fn mirror(status: &mut Self::Status, view: &Self::View);
+
+    /// When to look again though nothing changes: a view that could not read all it needs now.
+    fn retry_after(_view: &Self::View) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// First sight (and no valid policy to validate against yet): only the phase New.
@@ -668,7 +673,7 @@ mod tests {
             source_warning: None,
             left_out: None,
             verdict: None,
-            results: None,
+            results: Default::default(),
             data_downloads: Default::default(),
             pod_volume_restores: Default::default(),
         }

@@ -618,8 +618,9 @@ pub async fn mirror<K: Tenant>(
             next
         })
         .await?;
+        return Ok(K::retry_after(&view).map_or_else(Action::await_change, Action::requeue));
     }
-    Ok(Action::await_change())
+    Ok(K::retry_after(&view).map_or_else(Action::await_change, Action::requeue))
 }
 
 /// What a deleting object has in Velero.

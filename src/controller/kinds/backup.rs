@@ -14,7 +14,7 @@ use crate::api::{
     VolumeDataProgress,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
-use crate::controller::contents::Counts;
+use crate::controller::contents::{Counts, Results, RESULTS_RETRY};
 use crate::controller::context::{key_of, Error, Shared, Watched};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -174,8 +174,8 @@ pub struct BackupView {
     pub progress: Option<VolumeDataProgress>,
     /// The backup's storage location when it no longer exists (a tenant deleted theirs, an admin removed one).
     pub location_gone: Option<String>,
-    /// The `VeleroResults` condition's reason and message, when read now.
-    pub results: Option<(&'static str, String)>,
+    /// What reading Velero's results gave now (the `VeleroResults` condition).
+    pub results: Results,
 }
 
 impl AsRef<Placed> for BackupView {
@@ -273,6 +273,11 @@ impl Mirrors for NonAdminBackup {
     const WORDS: Words = crate::api::condition::BACKUP_WORDS;
     type View = BackupView;
 
+    /// A results read that got no answer is tried again (`results_condition` gives up in time).
+    fn retry_after(v: &BackupView) -> Option<std::time::Duration> {
+        matches!(v.results, Results::Pending).then_some(RESULTS_RETRY)
+    }
+
     fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
         let p = &vb.placed;
         let copy = VeleroBackupRef {
@@ -313,7 +318,7 @@ impl Mirrors for NonAdminBackup {
             }
             None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
         }
-        if let Some((reason, message)) = &vb.results {
+        if let Results::Read(reason, message) = &vb.results {
             set_condition(
                 &mut s.conditions,
                 status::VELERO_RESULTS,
@@ -428,17 +433,34 @@ impl Tenant for NonAdminBackup {
 }
 
 /// Velero's first messages of a backup it finished with errors or warnings, read once (`Counts::to_read`).
-async fn results_of(ctx: &Ctx, nab: &NonAdminBackup, vb: &Backup) -> Option<(&'static str, String)> {
-    let status = nab.status.as_ref()?;
-    let r = status.velero_backup.as_ref()?.status.as_ref()?;
-    let counts = Counts::to_read(
+async fn results_of(ctx: &Ctx, nab: &NonAdminBackup, vb: &Backup) -> Results {
+    let recorded = nab
+        .status
+        .as_ref()
+        .and_then(|s| Some((s, s.velero_backup.as_ref()?.status.as_ref()?)));
+    let Some((status, r)) = recorded else {
+        return Results::Nothing;
+    };
+    let Some(counts) = Counts::to_read(
         &status.conditions,
         backup_phase_unfinished(r.phase.as_deref()),
         r.errors,
         r.warnings,
-    )?;
-    crate::controller::contents::results_condition(ctx, &ctx.view, "Backup", &vb.name_any(), Some(vb), nab, counts)
-        .await
+    ) else {
+        return Results::Nothing;
+    };
+    let finished = r.completion_timestamp.as_deref();
+    crate::controller::contents::results_condition(
+        ctx,
+        &ctx.view,
+        "Backup",
+        &vb.name_any(),
+        Some(vb),
+        nab,
+        counts,
+        finished,
+    )
+    .await
 }
 
 impl Kind for NonAdminBackup {

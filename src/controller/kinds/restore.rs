@@ -14,8 +14,8 @@
 use crate::api::condition::*;
 use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
 use crate::controller::conditions::{now_seconds, set_condition};
-use crate::controller::contents::Counts;
 use crate::controller::contents::{restored_list, ContentsSource};
+use crate::controller::contents::{Counts, Results, RESULTS_RETRY};
 use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -103,8 +103,8 @@ pub struct RestoreView {
     /// What nac found comparing Velero's restore resource list with the kinds it allowed, once the restore is
     /// finished: (anything outside them, reason, message).
     pub verdict: Option<(bool, &'static str, String)>,
-    /// The `VeleroResults` condition's reason and message, when read now.
-    pub results: Option<(&'static str, String)>,
+    /// What reading Velero's results gave now (the `VeleroResults` condition).
+    pub results: Results,
 }
 
 impl AsRef<Placed> for RestoreView {
@@ -135,6 +135,11 @@ impl Mirrors for NonAdminRestore {
     const WORDS: Words = crate::api::condition::RESTORE_WORDS;
     type View = RestoreView;
 
+    /// A results read that got no answer is tried again (`results_condition` gives up in time).
+    fn retry_after(v: &RestoreView) -> Option<std::time::Duration> {
+        matches!(v.results, Results::Pending).then_some(RESULTS_RETRY)
+    }
+
     fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
         s.velero_restore = Some(vr.placed.reference(vr.status.clone()));
         s.data_mover_data_downloads = Some(data_uploads(&vr.data_downloads));
@@ -159,7 +164,7 @@ impl Mirrors for NonAdminRestore {
                 now_seconds(),
             );
         }
-        if let Some((reason, message)) = &vr.results {
+        if let Results::Read(reason, message) = &vr.results {
             set_condition(&mut s.conditions, VELERO_RESULTS, true, reason, message, now_seconds());
         }
         if let Some(w) = &vr.left_out {
@@ -463,21 +468,34 @@ async fn verify(
 }
 
 /// Velero's first messages of a restore it finished with errors or warnings, read once (`Counts::to_read`).
-async fn results_of(
-    ctx: &Ctx,
-    nar: &NonAdminRestore,
-    vr: &Restore,
-    backup: Option<&Backup>,
-) -> Option<(&'static str, String)> {
-    let status = nar.status.as_ref()?;
-    let r = status.velero_restore.as_ref()?.status.as_ref()?;
-    let counts = Counts::to_read(
+async fn results_of(ctx: &Ctx, nar: &NonAdminRestore, vr: &Restore, backup: Option<&Backup>) -> Results {
+    let recorded = nar
+        .status
+        .as_ref()
+        .and_then(|s| Some((s, s.velero_restore.as_ref()?.status.as_ref()?)));
+    let Some((status, r)) = recorded else {
+        return Results::Nothing;
+    };
+    let Some(counts) = Counts::to_read(
         &status.conditions,
         restore_phase_unfinished(r.phase.as_deref()),
         r.errors,
         r.warnings,
-    )?;
-    crate::controller::contents::results_condition(ctx, &ctx.view, "Restore", &vr.name_any(), backup, nar, counts).await
+    ) else {
+        return Results::Nothing;
+    };
+    let finished = r.completion_timestamp.as_deref();
+    crate::controller::contents::results_condition(
+        ctx,
+        &ctx.view,
+        "Restore",
+        &vr.name_any(),
+        backup,
+        nar,
+        counts,
+        finished,
+    )
+    .await
 }
 
 /// The Deleting message while Velero's own finalizer holds the Velero Restore longer than expected.
