@@ -48,7 +48,7 @@ impl ContentsSource {
             ContentsSource::Velero(limits) => limits,
         };
         let name = format!("rights-{key}");
-        let url = signed_url(ctx, "BackupContents", &backup.name_any(), &name).await;
+        let url = signed_url(ctx, "BackupContents", &backup.name_any(), &name, RESTORE_WAIT).await;
         let api = ctx.velero_api::<DownloadRequest>();
         // Velero deletes expired requests itself; this one is done with as soon as it is read.
         let _ = api.delete(&name, &DeleteParams::background()).await;
@@ -82,6 +82,8 @@ pub async fn restored_list(
         kind: "RestoreResourceList",
         what: "the restore's resource list",
         max: MAX_RESOURCE_LIST_BYTES,
+        answer: RESTORE_WAIT,
+        read: READ_TIMEOUT,
     };
     Ok(file
         .read(ctx, view, &restore.name_any(), backup, name)
@@ -89,37 +91,207 @@ pub async fn restored_list(
         .and_then(|t| serde_json::from_slice(&t).map_err(|e| format!("not Velero's resource list: {e}"))))
 }
 
-/// Most of a backup's or restore's results file nac reads: error and warning messages, a few per item at most.
-const MAX_RESULTS_BYTES: u64 = 4 << 20;
+/// Most of a backup's or restore's results file nac reads, compressed (4 MiB of messages uncompressed: thousands
+/// of items' warnings). The file may be a tenant's: it is parsed keeping only what the condition shows.
+const MAX_RESULTS_BYTES: u64 = 1 << 20;
 
 /// The messages of a Velero results file (`{"errors": {"velero": [...], "cluster": [...], "namespaces": {ns:
 /// [...]}}, "warnings": {...}}`) that concern `namespace`, errors first, each marked: Velero's own, then the
-/// namespace's. The file may come from a tenant's own storage: only these lists are read, and each message is
-/// shown as plain text on one line.
-pub fn messages_in_results(text: &[u8], namespace: &str) -> Result<Vec<String>, String> {
-    #[derive(serde::Deserialize, Default)]
-    #[serde(default)]
-    struct Messages {
-        velero: Vec<String>,
-        namespaces: BTreeMap<String, Vec<String>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Results {
-        #[serde(default)]
-        errors: Messages,
-        #[serde(default)]
-        warnings: Messages,
-    }
-    let r: Results = serde_json::from_slice(text).map_err(|e| format!("not Velero's results: {e}"))?;
-    let mut out = Vec::new();
-    for (mark, mut m) in [("error", r.errors), ("warning", r.warnings)] {
-        let own = m.namespaces.remove(namespace).unwrap_or_default();
-        for message in m.velero.into_iter().chain(own) {
-            let line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-            out.push(format!("{mark}: {}", line.trim()));
+/// namespace's. The file may come from a tenant's own storage: it is parsed without keeping more than the first
+/// [`SHOWN_MESSAGES`] messages (each cut to [`SHOWN_MESSAGE_CHARS`] and put on one line) and a count of all, so
+/// that no file within the size limit costs more memory than that.
+pub fn messages_in_results(text: &[u8], namespace: &str) -> Result<Shown, String> {
+    let mut parts: [Shown; 4] = Default::default();
+    let mut de = serde_json::Deserializer::from_slice(text);
+    serde::Deserializer::deserialize_map(
+        &mut de,
+        results_file::File {
+            parts: &mut parts,
+            namespace,
+        },
+    )
+    .and_then(|()| de.end())
+    .map_err(|e| format!("not Velero's results: {e}"))?;
+    let mut all = Shown::default();
+    for p in parts {
+        all.total += p.total;
+        for m in p.messages {
+            if all.messages.len() < SHOWN_MESSAGES {
+                all.messages.push(m);
+            }
         }
     }
-    Ok(out)
+    Ok(all)
+}
+
+/// A results file's parts as serde visits them, keeping only what [`Shown`] holds.
+mod results_file {
+    use super::{Shown, SHOWN_MESSAGE_CHARS};
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+
+    /// Where the messages of one list go: marked and cut while there is room, counted always.
+    struct Into<'a> {
+        shown: &'a mut Shown,
+        mark: &'static str,
+    }
+    impl<'de> DeserializeSeed<'de> for Into<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Into<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of messages")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(m) = seq.next_element::<Message>()? {
+                self.shown.add(self.mark, &m.0);
+            }
+            Ok(())
+        }
+    }
+    /// A message, cut while it is read (never held whole when it is long).
+    struct Message(String);
+    impl<'de> serde::Deserialize<'de> for Message {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Message;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a message")
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Message, E> {
+                    Ok(Message(v.chars().take(SHOWN_MESSAGE_CHARS + 1).collect()))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+    /// One of "errors" and "warnings": Velero's own list and the namespace's, in `first` and `then`.
+    struct Part<'a> {
+        first: Into<'a>,
+        then: Into<'a>,
+        namespace: &'a str,
+    }
+    impl<'de> DeserializeSeed<'de> for Part<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Part<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("Velero's messages by where they arose")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Part { first, then, namespace } = self;
+            let (mut first, mut then) = (Some(first), Some(then));
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match (key.as_ref(), first.take()) {
+                    ("velero", Some(f)) => map.next_value_seed(f)?,
+                    ("namespaces", f) => {
+                        first = f;
+                        let t = then.take().expect("namespaces once");
+                        map.next_value_seed(Namespaces { into: t, namespace })?;
+                        then = None;
+                    }
+                    (_, f) => {
+                        first = f;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    /// The namespaces' lists: only `namespace`'s is read, the others skipped.
+    struct Namespaces<'a> {
+        into: Into<'a>,
+        namespace: &'a str,
+    }
+    impl<'de> DeserializeSeed<'de> for Namespaces<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Namespaces<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("messages by namespace")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut into = Some(self.into);
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match into.take() {
+                    Some(i) if key == self.namespace => map.next_value_seed(i)?,
+                    i => {
+                        into = i;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    /// The file: "errors", then "warnings", whatever their order in it.
+    pub(super) struct File<'a> {
+        pub(super) parts: &'a mut [Shown; 4],
+        pub(super) namespace: &'a str,
+    }
+    impl<'de> Visitor<'de> for File<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("Velero's results")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let [ev, en, wv, wn] = self.parts;
+            let (mut errors, mut warnings) = (Some((ev, en)), Some((wv, wn)));
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let (part, mark) = match key.as_ref() {
+                    "errors" => (errors.take(), "error"),
+                    "warnings" => (warnings.take(), "warning"),
+                    _ => (None, ""),
+                };
+                match part {
+                    Some((v, n)) => map.next_value_seed(Part {
+                        first: Into { shown: v, mark },
+                        then: Into { shown: n, mark },
+                        namespace: self.namespace,
+                    })?,
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The first messages of a results file, marked and cut, and how many there are in all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shown {
+    pub messages: Vec<String>,
+    pub total: usize,
+}
+
+impl Shown {
+    fn add(&mut self, mark: &str, message: &str) {
+        self.total += 1;
+        if self.messages.len() < SHOWN_MESSAGES {
+            let line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+            let mut line = line.trim().to_string();
+            if line.chars().count() > SHOWN_MESSAGE_CHARS {
+                line = line.chars().take(SHOWN_MESSAGE_CHARS).collect::<String>() + "...";
+            }
+            self.messages.push(format!("{mark}: {line}"));
+        }
+    }
 }
 
 /// Most messages a condition shows, and most characters of each.
@@ -142,6 +314,8 @@ pub enum Results {
 pub const RESULTS_RETRY: Duration = Duration::from_secs(30);
 /// How long after the run finished nac keeps trying; then the condition says the results could not be read.
 pub const RESULTS_GIVE_UP: Duration = Duration::from_secs(600);
+/// Runs that ended longer ago than this are not read at all.
+pub const RESULTS_STALE: Duration = Duration::from_secs(3600);
 
 /// Velero's counts of a finished backup or restore: what makes its results worth reading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,14 +339,16 @@ impl Counts {
             warnings: warnings.unwrap_or(0),
         };
         let read = conditions.iter().any(|c| c.type_ == super::status::VELERO_RESULTS);
-        (!read && !unfinished && counts.errors + counts.warnings > 0).then_some(counts)
+        (!read && !unfinished && (counts.errors > 0 || counts.warnings > 0)).then_some(counts)
     }
 }
 
 /// The `VeleroResults` condition of tenant object `tenant`, whose Velero `kind` ("Backup", "Restore") `target`
 /// finished at `finished` with `counts`: its reason and message, from the results file (stored on `backup`'s
 /// location) read through a DownloadRequest of its own. Pending while Velero or the storage does not answer, for
-/// [`RESULTS_GIVE_UP`] after the run finished; then the condition says why it could not be read.
+/// [`RESULTS_GIVE_UP`] after the run finished; then (and at once for a run whose end is unknown or in the future)
+/// the condition says why it could not be read. A run that ended more than [`RESULTS_STALE`] ago is not read: a
+/// run from before nac was installed or upgraded, or one synced from object storage.
 #[allow(clippy::too_many_arguments)]
 pub async fn results_condition(
     ctx: &Shared,
@@ -184,6 +360,10 @@ pub async fn results_condition(
     counts: Counts,
     finished: Option<&str>,
 ) -> Results {
+    let age = age_of(finished, super::conditions::now_seconds());
+    if age.is_some_and(|a| a > RESULTS_STALE) {
+        return Results::Nothing;
+    }
     let results = if kind == "Backup" {
         "BackupResults"
     } else {
@@ -193,12 +373,14 @@ pub async fn results_condition(
         kind: results,
         what: "Velero's results",
         max: MAX_RESULTS_BYTES,
+        answer: RESULTS_WAIT,
+        read: RESULTS_READ_TIMEOUT,
     };
     let name = format!("results-{}", tenant.uid().unwrap_or_else(|| tenant.name_any()));
     let namespace = tenant.namespace().unwrap_or_default();
     let read = match file.read(ctx, view, target, backup, &name).await {
         Ok(read) => read.and_then(|t| messages_in_results(&t, &namespace)),
-        Err(e) if !gave_up(finished, super::conditions::now_seconds()) => {
+        Err(e) if age.is_some_and(|a| a <= RESULTS_GIVE_UP) => {
             tracing::info!(velero = %target, error = %e, "Velero's results not read yet");
             return Results::Pending;
         }
@@ -211,14 +393,11 @@ pub async fn results_condition(
     Results::Read(reason, message)
 }
 
-/// Whether a run that finished at `finished` (RFC 3339; unknown: now) ended more than [`RESULTS_GIVE_UP`] before
-/// `now`.
-fn gave_up(finished: Option<&str>, now: k8s_openapi::jiff::Timestamp) -> bool {
-    finished
-        .and_then(|f| f.parse::<k8s_openapi::jiff::Timestamp>().ok())
-        .is_some_and(|f| {
-            now.duration_since(f) > k8s_openapi::jiff::SignedDuration::try_from(RESULTS_GIVE_UP).unwrap_or_default()
-        })
+/// How long before `now` a run finished at `finished` (RFC 3339) ended; `None` when that is unknown or in the
+/// future (a status from object storage may say anything).
+fn age_of(finished: Option<&str>, now: k8s_openapi::jiff::Timestamp) -> Option<Duration> {
+    let f = finished?.parse::<k8s_openapi::jiff::Timestamp>().ok()?;
+    Duration::try_from(now.duration_since(f)).ok()
 }
 
 /// The condition's reason and message for `counts` and what the results file gave.
@@ -226,7 +405,7 @@ pub fn results_message(
     kind: &str,
     tenant: &str,
     counts: Counts,
-    read: Result<Vec<String>, String>,
+    read: Result<Shown, String>,
 ) -> (&'static str, String) {
     use super::status::{ERRORS_REPORTED, RESULTS_NOT_READ, WARNINGS_REPORTED};
     let lower = kind.to_lowercase();
@@ -241,30 +420,23 @@ pub fn results_message(
         WARNINGS_REPORTED
     };
     match read {
-        Ok(messages) if messages.is_empty() => (
+        Ok(shown) if shown.messages.is_empty() => (
             reason,
             format!("{finished}, none of them for this namespace in its results; {logs}"),
         ),
-        Ok(messages) => {
-            let shown: Vec<String> = messages
-                .iter()
-                .take(SHOWN_MESSAGES)
-                .map(|e| {
-                    let mut m: String = e.chars().take(SHOWN_MESSAGE_CHARS).collect();
-                    if e.chars().count() > SHOWN_MESSAGE_CHARS {
-                        m.push_str("...");
-                    }
-                    m
-                })
-                .collect();
-            let more = if messages.len() > shown.len() {
-                format!(" (and {} more)", messages.len() - shown.len())
+        Ok(shown) => {
+            let more = shown.total.saturating_sub(shown.messages.len());
+            let more = if more > 0 {
+                format!(" (and {more} more)")
             } else {
                 String::new()
             };
             (
                 reason,
-                format!("{finished}; Velero's results say: {}{more}; {logs}", shown.join(" | ")),
+                format!(
+                    "{finished}; Velero's results say: {}{more}; {logs}",
+                    shown.messages.join(" | ")
+                ),
             )
         }
         Err(why) => (
@@ -282,7 +454,30 @@ struct VeleroFile {
     what: &'static str,
     /// Most bytes read, compressed (and four times that uncompressed).
     max: u64,
+    /// How long Velero may take to answer the DownloadRequest, and how often nac looks.
+    answer: Wait,
+    /// How long the download may take, connecting included.
+    read: Duration,
 }
+
+/// How long to wait for Velero's answer to a DownloadRequest, looking every `every`.
+#[derive(Clone, Copy)]
+struct Wait {
+    timeout: Duration,
+    every: Duration,
+}
+
+/// A restore's reads: Velero is given a minute, looked at often (the restore waits for it).
+const RESTORE_WAIT: Wait = Wait {
+    timeout: ANSWER_TIMEOUT,
+    every: Duration::from_millis(250),
+};
+/// A results read: short, since it is tried again, and it holds a reconcile worker while it runs.
+const RESULTS_WAIT: Wait = Wait {
+    timeout: Duration::from_secs(20),
+    every: Duration::from_secs(1),
+};
+const RESULTS_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl VeleroFile {
     /// The file of `target`, stored on `backup`'s location, uncompressed. A location of a tenant's (or one nac
@@ -296,7 +491,7 @@ impl VeleroFile {
         backup: Option<&Backup>,
         name: &str,
     ) -> Result<Result<Vec<u8>, String>, Error> {
-        let url = signed_url(ctx, self.kind, target, name).await;
+        let url = signed_url(ctx, self.kind, target, name, self.answer).await;
         let _ = ctx
             .velero_api::<DownloadRequest>()
             .delete(name, &DeleteParams::background())
@@ -330,7 +525,7 @@ impl VeleroFile {
             }
             Ok::<_, Error>(Ok(body))
         };
-        let body = match tokio::time::timeout(READ_TIMEOUT, read).await {
+        let body = match tokio::time::timeout(self.read, read).await {
             Err(_) => return Err(Error::NotReady(format!("reading {what} timed out"))),
             Ok(r) => r?,
         };
@@ -375,7 +570,7 @@ fn tenant_guard(ctx: &Shared, bsl: Option<&BackupStorageLocation>) -> Option<cra
 
 /// Asks Velero for a signed URL of a file of backup or restore `target` (`kind`: `BackupContents`,
 /// `RestoreResourceList`, `BackupResults`, ...) and waits for the answer.
-async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Result<String, Error> {
+async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str, wait: Wait) -> Result<String, Error> {
     let backup = target;
     let api = ctx.velero_api::<DownloadRequest>();
     let mut dr = DownloadRequest::new(
@@ -398,7 +593,7 @@ async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Resul
             "Velero DownloadRequest {name} exists for another target"
         )));
     }
-    let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + wait.timeout;
     loop {
         if let Some(dr) = api.get_opt(name).await? {
             let s = dr.status.unwrap_or_default();
@@ -414,10 +609,10 @@ async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str) -> Resul
             return Err(Error::NotReady(format!(
                 "Velero did not answer DownloadRequest {name} for the {kind} of {backup} within {}s; is Velero \
                  running?",
-                ANSWER_TIMEOUT.as_secs()
+                wait.timeout.as_secs()
             )));
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(wait.every).await;
     }
 }
 
@@ -449,67 +644,89 @@ mod tests {
 
     #[test]
     fn a_results_file_gives_errors_then_warnings_of_velero_and_the_namespace_and_nothing_of_others() {
-        let file = serde_json::json!({
-            "errors": {
-                "velero": ["timed out waiting for the snapshot"],
-                "cluster": ["a cluster-scoped item"],
-                "namespaces": {"team-a": [" pvc data: not ready\nretry"], "team-b": ["someone else's"]}
-            },
-            "warnings": {"namespaces": {"team-a": ["pod is not scheduled"], "team-b": ["theirs"]}}
-        });
-        let messages = messages_in_results(file.to_string().as_bytes(), "team-a").unwrap();
+        // Warnings before errors in the file, keys Velero does not write, other namespaces first.
+        let text = br#"{"warnings": {"namespaces": {"team-b": ["theirs"], "team-a": ["pod is not scheduled"]}},
+            "other": [1, {"x": null}],
+            "errors": {"cluster": ["a cluster-scoped item"], "namespaces": {"team-b": ["someone else's"],
+            "team-a": [" pvc data: not ready\nretry", "second of team-a"]}, "velero": ["timed out waiting"]}}"#;
+        let shown = messages_in_results(text, "team-a").unwrap();
         assert_eq!(
-            messages,
+            shown.messages,
             [
-                "error: timed out waiting for the snapshot",
+                "error: timed out waiting",
                 "error: pvc data: not ready retry",
-                "warning: pod is not scheduled"
+                "error: second of team-a"
             ]
         );
-        assert!(messages_in_results(br#"{"warnings": {}}"#, "team-a")
-            .unwrap()
-            .is_empty());
-        let bad = messages_in_results(b"<html>", "team-a").unwrap_err();
-        assert!(bad.starts_with("not Velero's results"), "{bad}");
-        let wrong_shape = messages_in_results(br#"{"errors": {"velero": "one"}}"#, "team-a");
-        assert!(wrong_shape.is_err(), "{wrong_shape:?}");
+        assert_eq!(shown.total, 4, "three errors and a warning of team-a and Velero's");
+        assert_eq!(
+            messages_in_results(br#"{"warnings": {}}"#, "team-a").unwrap(),
+            Shown::default()
+        );
+        for bad in [
+            &b"<html>"[..],
+            br#"{"errors": {"velero": "one"}}"#,
+            br#"{"errors": {"velero": [1]}}"#,
+            b"{} x",
+        ] {
+            let e = messages_in_results(bad, "team-a").unwrap_err();
+            assert!(e.starts_with("not Velero's results"), "{e}");
+        }
     }
 
     #[test]
-    fn a_read_without_an_answer_is_given_up_ten_minutes_after_the_run_ended() {
+    fn a_large_file_costs_no_more_than_what_is_shown() {
+        // 200,000 messages of another namespace and of this one, and one very long message: parsed, counted,
+        // and only three cut messages kept.
+        let long = "y".repeat(1 << 20);
+        let many: Vec<String> = (0..100_000).map(|i| format!("m{i}")).collect();
+        let file = serde_json::json!({
+            "errors": {"namespaces": {"other": many, "team-a": [long]}},
+            "warnings": {"namespaces": {"team-a": many}}
+        });
+        let shown = messages_in_results(file.to_string().as_bytes(), "team-a").unwrap();
+        assert_eq!(shown.total, 100_001);
+        assert_eq!(shown.messages.len(), SHOWN_MESSAGES);
+        assert_eq!(
+            shown.messages[0],
+            format!("error: {}...", "y".repeat(SHOWN_MESSAGE_CHARS))
+        );
+        assert_eq!(shown.messages[1..], ["warning: m0", "warning: m1"]);
+    }
+
+    #[test]
+    fn a_run_s_age_is_known_only_for_a_past_parsable_end() {
         let now: k8s_openapi::jiff::Timestamp = "2026-11-28T12:20:00Z".parse().unwrap();
-        assert!(!gave_up(Some("2026-11-28T12:15:00Z"), now));
-        assert!(!gave_up(Some("2026-11-28T12:10:00Z"), now), "exactly ten minutes");
-        assert!(gave_up(Some("2026-11-28T12:09:59Z"), now));
-        assert!(!gave_up(None, now), "an unknown end is now");
-        assert!(!gave_up(Some("yesterday"), now));
+        assert_eq!(age_of(Some("2026-11-28T12:10:00Z"), now), Some(RESULTS_GIVE_UP));
+        assert_eq!(age_of(Some("2026-11-28T12:20:00Z"), now), Some(Duration::ZERO));
+        assert_eq!(age_of(Some("2026-11-28T12:20:01Z"), now), None, "in the future");
+        assert_eq!(age_of(Some("yesterday"), now), None);
+        assert_eq!(age_of(None, now), None);
     }
 
     #[test]
     fn the_condition_shows_the_first_messages_cut_and_says_where_the_rest_are() {
-        let long = format!("error: {}", "x".repeat(SHOWN_MESSAGE_CHARS));
-        let read = Ok(vec![
-            "error: first".into(),
-            long,
-            "warning: third".into(),
-            "warning: fourth".into(),
-        ]);
+        let read = Ok(Shown {
+            messages: vec!["error: first".into(), "error: second".into(), "warning: third".into()],
+            total: 4,
+        });
         let counts = Counts { errors: 2, warnings: 2 };
         let (reason, m) = results_message("Backup", "nightly", counts, read);
         assert_eq!(reason, ERRORS_REPORTED);
         assert!(
-            m.starts_with("Velero Backup finished with 2 error(s) and 2 warning(s); Velero's results say: error: first | error: xxx"),
+            m.starts_with(
+                "Velero Backup finished with 2 error(s) and 2 warning(s); Velero's results say: error: first | \
+                 error: second | warning: third (and 1 more); "
+            ),
             "{m}"
         );
-        assert!(m.contains("x... | warning: third (and 1 more)"), "{m}");
-        assert!(!m.contains("fourth"), "{m}");
         assert!(
             m.ends_with("`kubectl nac backup logs nightly` shows Velero's log of it"),
             "{m}"
         );
 
         let warned = Counts { errors: 0, warnings: 1 };
-        let (reason, m) = results_message("Restore", "r1", warned, Ok(vec![]));
+        let (reason, m) = results_message("Restore", "r1", warned, Ok(Shown::default()));
         assert_eq!(reason, WARNINGS_REPORTED);
         assert!(m.contains("none of them for this namespace"), "{m}");
         assert!(m.contains("kubectl nac restore logs r1"), "{m}");
