@@ -1472,19 +1472,12 @@ async fn a_backup_s_errors_are_read_from_velero_s_results_also_when_velero_answe
     wait_gone(&drs, &name, T, "the answered DownloadRequest deleted").await;
     // Read: not asked again (a try would come within 30 s).
     tokio::time::sleep(Duration::from_secs(35)).await;
-    assert!(drs.get_opt(&name).await.unwrap().is_none(), "asked again after the answer");
+    assert!(
+        drs.get_opt(&name).await.unwrap().is_none(),
+        "asked again after the answer"
+    );
     let later = serde_json::to_value(api.get("with-errors").await.unwrap()).unwrap();
     assert_eq!(condition(&later, "VeleroResults"), Some(c), "written once");
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, &ns);
-    let ev = eventually(T, "the ErrorsReported Event", || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=with-errors"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("ErrorsReported"))
-    })
-    .await;
+    let ev = event_about(&admin, &ns, "with-errors", "ErrorsReported", T).await;
     assert_eq!(ev.message.as_deref(), Some(message));
 }

@@ -400,17 +400,7 @@ spec:
         .to_string();
     assert!(warning.contains("pod is not scheduled"), "Velero's warning: {results}");
     // nac makes the warning visible to the user: a Warning event naming the count and where the details are.
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), &ns);
-    let ev = eventually(T, "BackupCompletedWithWarnings event", || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=fs"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("BackupCompletedWithWarnings"))
-    })
-    .await;
+    let ev = event_about(&admin, &ns, "fs", "BackupCompletedWithWarnings", T).await;
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     let msg = ev.message.unwrap_or_default();
     assert!(msg.contains("1 warning(s)") && msg.contains(&vb_name), "{msg}");
@@ -428,16 +418,7 @@ spec:
         "{said}"
     );
     assert!(said.contains("kubectl nac backup logs fs"), "{said}");
-    let ev = eventually(T, "the WarningsReported event", || async {
-        events
-            .list(&ListParams::default().fields("involvedObject.name=fs"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("WarningsReported"))
-    })
-    .await;
+    let ev = event_about(&admin, &ns, "fs", "WarningsReported", T).await;
     assert_eq!(ev.message.as_deref(), Some(said));
     // Read once: the DownloadRequest nac asked Velero for is gone, and none is made again (nac would try again
     // every 30 s): after that long the condition is the same and no request of nac's for the backup exists.

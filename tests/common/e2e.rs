@@ -722,6 +722,28 @@ where
     .await
 }
 
+/// Waits up to `timeout` for the Event with `reason` about object `name` in `ns`, and returns it.
+pub async fn event_about(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> k8s_openapi::api::core::v1::Event {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), ns);
+    let fields = format!("involvedObject.name={name}");
+    eventually(timeout, &format!("the {reason} Event of {name}"), || async {
+        events
+            .list(&kube::api::ListParams::default().fields(&fields))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+    })
+    .await
+}
+
 /// A kubeconfig acting as `user` in `ns`, written into `dir`: the admin's of `c`, impersonating the user (a
 /// client such as the plugin then has only the user's rights).
 pub fn user_kubeconfig(c: &Cluster, dir: &Path, user: &str, ns: &str) -> PathBuf {
