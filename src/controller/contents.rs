@@ -193,11 +193,11 @@ mod results_file {
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                 match (key.as_ref(), first.take()) {
                     ("velero", Some(f)) => map.next_value_seed(f)?,
-                    ("namespaces", f) => {
+                    // A key given twice (a crafted file) is read the first time only.
+                    ("namespaces", f) if then.is_some() => {
                         first = f;
-                        let t = then.take().expect("namespaces once");
-                        map.next_value_seed(Namespaces { into: t, namespace })?;
-                        then = None;
+                        let into = then.take().expect("checked just above");
+                        map.next_value_seed(Namespaces { into, namespace })?;
                     }
                     (_, f) => {
                         first = f;
@@ -662,6 +662,14 @@ mod tests {
         assert_eq!(
             messages_in_results(br#"{"warnings": {}}"#, "team-a").unwrap(),
             Shown::default()
+        );
+        // Keys given twice: each read the first time, the rest skipped, nothing panics.
+        let twice = br#"{"errors": {"namespaces": {"team-a": ["one"], "team-a": ["two"]}, "namespaces": {"team-a":
+            ["three"]}, "velero": ["v1"], "velero": ["v2"]}, "errors": {"velero": ["v3"]}}"#;
+        let shown = messages_in_results(twice, "team-a").unwrap();
+        assert_eq!(
+            (shown.messages, shown.total),
+            (vec!["error: v1".to_string(), "error: one".to_string()], 2)
         );
         for bad in [
             &b"<html>"[..],
