@@ -6,8 +6,8 @@
 #   builds   nac once in debug, every target, features e2e,node (every test binary below, run directly: no
 #            `cargo test` holds the build directory while the suites run); the Go binaries of the local
 #            environment beside it (hack/go-tools.sh, one `go build` per module), the control plane's first;
-#            nac's release build and image (the node suite's) in the background at low priority while the
-#            suites run, with the node's Go binaries.
+#            nac's release build and image (the node suite's) and the Go binaries needed later in the
+#            background at the lowest priority from the start, taking what CPU the rest leaves idle.
 #   suites   unit and handler tests; then three lanes side by side, each with its own environments (most of the
 #            suites' time is waiting: for Velero, which works through one backup at a time, for restarts):
 #              $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake): tests that play Velero, and the webhook and policy
@@ -242,21 +242,32 @@ tests() {
 step "lint: cargo fmt, links between documents, import cycles" bash -c \
 	'cargo fmt --all -- --check && hack/docs-check.sh links && hack/import-cycles.py src'
 
-# The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lane)
-# first; the rest, needed later, at the lowest priority while the suites run.
-go_sets=(control-plane velero helm)
-if $node_suite; then go_sets+=(node images csi); fi
+# The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lanes)
+# first; the rest, needed later, at the lowest priority from the start, so they take what CPU the builds and
+# suites leave idle (on a cold machine the node suite waits for the last of them).
 go_chain() {
 	local set t
-	for set in "${go_sets[@]}"; do
-		if [[ $set == helm ]]; then renice -n 19 -p "$BASHPID" >/dev/null; fi
+	for set in "$@"; do
 		t=$(date +%s)
 		hack/go-tools.sh "$set" || { touch "$RUN/go.failed" && return 1; }
 		record "build: Go tools: $set" "$t" ok
 		touch "$RUN/go-$set.done"
 	done
 }
-job "build: Go tools" go_chain
+go_later=(helm)
+if $node_suite; then go_later+=(csi node images); fi
+job "build: Go tools" go_chain control-plane velero
+job "build: Go tools, needed later" nice go_chain "${go_later[@]}"
+
+# nac's release build and image for the node suite, at the lowest priority from the start as well (the debug
+# build has target/debug to itself: cargo locks a profile's directory, not the whole target directory).
+if $node_suite; then
+	image() {
+		cargo build --release --bin nac
+		hack/images.sh nac "$TARGET/release/nac"
+	}
+	job "build: nac, release, and its image" nice image
+fi
 
 # One debug build for clippy and every test: clippy-driver compiles nac's own targets (lints, -D warnings, and
 # code), rustc its dependencies. The test binaries' paths come from cargo's messages.
@@ -290,16 +301,6 @@ unscheduled=$(awk '{print $1}' "$RUN/binaries" | grep -vxF -f <(printf '%s\n' "$
 if [[ -n $unscheduled ]]; then
 	echo "test: test binaries that hack/test.sh does not run: $unscheduled (add them to a lane)" >&2
 	exit 1
-fi
-
-# nac's release build and image for the node suite, while the suites run (the debug build is done: no other
-# cargo command shares the build directory from here on).
-if $node_suite; then
-	image() {
-		cargo build --release --bin nac
-		hack/images.sh nac "$TARGET/release/nac"
-	}
-	job "build: nac, release, and its image" nice image
 fi
 
 # await_go SET: waits until the Go binaries of SET are built (from any job: it watches files, not processes).
@@ -399,7 +400,7 @@ if $node_suite; then
 	}
 	step "nac as it ships: the Containerfile, a real node" node_suite
 fi
-await "build: Go tools"
+await "build: Go tools" "build: Go tools, needed later"
 
 $node_missing && exit 1
 exit 0
