@@ -1,7 +1,8 @@
 //! Attempts, with the real Velero and S3 server, to make Velero act beyond the requester's own rights (exec hooks,
 //! volume data, status written through a restore, existing objects overwritten, a tarball changed between nac's
-//! check and Velero's read), each by a user with an ordinary role, asserting that none succeeds and that a user
-//! who holds the right keeps the feature. The rules are `crate::rights::features`.
+//! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects), each by a user
+//! with an ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The
+//! rules are `crate::rights::features`.
 #![cfg(feature = "e2e")]
 
 mod common;
@@ -521,5 +522,167 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
     assert!(
         bindings.get_opt("planted").await.unwrap().is_none(),
         "a kind nac never checked was restored from the changed tarball"
+    );
+}
+
+/// Sends SIGCONT to a stopped process when dropped, so a failing assertion never leaves nac stopped.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+fn signal_pid(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_crafted_resource_list_makes_nac_delete_nothing_velero_did_not_make() {
+    let (ns, _user, client, admin) = tenant_with("att-list", "edit").await;
+    // The admin's objects in the namespace, of kinds `edit` may not delete.
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: v1
+kind: ResourceQuota
+metadata: {{name: quota, namespace: {ns}}}
+spec: {{hard: {{pods: "10"}}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: monitoring, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}
+subjects: [{{kind: ServiceAccount, name: default, namespace: {ns}}}]
+"#
+        ),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    create_nab(&client, &ns, "plain", json!({"includedResources": ["configmaps"]})).await;
+    completed(&nabs, "plain").await;
+    cms.delete("plain", &DeleteParams::default()).await.unwrap();
+
+    // nac is stopped as soon as its Velero Restore appears, and resumed once the restore is Completed and the
+    // resource list in the bucket says what whoever controls the storage wants: the admin's objects "created".
+    let pid = env().await.nac.nac_pid().expect("nac runs");
+    let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let stopper = {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let (restores, ns) = (restores.clone(), ns.clone());
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(watcher::watcher(
+                restores,
+                watcher::Config::default()
+            )));
+            while let Some(Ok(vr)) = events.next().await {
+                let ours = vr
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("openshift.io/oadp-nar-origin-namespace"))
+                    == Some(&ns);
+                if ours {
+                    signal_pid(pid, "STOP");
+                    return (Resume(pid), vr.metadata.name.unwrap());
+                }
+            }
+            panic!("the watch of Velero Restores ended");
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
+    create_nar(&client, &ns, "crafted", json!({"backupName": "plain"})).await;
+    let (resume, vr) = tokio::time::timeout(T, stopper)
+        .await
+        .expect("no Velero Restore for the NonAdminRestore")
+        .unwrap();
+    eventually(T, "Velero Restore Completed", || {
+        let (restores, vr) = (restores.clone(), vr.clone());
+        async move {
+            let r = restores.get(&vr).await.ok()?;
+            (r.status?.phase.as_deref() == Some("Completed")).then_some(())
+        }
+    })
+    .await;
+    let c = Cluster::load();
+    let file = std::path::PathBuf::from(c.get("S3_DATA_DIR"))
+        .join(c.get("S3_BUCKET"))
+        .join(c.get("S3_PREFIX"))
+        .join("restores")
+        .join(&vr)
+        .join(format!("restore-{vr}-resource-list.json.gz"));
+    assert!(file.exists(), "no resource list at {}", file.display());
+    let crafted = json!({
+        "v1/ConfigMap": [format!("{ns}/plain(created)")],
+        "v1/ResourceQuota": [format!("{ns}/quota(created)")],
+        "rbac.authorization.k8s.io/v1/RoleBinding": [format!("{ns}/monitoring(created)")],
+    });
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, crafted.to_string().as_bytes()).unwrap();
+    std::fs::write(&file, gz.finish().unwrap()).unwrap();
+    let n = nars.get("crafted").await.unwrap();
+    assert!(
+        n.status
+            .as_ref()
+            .is_none_or(|s| s.conditions.iter().all(|c| c.type_ != "ResourcesOutsideRights")),
+        "nac verified the restore before it was stopped"
+    );
+    drop(resume);
+
+    let n = wait_json(&nars, "crafted", T, "restore verified", |n| {
+        !condition_of(n, "ResourcesOutsideRights").1.is_empty()
+    })
+    .await;
+    assert_eq!(
+        condition_of(&n, "ResourcesOutsideRights"),
+        ("True".into(), "UncheckedResourcesRestored".into()),
+        "{n:#}"
+    );
+    let message = n["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ResourcesOutsideRights")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("not removed")
+            && message.contains(&format!(
+                "{ns}/quota (not labelled as made by this restore: left alone)"
+            ))
+            && message.contains(&format!(
+                "{ns}/monitoring (not labelled as made by this restore: left alone)"
+            )),
+        "{message}"
+    );
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        quotas.get_opt("quota").await.unwrap().is_some(),
+        "nac deleted the admin's ResourceQuota"
+    );
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), &ns);
+    assert!(
+        bindings.get_opt("monitoring").await.unwrap().is_some(),
+        "nac deleted the admin's RoleBinding"
+    );
+    assert!(
+        cms.get_opt("plain").await.unwrap().is_some(),
+        "the checked kind was restored"
     );
 }

@@ -66,18 +66,21 @@ impl ContentsSource {
     }
 }
 
-/// Most of a restore's resource list nac reads (a list of names: far more than any namespace holds).
-const MAX_RESOURCE_LIST_BYTES: u64 = 64 << 20;
+/// Most of a restore's resource list nac reads, compressed: a list of names, 32 MiB of them uncompressed (hundreds
+/// of thousands of items, more than any namespace holds). It may come from a tenant's bucket; it is read item by
+/// item (`rights::restore::unchecked_in`), never kept whole.
+const MAX_RESOURCE_LIST_BYTES: u64 = 8 << 20;
 
-/// What Velero says it restored (its RestoreResourceList: `group/version/Kind` → `namespace/name(action)`), read
-/// through a DownloadRequest named `name`. The inner `Err`: the list cannot be read as one (it will not change).
+/// What Velero says it restored (its RestoreResourceList: `group/version/Kind` → `namespace/name(action)`),
+/// uncompressed, read through a DownloadRequest named `name`. The inner `Err`: the list cannot be read (it will
+/// not change).
 pub async fn restored_list(
     ctx: &Shared,
     view: &View,
     restore: &crate::velero::Restore,
     backup: Option<&Backup>,
     name: &str,
-) -> Result<Result<BTreeMap<String, Vec<String>>, String>, Error> {
+) -> Result<Result<Vec<u8>, String>, Error> {
     let file = VeleroFile {
         kind: "RestoreResourceList",
         what: "the restore's resource list",
@@ -85,10 +88,7 @@ pub async fn restored_list(
         answer: RESTORE_WAIT,
         read: READ_TIMEOUT,
     };
-    Ok(file
-        .read(ctx, view, &restore.name_any(), backup, name)
-        .await?
-        .and_then(|t| serde_json::from_slice(&t).map_err(|e| format!("not Velero's resource list: {e}"))))
+    file.read(ctx, view, &restore.name_any(), backup, name).await
 }
 
 /// Most of a backup's or restore's results file nac reads, compressed (4 MiB of messages uncompressed: thousands

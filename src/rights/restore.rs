@@ -10,6 +10,7 @@ use super::contents::Contents;
 use super::{backup_kinds, refused, Access, Kind, Question, Requester, RightsMode, RoleKind};
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -204,50 +205,173 @@ impl std::fmt::Display for Unchecked {
     }
 }
 
-/// The items of Velero's restore resource list (`group/version/Kind` → `namespace/name(action)`) that Velero
-/// created or updated and that are not of the kinds `included` (filter names) in `namespace`: what a restore bound
-/// to those kinds must never hold. PersistentVolumes, which Velero makes for the claims it restores, pass when
-/// claims were allowed.
-pub fn unchecked(
-    list: &BTreeMap<String, Vec<String>>,
-    namespace: &str,
-    included: &[String],
-    kinds: &[Kind],
-) -> Vec<Unchecked> {
-    let claims = included.iter().any(|k| k == "persistentvolumeclaims");
-    let mut out = Vec::new();
-    for (gvk, items) in list {
+/// How many of the items outside the checked kinds a verification keeps (to name, and to remove): the list may
+/// come from a tenant's bucket, so what is kept of it is bounded; the rest are counted.
+pub const LISTED: usize = 50;
+
+/// What Velero's restore resource list (`group/version/Kind` → `namespace/name(action)`) says, as far as
+/// verifying a bound restore needs it: how many items it names, and those Velero created or updated that are not
+/// of the checked kinds (the first [`LISTED`], and how many in all).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Listed {
+    pub items: usize,
+    pub unchecked: Vec<Unchecked>,
+    pub unchecked_total: usize,
+}
+
+/// Reads a restore resource list item by item, never whole (it may come from a tenant's bucket): the items that
+/// are not of the kinds `included` (filter names) in `namespace` are what a restore bound to those kinds must
+/// never hold. PersistentVolumes, which Velero makes for the claims it restores, pass when claims were allowed.
+pub fn unchecked_in(text: &[u8], namespace: &str, included: &[String], kinds: &[Kind]) -> Result<Listed, String> {
+    let judge = Judge {
+        namespace,
+        included,
+        kinds,
+        claims: included.iter().any(|k| k == "persistentvolumeclaims"),
+    };
+    let mut out = Listed::default();
+    let mut de = serde_json::Deserializer::from_slice(text);
+    serde::Deserializer::deserialize_map(
+        &mut de,
+        resource_list::File {
+            judge: &judge,
+            out: &mut out,
+        },
+    )
+    .and_then(|()| de.end())
+    .map_err(|e| format!("not Velero's resource list: {e}"))?;
+    Ok(out)
+}
+
+/// What a verification allows of a restore resource list's items.
+struct Judge<'a> {
+    namespace: &'a str,
+    included: &'a [String],
+    kinds: &'a [Kind],
+    claims: bool,
+}
+
+impl Judge<'_> {
+    /// `group/version/Kind` split, and the kind when the cluster serves it.
+    fn kind_of<'g>(&self, gvk: &'g str) -> (&'g str, &'g str, Option<Kind>) {
         let parts: Vec<&str> = gvk.split('/').collect();
         let (group, kind_name) = match parts.as_slice() {
             [_, k] => ("", *k),
             [g, _, k] => (*g, *k),
-            _ => ("?", gvk.as_str()),
+            _ => ("?", gvk),
         };
-        let kind = kinds.iter().find(|k| k.group == group && k.kind == kind_name).cloned();
-        for item in items {
-            let Some((id, action)) = item.strip_suffix(')').and_then(|i| i.rsplit_once('(')) else {
-                continue;
-            };
-            if action != "created" && action != "updated" {
-                continue;
-            }
-            let (ns, name) = id.split_once('/').unwrap_or(("", id));
-            let allowed = match &kind {
-                Some(k) if !ns.is_empty() => ns == namespace && included.contains(&k.filter_name()),
-                // Cluster-scoped: only the volumes of restored claims.
-                _ => group.is_empty() && kind_name == "PersistentVolume" && claims,
-            };
-            if !allowed {
-                out.push(Unchecked {
-                    gvk: gvk.clone(),
-                    kind: kind.clone(),
-                    namespace: ns.to_string(),
-                    name: name.to_string(),
-                });
-            }
+        let kind = self
+            .kinds
+            .iter()
+            .find(|k| k.group == group && k.kind == kind_name)
+            .cloned();
+        (group, kind_name, kind)
+    }
+
+    /// Counts `item` of kind `gvk` into `out`, and keeps it when it is outside the checked kinds.
+    fn add(&self, gvk: &str, (group, kind_name, kind): &(&str, &str, Option<Kind>), item: &str, out: &mut Listed) {
+        out.items += 1;
+        let Some((id, action)) = item.strip_suffix(')').and_then(|i| i.rsplit_once('(')) else {
+            return;
+        };
+        if action != "created" && action != "updated" {
+            return;
+        }
+        let (ns, name) = id.split_once('/').unwrap_or(("", id));
+        let allowed = match kind {
+            Some(k) if !ns.is_empty() => ns == self.namespace && self.included.contains(&k.filter_name()),
+            // Cluster-scoped: only the volumes of restored claims.
+            _ => group.is_empty() && *kind_name == "PersistentVolume" && self.claims,
+        };
+        if allowed {
+            return;
+        }
+        out.unchecked_total += 1;
+        if out.unchecked.len() < LISTED {
+            out.unchecked.push(Unchecked {
+                gvk: gvk.to_string(),
+                kind: kind.clone(),
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            });
         }
     }
-    out
+}
+
+/// A restore resource list as serde visits it, judged item by item.
+mod resource_list {
+    use super::{Judge, Listed};
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+
+    pub(super) struct File<'a, 'j> {
+        pub(super) judge: &'a Judge<'j>,
+        pub(super) out: &'a mut Listed,
+    }
+
+    impl<'de> Visitor<'de> for File<'_, '_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of kinds to the items restored")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(gvk) = map.next_key::<String>()? {
+                map.next_value_seed(Items {
+                    gvk: &gvk,
+                    judge: self.judge,
+                    out: &mut *self.out,
+                })?;
+            }
+            Ok(())
+        }
+    }
+
+    struct Items<'a, 'j> {
+        gvk: &'a str,
+        judge: &'a Judge<'j>,
+        out: &'a mut Listed,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Items<'_, '_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of items restored")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let kind = self.judge.kind_of(self.gvk);
+            while let Some(item) = seq.next_element::<String>()? {
+                self.judge.add(self.gvk, &kind, &item, self.out);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether `obj` is an object Velero made in the Velero Restore `vr`: labelled with the restore's name (as Velero
+/// writes label values) and created no earlier than the restore. A resource list may come from a tenant's bucket
+/// and name any object, the admin's included: nac removes only what passes this, so a crafted list cannot make
+/// nac delete what the tenant could not.
+pub fn made_by(vr: &ObjectMeta, obj: &ObjectMeta) -> Result<(), &'static str> {
+    let restore = crate::naming::velero_label_value(vr.name.as_deref().unwrap_or_default());
+    let labelled = obj
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::naming::VELERO_RESTORE_NAME_LABEL))
+        .is_some_and(|v| *v == restore);
+    if !labelled {
+        return Err("not labelled as made by this restore");
+    }
+    match (&vr.creation_timestamp, &obj.creation_timestamp) {
+        (Some(r), Some(o)) if o.0 >= r.0 => Ok(()),
+        _ => Err("made before this restore"),
+    }
 }
 
 /// The creates of [`decide`]: the kinds `who` may not create, and the RBAC objects they could not create
@@ -617,7 +741,7 @@ mod tests {
     #[test]
     fn what_velero_restored_beyond_the_checked_kinds_is_found() {
         let kinds = Fixed::common().kinds;
-        let list: BTreeMap<String, Vec<String>> = serde_json::from_value(json!({
+        let list = serde_json::to_vec(&json!({
             "v1/ConfigMap": ["team-a/cfg(created)", "team-a/old(skipped)", "team-b/cfg(created)"],
             "rbac.authorization.k8s.io/v1/RoleBinding": ["team-a/planted(created)"],
             "v1/PersistentVolume": ["pv-1(created)"],
@@ -625,10 +749,8 @@ mod tests {
             "example.com/v1/Widget": ["team-a/w(updated)", "team-a/x(failed)"],
         }))
         .unwrap();
-        let found: Vec<String> = unchecked(&list, "team-a", &["configmaps".into()], &kinds)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let listed = unchecked_in(&list, "team-a", &["configmaps".into()], &kinds).unwrap();
+        let found: Vec<String> = listed.unchecked.iter().map(ToString::to_string).collect();
         assert_eq!(
             found,
             [
@@ -639,14 +761,65 @@ mod tests {
                 "v1/PersistentVolume pv-1",
             ]
         );
+        assert_eq!((listed.items, listed.unchecked_total), (8, 5));
         // The volumes of restored claims are Velero's to make.
-        let found = unchecked(
+        let listed = unchecked_in(
             &list,
             "team-a",
             &["configmaps".into(), "persistentvolumeclaims".into()],
             &kinds,
+        )
+        .unwrap();
+        assert!(
+            !listed.unchecked.iter().any(|u| u.gvk == "v1/PersistentVolume"),
+            "{listed:?}"
         );
-        assert!(!found.iter().any(|u| u.gvk == "v1/PersistentVolume"), "{found:?}");
+        assert!(unchecked_in(b"[1]", "team-a", &[], &kinds)
+            .unwrap_err()
+            .contains("not Velero's resource list"));
+        assert!(unchecked_in(br#"{"v1/ConfigMap": [1]}"#, "team-a", &[], &kinds).is_err());
+    }
+
+    #[test]
+    fn a_huge_resource_list_keeps_only_what_is_named() {
+        // A tenant's bucket can hold any list: 200,000 items outside the checked kinds keep LISTED of them.
+        let items: Vec<String> = (0..200_000).map(|i| format!("team-a/s{i}(created)")).collect();
+        let list = serde_json::to_vec(&json!({"v1/Secret": items, "v1/ConfigMap": ["team-a/c(created)"]})).unwrap();
+        let listed = unchecked_in(&list, "team-a", &["configmaps".into()], &Fixed::common().kinds).unwrap();
+        assert_eq!(listed.items, 200_001);
+        assert_eq!(listed.unchecked_total, 200_000);
+        assert_eq!(listed.unchecked.len(), LISTED);
+    }
+
+    #[test]
+    fn only_what_velero_made_in_this_restore_may_be_removed() {
+        let meta = |v: Value| -> ObjectMeta { serde_json::from_value(v).unwrap() };
+        let vr = meta(json!({"name": "team-a-r1", "creationTimestamp": "2026-11-28T10:00:00Z"}));
+        let made = |labels: Value, at: &str| meta(json!({"name": "x", "labels": labels, "creationTimestamp": at}));
+        let ours = json!({"velero.io/restore-name": "team-a-r1"});
+        assert_eq!(made_by(&vr, &made(ours.clone(), "2026-11-28T10:00:03Z")), Ok(()));
+        assert_eq!(made_by(&vr, &made(ours.clone(), "2026-11-28T10:00:00Z")), Ok(()));
+        // The admin's object, named by a crafted list: no label, or another restore's, or older than the restore.
+        assert!(made_by(&vr, &made(json!({}), "2026-11-28T10:00:03Z")).is_err());
+        assert!(made_by(
+            &vr,
+            &made(json!({"velero.io/restore-name": "other"}), "2026-11-28T10:00:03Z")
+        )
+        .is_err());
+        assert!(made_by(&vr, &made(ours, "2026-11-28T09:59:59Z")).is_err());
+        assert!(made_by(&vr, &meta(json!({"name": "x"}))).is_err());
+        // A long restore name is matched as Velero writes it into a label.
+        let long = "r".repeat(80);
+        let vr = meta(json!({"name": long, "creationTimestamp": "2026-11-28T10:00:00Z"}));
+        let label = crate::naming::velero_label_value(&long).to_string();
+        assert!(label.len() <= 63);
+        assert_eq!(
+            made_by(
+                &vr,
+                &made(json!({"velero.io/restore-name": label}), "2026-11-28T10:00:01Z")
+            ),
+            Ok(())
+        );
     }
 
     #[tokio::test]

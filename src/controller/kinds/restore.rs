@@ -401,21 +401,6 @@ async fn verify(
     let rights = RestoreRights::of(vr.metadata.annotations.as_ref()).filter(|r| !r.included.is_empty())?;
     let ns = nar.namespace().unwrap_or_default();
     let key = format!("verify-{}", nar.uid().unwrap_or_else(|| nar.name_any()));
-    let list = match restored_list(ctx, &ctx.view, vr, backup, &key).await {
-        Ok(Ok(list)) => list,
-        Ok(Err(why)) => {
-            return Some((
-                false,
-                RESTORE_NOT_VERIFIED,
-                format!("Velero's resource list of the restore cannot be read: {why}"),
-            ))
-        }
-        // Velero or the storage not answering now: the next reconcile asks again.
-        Err(e) => {
-            tracing::info!(nar = %key_of(nar), error = %e, "restore resource list not read yet");
-            return None;
-        }
-    };
     let kinds = match ctx.access.kinds().await {
         Ok(k) => k,
         Err(e) => {
@@ -423,35 +408,56 @@ async fn verify(
             return None;
         }
     };
-    let found = crate::rights::restore::unchecked(&list, &ns, &rights.included, &kinds);
-    if found.is_empty() {
-        let items: usize = list.values().map(Vec::len).sum();
+    let listed = match restored_list(ctx, &ctx.view, vr, backup, &key).await {
+        Ok(text) => text.and_then(|t| crate::rights::restore::unchecked_in(&t, &ns, &rights.included, &kinds)),
+        // Velero or the storage not answering now: the next reconcile asks again.
+        Err(e) => {
+            tracing::info!(nar = %key_of(nar), error = %e, "restore resource list not read yet");
+            return None;
+        }
+    };
+    let listed = match listed {
+        Ok(l) => l,
+        Err(why) => {
+            return Some((
+                false,
+                RESTORE_NOT_VERIFIED,
+                format!("Velero's resource list of the restore cannot be read: {why}"),
+            ))
+        }
+    };
+    if listed.unchecked_total == 0 {
         return Some((
             false,
             RESTORED_AS_CHECKED,
             format!(
-                "every item Velero restored ({items}) is of a kind nac checked against {}'s rights",
-                rights.requester
+                "every item Velero restored ({}) is of a kind nac checked against {}'s rights",
+                listed.items, rights.requester
             ),
         ));
     }
-    tracing::warn!(nar = %key_of(nar), items = found.len(), "Velero restored items nac did not check");
+    tracing::warn!(nar = %key_of(nar), items = listed.unchecked_total, "Velero restored items nac did not check");
     let mut removed = Vec::new();
     let mut kept = Vec::new();
-    for u in &found {
+    for u in &listed.unchecked {
         match (&u.kind, u.namespace == ns) {
             (Some(k), true) => {
                 let api: Api<kube::api::DynamicObject> =
                     Api::namespaced_with(ctx.client.clone(), &ns, &k.api_resource());
-                ctx.metrics.write(&k.kind);
-                match api.delete(&u.name, &Default::default()).await {
-                    Ok(_) => removed.push(u.to_string()),
-                    Err(e) if crate::controller::write::is_not_found(&e) => removed.push(u.to_string()),
-                    Err(e) => kept.push(format!("{u} ({e})")),
+                match remove_made_by(ctx, &api, &k.kind, &u.name, vr).await {
+                    Ok(true) => removed.push(u.to_string()),
+                    Ok(false) => kept.push(format!("{u} (not found)")),
+                    Err(why) => kept.push(format!("{u} ({why})")),
                 }
             }
             _ => kept.push(format!("{u} (outside the namespace: for the cluster administrator)")),
         }
+    }
+    if listed.unchecked_total > listed.unchecked.len() {
+        kept.push(format!(
+            "{} more, not looked at",
+            listed.unchecked_total - listed.unchecked.len()
+        ));
     }
     let mut message = format!(
         "Velero restored what nac did not check against {}'s rights (allowed: {})",
@@ -465,6 +471,37 @@ async fn verify(
         message.push_str(&format!("; not removed: {}", kept.join(", ")));
     }
     Some((true, UNCHECKED_RESOURCES_RESTORED, message))
+}
+
+/// Deletes `name` when it is what Velero made in the Velero Restore `vr` (`rights::restore::made_by`), in the
+/// version judged (its uid and resourceVersion as preconditions): the resource list naming it may be a tenant's
+/// crafted file, and nac deletes with its own rights. `Ok(false)`: there is no such object.
+async fn remove_made_by(
+    ctx: &Ctx,
+    api: &Api<kube::api::DynamicObject>,
+    kind: &str,
+    name: &str,
+    vr: &Restore,
+) -> Result<bool, String> {
+    let obj = match api.get_opt(name).await {
+        Ok(Some(o)) => o,
+        Ok(None) => return Ok(false),
+        Err(e) => return Err(e.to_string()),
+    };
+    crate::rights::restore::made_by(&vr.metadata, &obj.metadata).map_err(|why| format!("{why}: left alone"))?;
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: obj.metadata.uid.clone(),
+            resource_version: obj.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    ctx.metrics.write(kind);
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(e) if crate::controller::write::is_not_found(&e) => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Velero's first messages of a restore it finished with errors or warnings, read once (`Counts::to_read`).
