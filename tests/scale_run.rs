@@ -61,6 +61,8 @@ fn counter(metrics: &str, name: &str, label: &str) -> f64 {
 }
 
 const STATUS: &str = "NonAdminBackup/status";
+/// nac's policy in every run.
+const POLICY: &str = "backup:\n  maxTtl: 2160h\n";
 
 /// Whether a Velero Backup was made for a NonAdminBackup of this run's namespaces (`<run>-<i>`).
 fn of_run(b: &Backup, run: &str) -> bool {
@@ -101,7 +103,7 @@ async fn scale_run() {
     let concurrency = env_usize("SCALE_CONCURRENCY", 16);
     let controllers = std::env::var_os("SCALE_CONTROLLERS_OFF").is_none();
     let env = Env::start(
-        "backup:\n  maxTtl: 2160h\n",
+        POLICY,
         NacOptions {
             controllers,
             ..Default::default()
@@ -291,6 +293,59 @@ fn print_webhook_calls(
     delta(endpoint)
 }
 
+/// nac's metrics and the API server's, sampled together: where a create's time goes ([`print_create_times`]).
+async fn create_times(env: &Env) -> (String, String) {
+    let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
+    (env.nac.metrics_text().await, env.admin.request_text(req).await.unwrap())
+}
+
+/// The mean of a histogram's observations between two samples, over its series whose labels hold every one of
+/// `labels`: (observations, mean seconds).
+fn mean_between(before: &str, after: &str, name: &str, labels: &[&str]) -> (f64, f64) {
+    let total = |text: &str, part: &str| -> f64 {
+        let prefix = format!("{name}_{part}{{");
+        let sum: f64 = text
+            .lines()
+            .filter(|l| l.starts_with(&prefix) && labels.iter().all(|x| l.contains(x)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        sum + 0.0
+    };
+    let n = total(after, "count") - total(before, "count");
+    let s = total(after, "sum") - total(before, "sum");
+    (n, if n > 0.0 { s / n } else { 0.0 })
+}
+
+/// Where a tenant's create spent its time on average: the API server's whole handling of `POST nonadminbackups`,
+/// its call of nac's mutating webhook, and nac's handling of that call (the rest of the first is the API server's
+/// own work and waits).
+fn print_create_times(before: &(String, String), after: &(String, String)) {
+    let (n, api) = mean_between(
+        &before.1,
+        &after.1,
+        "apiserver_request_duration_seconds",
+        &["verb=\"POST\"", "resource=\"nonadminbackups\""],
+    );
+    let (_, call) = mean_between(
+        &before.1,
+        &after.1,
+        "apiserver_admission_webhook_admission_duration_seconds",
+        &["operation=\"CREATE\"", "name=\"mnab.nac.oadp.openshift.io\""],
+    );
+    let (_, nac) = mean_between(
+        &before.0,
+        &after.0,
+        "nac_webhook_request_duration_seconds",
+        &["endpoint=\"/mutate/nonadminbackups\""],
+    );
+    println!(
+        "| mean ms per create ({n}): API server / its webhook call / nac's handling | {:.1} / {:.1} / {:.1} |",
+        api * 1e3,
+        call * 1e3,
+        nac * 1e3
+    );
+}
+
 /// SubjectAccessReviews the API server has answered so far (nac's questions about requesters' rights).
 async fn reviews_answered(admin: &kube::Client) -> f64 {
     let req = axum::http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -337,40 +392,15 @@ async fn create_all(
         .await
 }
 
-/// The creates alone, nac's controllers off (SCALE_CONTROLLERS_OFF).
-async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
-    let run = unique_ns("scale-off");
-    let tenants = tenants(env, &run, namespaces).await;
-    let reviews = reviews_answered(&env.admin).await;
-    let hooks = webhook_calls(&env.nac.metrics_text().await);
-    let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
-    let start = Instant::now();
-    create_all(&tenants, per_ns, concurrency).await;
-    let took = start.elapsed();
-    let requests_after = requests_by_kind(&env.admin).await;
-    let hooks_after = webhook_calls(&env.nac.metrics_text().await);
-    let reviews = reviews_answered(&env.admin).await - reviews;
-    let total = namespaces * per_ns;
-    println!("\n| measure (controllers off) | value |\n|---|---|");
-    println!("| NABs / namespaces | {total} / {namespaces} |");
-    println!("| all creates accepted (webhooks only) | {:.1} s |", took.as_secs_f64());
-    println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
-    print_cpu(cpu, cpu_now(env), took, total);
-    print_requests(&requests, &requests_after, total);
-    print_webhook_calls(&hooks, &hooks_after, total, "/mutate/nonadminbackups");
-}
-
-/// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
-/// queue as Velero does (asserting the bounds on writes per advance and per drain).
-async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
-    let total = namespaces * per_ns;
-    let run = unique_ns("scale");
-
-    let tenants = tenants(env, &run, namespaces).await;
-    let writes_before = api_writes(&env.nac.metrics_text().await);
-    let reviews_before = reviews_answered(&env.admin).await;
-
-    // Watch every NAB: when did each become Created?
+/// A watch of every NAB, as a client waiting for its backups would keep: when did each become Created? Both runs
+/// keep it (with the controllers off nothing becomes Created), so the API server sends the same watch events to
+/// the same watchers in both.
+fn watch_created(
+    env: &Env,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<Mutex<HashMap<(String, String), Instant>>>,
+) {
     let seen: Arc<Mutex<HashMap<(String, String), Instant>>> = Arc::default();
     let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
     let seen_w = seen.clone();
@@ -385,8 +415,127 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
             }
         }
     });
+    (watch, seen)
+}
 
-    let hooks = webhook_calls(&env.nac.metrics_text().await);
+/// The creates alone, nac's controllers off (SCALE_CONTROLLERS_OFF).
+async fn create_only(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
+    let run = unique_ns("scale-off");
+    let tenants = tenants(env, &run, namespaces).await;
+    let (watch, _) = watch_created(env);
+    let reviews = reviews_answered(&env.admin).await;
+    let times = create_times(env).await;
+    let hooks = webhook_calls(&times.0);
+    let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
+    let start = Instant::now();
+    create_all(&tenants, per_ns, concurrency).await;
+    let took = start.elapsed();
+    let requests_after = requests_by_kind(&env.admin).await;
+    let times_after = create_times(env).await;
+    watch.abort();
+    let hooks_after = webhook_calls(&times_after.0);
+    let reviews = reviews_answered(&env.admin).await - reviews;
+    let total = namespaces * per_ns;
+    println!("\n| measure (controllers off) | value |\n|---|---|");
+    println!("| NABs / namespaces | {total} / {namespaces} |");
+    println!("| all creates accepted (webhooks only) | {:.1} s |", took.as_secs_f64());
+    println!("| SubjectAccessReviews per NAB | {:.3} |", reviews / total as f64);
+    print_cpu(cpu, cpu_now(env), took, total);
+    print_requests(&requests, &requests_after, total);
+    print_webhook_calls(&hooks, &hooks_after, total, "/mutate/nonadminbackups");
+    print_create_times(&times, &times_after);
+    if std::env::var_os("SCALE_FLOOR").is_some() {
+        the_two_writes_alone(env, &run, total, concurrency).await;
+    }
+}
+
+/// SCALE_FLOOR: after the creates with nac's controllers off, the two writes of each NonAdminBackup's happy path,
+/// made by this client instead of nac, `concurrency` at a time: its Velero Backup as nac builds it, then its status
+/// as nac writes it at Created, with a watch of each kind open as a controller keeps them. What these cost the
+/// API server is the least that any controller making them costs it; nac's share is compared with it.
+async fn the_two_writes_alone(env: &Env, run: &str, total: usize, concurrency: usize) {
+    use nac::controller::kinds::backup::{mirrored, velero_backup_for, BackupView};
+    use nac::controller::status::{created, Placed};
+    let policy = nac::policy::Policy::parse(POLICY).unwrap();
+    let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
+    let nabs: Vec<NonAdminBackup> = all
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| n.metadata.namespace.as_deref().is_some_and(|ns| ns.starts_with(run)))
+        .collect();
+    assert_eq!(nabs.len(), total);
+    let backups: Api<Backup> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let backup_watch = tokio::spawn(async move {
+        let mut s = watcher::watcher(backups, watcher::Config::default()).boxed();
+        while let Ok(Some(_)) = s.try_next().await {}
+    });
+    let (nab_watch, _) = watch_created(env);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
+    let start = Instant::now();
+    futures::stream::iter(nabs)
+        .map(|mut nab| {
+            let (admin, policy) = (env.admin.clone(), &policy);
+            async move {
+                let ns = nab.metadata.namespace.clone().unwrap();
+                let name = nab.metadata.name.clone().unwrap();
+                let nacuuid = nac::naming::generate_nacuuid(&ns, &name);
+                let vb = velero_backup_for(&nab, &nacuuid, VELERO_NAMESPACE, policy).unwrap();
+                let made = Api::<Backup>::namespaced(admin.clone(), VELERO_NAMESPACE)
+                    .create(&PostParams::default(), &vb)
+                    .await
+                    .unwrap();
+                let view = BackupView {
+                    placed: Placed {
+                        nacuuid: nacuuid.clone(),
+                        name: nacuuid.clone(),
+                        namespace: VELERO_NAMESPACE.to_string(),
+                        queue_position: 1,
+                    },
+                    mirrored: mirrored(&made, Some(&nacuuid)),
+                    ..Default::default()
+                };
+                nab.status = Some(created::<NonAdminBackup>(
+                    None,
+                    &view,
+                    nac::controller::conditions::now_seconds(),
+                ));
+                Api::<NonAdminBackup>::namespaced(admin, &ns)
+                    .replace_status(&name, &PostParams::default(), &nab)
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<()>>()
+        .await;
+    let took = start.elapsed();
+    let requests_after = requests_by_kind(&env.admin).await;
+    backup_watch.abort();
+    nab_watch.abort();
+    println!("\n| the two writes alone, made by this client | value |\n|---|---|");
+    println!("| all made | {:.1} s |", took.as_secs_f64());
+    print_cpu(cpu, cpu_now(env), took, total);
+    print_requests(&requests, &requests_after, total);
+}
+
+/// Creates `namespaces` × `per_ns` NABs as their tenants, measures create→Created and the writes, then drains the
+/// queue as Velero does (asserting the bounds on writes per advance and per drain).
+async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurrency: usize) {
+    let total = namespaces * per_ns;
+    let run = unique_ns("scale");
+
+    let tenants = tenants(env, &run, namespaces).await;
+    let writes_before = api_writes(&env.nac.metrics_text().await);
+    let reviews_before = reviews_answered(&env.admin).await;
+
+    let (watch, seen) = watch_created(env);
+
+    let times = create_times(env).await;
+    let hooks = webhook_calls(&times.0);
     let (cpu, requests) = (cpu_now(env), requests_by_kind(&env.admin).await);
     let start = Instant::now();
     let created_at = create_all(&tenants, per_ns, concurrency).await;
@@ -414,7 +563,8 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     // Measured up to here: the creates and the reconciles that make them Created.
     let cpu_until_created = (cpu_now(env), start.elapsed());
     let requests_until_created = requests_by_kind(&env.admin).await;
-    let hooks_until_created = webhook_calls(&env.nac.metrics_text().await);
+    let times_until_created = create_times(env).await;
+    let hooks_until_created = webhook_calls(&times_until_created.0);
     // Webhook and reconciler together (one cache of answers serves both).
     let reviews = reviews_answered(&env.admin).await - reviews_before;
     // Let status updates settle (queue positions), then count writes.
@@ -451,6 +601,7 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     print_cpu(cpu, cpu_until_created.0, cpu_until_created.1, total);
     print_requests(&requests, &requests_until_created, total);
     let guard = print_webhook_calls(&hooks, &hooks_until_created, total, "/validate/velero-backups");
+    print_create_times(&times, &times_until_created);
     let mutate = hooks_until_created
         .get("/mutate/nonadminbackups")
         .copied()

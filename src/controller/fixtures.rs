@@ -329,6 +329,32 @@ async fn the_reconciles_after_the_happy_path_make_no_request() {
     assert_eq!(events, 0);
 }
 
+/// The other order: the status write's watch event comes before the Velero Backup's. The reconcile it triggers
+/// finds the NonAdminBackup Created and its Velero Backup not in the cache yet: nac made it a moment ago, so it waits
+/// for the Backup's own watch event (which triggers it again) instead of reading the Backup.
+#[tokio::test]
+async fn a_velero_watch_behind_nacs_own_create_costs_no_read() {
+    let (mut f, handle) = fixture("{}");
+    let (calls, _, _, handle) = run_on(&f, handle, nab(json!({}))).await;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let (written, backup) = stored_copies(&calls[1].answer, &calls[0].answer);
+    f.nabs.apply_watcher_event(&Event::Apply(written.clone()));
+
+    let (calls, events, action, handle) = run_on(&f, handle, written.clone()).await;
+    assert_eq!(
+        calls,
+        vec![],
+        "the Velero Backup nac just made, not in the cache yet: no read"
+    );
+    assert_eq!(events, 0);
+    assert!(format!("{action:?}").contains("requeue_after: Some("), "{action:?}");
+
+    f.backups.apply_watcher_event(&Event::Apply(backup));
+    let (calls, events, _, _) = run_on(&f, handle, written).await;
+    assert_eq!(calls, vec![], "the cache caught up: nothing to change");
+    assert_eq!(events, 0);
+}
+
 /// A queue move of a Created backup (another backup ahead of it in Velero's queue) is one status write of the
 /// fields that changed, on the version in the cache: no read first, though the cache's copy is compact.
 #[tokio::test]

@@ -17,7 +17,7 @@ use super::status::{self, Mirrors, TenantStatus};
 use super::view::Registry;
 use super::watches::{self, VolumeProgress, WatchIndex};
 use super::write::CompactStatus;
-use super::write::{create_or_get, delete_as_seen};
+use super::write::{create_or_get, delete_as_seen, CACHE_WAIT};
 use crate::api::condition::QUEUED;
 use crate::api::NonAdminPhase;
 use crate::metrics::Metrics;
@@ -545,6 +545,7 @@ async fn create_and_mirror<K: Tenant>(
             let kind = <K::Velero as VeleroObject>::KIND;
             let v = create_or_get(&ctx.velero_api::<K::Velero>(), &wanted, &ctx.metrics, kind).await?;
             tracing::info!(object = %key_of(&*obj), velero = %name, "Velero {kind} created");
+            ctx.recent.made(&v);
             v
         }
     };
@@ -558,7 +559,16 @@ async fn mirror_existing<K: Tenant>(api: &Api<K>, obj: &K, ctx: &Cx<K::State>) -
     let nacuuid =
         nacuuid(obj).ok_or_else(|| Error::Inconsistent(format!("{} is Created but has no nacuuid", key_of(obj))))?;
     let name = velero_name(obj, &nacuuid);
-    match ctx.get_velero(&K::state(ctx).velero, &name).await? {
+    let store = &K::state(ctx).velero;
+    if store.get(&ctx.velero_ref(&name)).is_none() {
+        // nac created it a moment ago and the Velero watch has not shown it yet: its watch event triggers this
+        // object's reconcile, so no read (the requeue is only the wake-up should that event never come).
+        let since = ctx.recent.made_since::<K::Velero>(&ctx.opts.velero_namespace, &name);
+        if let Some(left) = since.and_then(|s| CACHE_WAIT.checked_sub(s)) {
+            return Ok(Action::requeue(left));
+        }
+    }
+    match ctx.get_velero(store, &name).await? {
         Some(v) => {
             check_owner(&v, obj)?;
             mirror(api, obj, &v, &nacuuid, ctx).await

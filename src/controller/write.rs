@@ -39,6 +39,9 @@ pub struct RecentWrites {
     /// from a cached copy that still shows it does not run the cleanup and remove it again. The cache catches up
     /// within milliseconds, so the last few hundred are enough.
     released: Mutex<std::collections::VecDeque<String>>,
+    /// Velero objects nac just created (kind/namespace/name, and when), newest last: a reconcile that runs before
+    /// the Velero watch shows one waits for that watch event instead of reading the object.
+    made: Mutex<std::collections::VecDeque<(String, Instant)>>,
 }
 
 /// How many released uids [`RecentWrites`] remembers.
@@ -121,6 +124,28 @@ impl RecentWrites {
 }
 
 impl RecentWrites {
+    /// Notes that nac created `obj` (a Velero object).
+    pub fn made<K: Resource>(&self, obj: &K)
+    where
+        K::DynamicType: Default,
+    {
+        let mut q = self.made.lock().expect("made lock");
+        if q.len() >= RELEASED_KEPT {
+            q.pop_front();
+        }
+        q.push_back((Self::key(obj), Instant::now()));
+    }
+
+    /// How long ago nac created the `K` named `name` in `namespace`, if it did lately.
+    pub fn made_since<K: Resource>(&self, namespace: &str, name: &str) -> Option<Duration>
+    where
+        K::DynamicType: Default,
+    {
+        let key = format!("{}/{namespace}/{name}", K::kind(&Default::default()));
+        let q = self.made.lock().expect("made lock");
+        q.iter().rev().find(|(k, _)| *k == key).map(|(_, at)| at.elapsed())
+    }
+
     /// Notes that nac added its finalizer to the object with this uid.
     pub fn finalizer_added(&self, uid: &str) {
         self.finalizing.lock().expect("finalizing lock").insert(uid.to_string());
