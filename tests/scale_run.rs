@@ -12,7 +12,9 @@
 //! alternately with those builds over the settled NABs (SCALE_RESTART_ROUNDS rounds), and SCALE_RESTART_ONLY
 //! skips the creates to do that over the NABs an earlier run left. SCALE_CONTROLLERS_OFF=1 runs nac with its
 //! controllers off and only times the creates (webhooks on): what the creates cost without the reconcilers, the
-//! reference for the time to all Created.
+//! reference for the time to all Created; with SCALE_FLOOR=1 as well, this client then makes each NAB's two
+//! happy-path writes itself (the floor nac's share is compared with). Each run also prints where a create's time
+//! went: the API server's handling, its webhook call, nac's handling of that call.
 #![cfg(all(feature = "e2e", feature = "scale"))]
 
 mod common;
