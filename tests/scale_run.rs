@@ -394,16 +394,14 @@ async fn create_all(
         .await
 }
 
+/// When each NAB (namespace, name) was seen Created.
+type SeenCreated = Arc<Mutex<HashMap<(String, String), Instant>>>;
+
 /// A watch of every NAB, as a client waiting for its backups would keep: when did each become Created? Both runs
 /// keep it (with the controllers off nothing becomes Created), so the API server sends the same watch events to
 /// the same watchers in both.
-fn watch_created(
-    env: &Env,
-) -> (
-    tokio::task::JoinHandle<()>,
-    Arc<Mutex<HashMap<(String, String), Instant>>>,
-) {
-    let seen: Arc<Mutex<HashMap<(String, String), Instant>>> = Arc::default();
+fn watch_created(env: &Env) -> (tokio::task::JoinHandle<()>, SeenCreated) {
+    let seen: SeenCreated = Arc::default();
     let all: Api<NonAdminBackup> = Api::all(env.admin.clone());
     let seen_w = seen.clone();
     let watch = tokio::spawn(async move {
