@@ -31,6 +31,8 @@ rights:
 ";
 
 static NAC: OnceCell<Env> = OnceCell::const_new();
+/// Held by the tests that stop a shared part (Velero, nac) for a moment, so that they never overlap.
+static STOPS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn env() -> &'static Env {
     NAC.get_or_init(|| async {
@@ -407,6 +409,7 @@ async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() 
 
 #[tokio::test]
 async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow() {
+    let _stops = STOPS.lock().await;
     let (ns, user, client, admin) = tenant_with("att-swap", "edit").await;
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
@@ -547,6 +550,7 @@ fn signal_pid(pid: u32, signal: &str) {
 
 #[tokio::test]
 async fn a_crafted_resource_list_makes_nac_delete_nothing_velero_did_not_make() {
+    let _stops = STOPS.lock().await;
     let (ns, _user, client, admin) = tenant_with("att-list", "edit").await;
     // The admin's objects in the namespace, of kinds `edit` may not delete.
     apply_yaml(
