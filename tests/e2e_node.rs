@@ -57,7 +57,9 @@ fn node_env() -> Cluster {
         "the environment in {} has no node: start it with `make node-up`",
         dir.display()
     );
-    Cluster { env }
+    let c = Cluster { env };
+    common::velero::watch_velero_queue(&c);
+    c
 }
 
 /// Runs a command, panicking with its output when it fails; returns stdout.

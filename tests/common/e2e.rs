@@ -85,7 +85,11 @@ impl Cluster {
              `CLUSTER_DIR=<dir> {up}` and point {var} at it (make test runs both)",
             dir.display()
         );
-        Cluster { env }
+        let cluster = Cluster { env };
+        if running == VeleroMode::Real {
+            super::velero::watch_velero_queue(&cluster);
+        }
+        cluster
     }
 
     pub fn get(&self, k: &str) -> &str {

@@ -7,6 +7,7 @@ use kube::Client;
 use nac::api::{NonAdminBackup, NonAdminRestore};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -669,4 +670,169 @@ pub async fn restore_finished(nars: &Api<NonAdminRestore>, name: &str) -> String
         },
     )
     .await
+}
+
+/// How long Velero's backup queue may hold queued backups, with none running and nothing changing, before the
+/// tests call it stalled: Velero looks at its queue when a backup ends and once a minute besides.
+const QUEUE_STALL: Duration = Duration::from_secs(75);
+
+/// Velero 1.18.0 to 1.18.3 can stop starting backups for good: its in-memory count of running backups keeps one
+/// that was deleted the moment it became ready to start, or that finished before the queue had counted it
+/// (velero#10519, fixed in 1.18.4, which the Go module proxy does not serve). From then on every queued backup
+/// waits, whoever asked for it, until the Velero server restarts. nac never deletes a backup in that phase
+/// (`velero::deletable_now`), but the second race is Velero's alone, and on a busy 2-core machine it happens.
+/// The tests check nac, not Velero: a thread of each test binary with the real Velero looks at Velero's Backups
+/// every 5 seconds, and when they show exactly that stall (queued ones, none running, nothing changing for
+/// [`QUEUE_STALL`]) while Velero runs, it prints what Velero logged on its queue and restarts Velero, as an
+/// admin would.
+pub fn watch_velero_queue(c: &Cluster) {
+    static WATCHED: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+    let dir = c.get("CLUSTER_DIR").to_string();
+    if !WATCHED.lock().unwrap().insert(dir.clone()) {
+        return;
+    }
+    let c = Cluster { env: c.env.clone() };
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let admin = c.admin().await;
+            let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+            let mut watch = QueueWatch::default();
+            loop {
+                if let Ok(list) = backups.list(&ListParams::default()).await {
+                    if let Some(queued) = watch.stalled(&list.items, std::time::Instant::now()) {
+                        if let Some(velero) = VeleroServer::running(&dir, &admin).await {
+                            // Straight to stderr: the test harness would keep a print for one test's output.
+                            let _ = writeln!(
+                                std::io::stderr(),
+                                "Velero's backup queue stalled in {dir}: queued for {QUEUE_STALL:?}, none running: \
+                                 {queued}\nVelero's last lines on its queue:\n{}\nrestarting Velero (velero#10519)",
+                                velero.queue_log(&admin).await
+                            );
+                            velero.restart(&dir, &admin).await;
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+    });
+}
+
+/// Velero's queue as last seen: the queued backups with their positions, and since when they have stood so.
+#[derive(Default)]
+struct QueueWatch {
+    standing: Option<(String, std::time::Instant)>,
+}
+
+impl QueueWatch {
+    /// The queued backups, once they have stood unchanged with none running for [`QUEUE_STALL`] (then the watch
+    /// starts over).
+    fn stalled(&mut self, backups: &[nac::velero::Backup], now: std::time::Instant) -> Option<String> {
+        let phase = |b: &nac::velero::Backup| b.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let unfinished: Vec<&nac::velero::Backup> = backups
+            .iter()
+            .filter(|b| nac::velero::backup_phase_unfinished(Some(&phase(b))))
+            .collect();
+        if unfinished.is_empty() || unfinished.iter().any(|b| phase(b) != "Queued") {
+            self.standing = None;
+            return None;
+        }
+        let mut queued: Vec<String> = unfinished
+            .iter()
+            .map(|b| {
+                let position = b.status.as_ref().and_then(|s| s.queue_position).unwrap_or_default();
+                format!("{} at {position}", b.metadata.name.as_deref().unwrap_or_default())
+            })
+            .collect();
+        queued.sort();
+        let queued = queued.join(", ");
+        match self.standing.take() {
+            Some((q, since)) if q == queued && now.duration_since(since) >= QUEUE_STALL => Some(queued),
+            Some((q, since)) if q == queued => {
+                self.standing = Some((q, since));
+                None
+            }
+            _ => {
+                self.standing = Some((queued, now));
+                None
+            }
+        }
+    }
+}
+
+/// The Velero server of an environment, as it runs now.
+enum VeleroServer {
+    /// A process on the machine (`make cluster-up`).
+    Process { log: String },
+    /// The Deployment's pod on the node (`make node-up`).
+    Pod(String),
+}
+
+impl VeleroServer {
+    /// The server of the environment in `dir`, if it runs and is not paused (a test stopping or pausing Velero
+    /// does so on purpose).
+    async fn running(dir: &str, admin: &Client) -> Option<VeleroServer> {
+        // The env file as it is now: a restart records a new pid.
+        let env = parse_env(&std::fs::read_to_string(format!("{dir}/env")).ok()?);
+        if env.get("VELERO_IN_PODS").map(String::as_str) == Some("1") {
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(admin.clone(), VELERO_NAMESPACE)
+                .list(&ListParams::default().labels("deploy=velero"))
+                .await
+                .ok()?
+                .items;
+            let ready = pods.iter().find(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })?;
+            return Some(VeleroServer::Pod(ready.metadata.name.clone()?));
+        }
+        let pid = env.get("VELERO_PID").filter(|p| !p.is_empty())?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The state follows the command's closing parenthesis: T when stopped, Z when gone.
+        let state = stat.rsplit_once(") ")?.1.chars().next()?;
+        (state != 'T' && state != 'Z').then(|| VeleroServer::Process {
+            log: env.get("VELERO_LOG").cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The last lines Velero logged about its backup queue.
+    async fn queue_log(&self, admin: &Client) -> String {
+        let text = match self {
+            VeleroServer::Process { log } => std::fs::read_to_string(log).unwrap_or_default(),
+            VeleroServer::Pod(name) => {
+                let lp = kube::api::LogParams {
+                    tail_lines: Some(5000),
+                    ..Default::default()
+                };
+                Api::<k8s_openapi::api::core::v1::Pod>::namespaced(admin.clone(), VELERO_NAMESPACE)
+                    .logs(name, &lp)
+                    .await
+                    .unwrap_or_else(|e| format!("(no log: {e})"))
+            }
+        };
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("backup_queue_controller")).collect();
+        lines[lines.len().saturating_sub(12)..].join("\n")
+    }
+
+    async fn restart(self, dir: &str, admin: &Client) {
+        match self {
+            VeleroServer::Process { .. } => {
+                let env = parse_env(&std::fs::read_to_string(format!("{dir}/env")).unwrap_or_default());
+                velero_up(&Cluster { env }, &["--restart"]);
+            }
+            VeleroServer::Pod(name) => {
+                let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(admin.clone(), VELERO_NAMESPACE);
+                if let Err(e) = pods.delete(&name, &Default::default()).await {
+                    let _ = writeln!(std::io::stderr(), "deleting Velero's pod {name}: {e}");
+                }
+            }
+        }
+    }
 }
