@@ -71,6 +71,9 @@ pub struct ControllerSettings {
     /// How watches fill their stores: `stream` (the API server sends the objects one by one, WatchList), `paged`
     /// (lists of 500), or `auto`: stream when the API server supports it (asked once at start).
     pub initial_lists: InitialLists,
+    /// How long Velero's backup queue may stand still (backups queued, none running, nothing changing) before
+    /// nac reports it (0: never).
+    pub queue_stall_secs: u64,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
@@ -181,6 +184,7 @@ impl Default for ControllerSettings {
             velero_namespace: "openshift-adp".into(),
             leader_election: LeaderElectionSettings::default(),
             initial_lists: InitialLists::Auto,
+            queue_stall_secs: 180,
         }
     }
 }

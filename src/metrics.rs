@@ -57,6 +57,7 @@ pub struct Metrics {
     pub api_writes: Family<KindLabels, Counter>,
     pub orphans_collected: Family<KindLabels, Counter>,
     pub occupancy_lists: Counter,
+    pub queue_stalled: Gauge,
 }
 
 fn latency_buckets() -> Histogram {
@@ -93,6 +94,7 @@ impl Metrics {
             api_writes: Family::default(),
             orphans_collected: Family::default(),
             occupancy_lists: Counter::default(),
+            queue_stalled: Gauge::default(),
             registry: Registry::default(),
         };
         // The metrics are of several types, so a table of (name, help, metric) is a macro, not a loop.
@@ -118,6 +120,10 @@ impl Metrics {
                 "Metadata lists of at most one object, of a kind left out of a backup in its namespace, for the \
                  warning to name the kinds that hold objects first",
                 m.occupancy_lists.clone();
+            "velero_backup_queue_stalled",
+                "1 while Velero's backup queue has stood still (backups queued, none running) for longer than \
+                 controllers.queue_stall_secs",
+                m.queue_stalled.clone();
         }
         Metrics { registry, ..m }
     }

@@ -59,7 +59,12 @@ async fn env() -> &'static Env {
     let env = NAC
         .get_or_init(|| async {
             use_velero(VeleroMode::Real);
-            Env::start(POLICY, NacOptions::default()).await
+            // A standstill of Velero's queue is reported after 15 s here (180 s by default).
+            let opts = NacOptions {
+                extra_env: vec![("NAC_CONTROLLERS__QUEUE_STALL_SECS".into(), QUEUE_STALL_SECS.to_string())],
+                ..NacOptions::default()
+            };
+            Env::start(POLICY, opts).await
         })
         .await;
     // Every fault starts from a whole environment, also after a test that failed with a part down.
@@ -82,6 +87,8 @@ async fn env() -> &'static Env {
     }
     env
 }
+
+const QUEUE_STALL_SECS: u64 = 15;
 
 /// Set while a fault leaves Velero's watches backing off (the API server or etcd gone): the next test restarts
 /// Velero if the one that set it could not.
@@ -1029,6 +1036,93 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
             runs.len()
         ),
         schedule_recovered,
+        &tally,
+    );
+}
+
+/// Leaves Velero's backup queue stalled for good, as Velero 1.18.0 to 1.18.3 do on their own (velero#10519):
+/// an admin's Velero Backup of `ns` is deleted the moment Velero's queue makes it ready to start, with Velero
+/// paused for that moment so the delete lands before Velero's backup controller takes it. Velero's count of
+/// running backups keeps it (had the controller taken it first, Velero counts it for the 10 minutes its last
+/// status write retries): no backup starts until Velero restarts.
+async fn stall_velero_queue(admin: &kube::Client, ns: &str) {
+    use futures::{StreamExt, TryStreamExt};
+    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let probe = format!("queue-probe-{ns}");
+    let wp = kube::api::WatchParams::default().fields(&format!("metadata.name={probe}"));
+    let mut events = backups.watch(&wp, "0").await.unwrap().boxed();
+    let b: nac::velero::Backup = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": probe},
+        "spec": {"includedNamespaces": [ns], "storageLocation": "default"}
+    }))
+    .unwrap();
+    backups.create(&PostParams::default(), &b).await.unwrap();
+    let ready = tokio::time::timeout(T, async {
+        while let Some(e) = events.try_next().await.unwrap() {
+            if let kube::api::WatchEvent::Modified(b) = e {
+                if b.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("ReadyToStart") {
+                    return;
+                }
+            }
+        }
+        panic!("the watch of {probe} ended");
+    });
+    ready.await.expect("the probe ready to start");
+    Part::Velero.signal("STOP");
+    let deleted = backups.delete(&probe, &DeleteParams::default()).await;
+    Part::Velero.signal("CONT");
+    deleted.unwrap();
+}
+
+/// Velero's backup queue stalled for good: nac tells the tenant whose backup waits (a `VeleroQueueStalled`
+/// Event on the NonAdminBackup, with its place in line) and the admin (`nac_velero_backup_queue_stalled` 1 and a
+/// warning in the log) once the queue has stood still for `controllers.queue_stall_secs`; a Velero restart starts
+/// the queue again, the backup completes, and the gauge goes back to 0.
+#[tokio::test]
+async fn velero_queue_stalled_is_reported_to_the_waiting_tenant_and_the_admin() {
+    let (_serial, env) = start().await;
+    let (ns, _, admin, nabs) = tenant("fault-qs").await;
+    velero_idle(&admin).await;
+    let stalled = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("nac_velero_backup_queue_stalled "))
+            .map(str::to_string)
+    };
+    assert_eq!(stalled(&env.nac.metrics_text().await).as_deref(), Some("0"));
+    stall_velero_queue(&admin, &ns).await;
+    let t0 = Instant::now();
+    nabs.create(&PostParams::default(), &nab("waits", json!({})))
+        .await
+        .unwrap();
+    velero_phase(&nabs, "waits", &["Queued"]).await;
+    let told = eventually(T, "the VeleroQueueStalled Event", || async {
+        events_of(&admin, &ns, "waits", "VeleroQueueStalled").await.pop()
+    })
+    .await;
+    let waited = t0.elapsed();
+    assert!(
+        told.starts_with("Velero has started no backup for ") && told.contains("this one at position 1"),
+        "{told}"
+    );
+    assert!(waited >= Duration::from_secs(QUEUE_STALL_SECS), "told after {waited:?}");
+    assert_eq!(stalled(&env.nac.metrics_text().await).as_deref(), Some("1"));
+    let log = std::fs::read_to_string(&env.nac.log).unwrap();
+    assert!(log.contains("Velero's backup queue has not moved"), "{}", env.nac.log_tail());
+
+    velero_up(&Cluster::load(), &["--restart"]);
+    let restarted = Instant::now();
+    let done = completed(&nabs, "waits").await;
+    eventually(T, "the gauge back to 0", || async {
+        (stalled(&env.nac.metrics_text().await).as_deref() == Some("0")).then_some(())
+    })
+    .await;
+    let tally = final_check(&admin, &[&ns], &[velero_name(&done)], &[], T).await;
+    tally.expect(&[("Completed", 1)]);
+    report(
+        env,
+        "Velero's backup queue stalled (velero#10519), told after a standstill of 15 s",
+        &format!("1 NAB queued behind it, told after {:.1}s", waited.as_secs_f64()),
+        restarted.elapsed(),
         &tally,
     );
 }

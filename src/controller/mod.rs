@@ -80,6 +80,8 @@ pub struct Options {
     pub deletion_poll: Duration,
     /// How long Velero's finalizer may hold a Velero Restore before the NonAdminRestore condition reports it.
     pub restore_finalizer_grace: Duration,
+    /// How long Velero's backup queue may stand still before nac reports it (zero: never).
+    pub queue_stall: Duration,
     /// How long a reconcile waits for a Velero watch's first list before failing (Velero CRDs missing?).
     pub store_ready_timeout: Duration,
     /// How long in-flight reconciles may take to finish when stopping.
@@ -110,6 +112,7 @@ impl Options {
             policy_retry: Duration::from_secs(5),
             deletion_poll: Duration::from_secs(10),
             restore_finalizer_grace: Duration::from_secs(120),
+            queue_stall: Duration::from_secs(c.queue_stall_secs),
             store_ready_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             initial_lists: c.initial_lists,

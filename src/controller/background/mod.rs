@@ -1,5 +1,7 @@
-//! The jobs beside the kinds, not triggered by a tenant's object: backup sync and garbage collection. The kinds'
-//! watches hand them work through [`Jobs`](super::jobs::Jobs).
+//! The jobs beside the kinds, not triggered by a tenant's object: backup sync, garbage collection, and the watch
+//! of Velero's backup queue standing still. The kinds' watches hand the first two work through
+//! [`Jobs`](super::jobs::Jobs).
 
 pub mod gc;
+pub mod standstill;
 pub mod sync;

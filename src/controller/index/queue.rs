@@ -118,6 +118,18 @@ pub struct QueueIndex {
     queue: Vec<Key>,
     /// Objects seen since the current relist started.
     relist: Option<HashMap<String, Observed>>,
+    /// When Velero's queue last moved (an object went, started, finished or moved up in line); new objects and
+    /// objects Velero just lined up do not count.
+    moved: Option<std::time::Instant>,
+}
+
+/// Velero's queue standing still: every unfinished object is `Queued` (none ready to start or running), and
+/// nothing has moved `since`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Standstill {
+    pub since: std::time::Instant,
+    /// The queued objects, first in Velero's line first.
+    pub queued: Vec<String>,
 }
 
 impl QueueIndex {
@@ -165,11 +177,39 @@ impl QueueIndex {
         }
     }
 
+    /// Velero's queue as it stands when nothing in it runs: `None` while any unfinished object is not `Queued`
+    /// (ready to start, running, not yet seen by Velero's queue), or when nothing is unfinished. Velero starts the
+    /// next queued backup when one ends and looks again once a minute, so a standstill that lasts is Velero down,
+    /// or Velero's count of running backups off by one (velero#10519, Velero 1.18.0 to 1.18.3).
+    pub fn standstill(&self) -> Option<Standstill> {
+        let mut queued = Vec::with_capacity(self.queue.len());
+        for key in &self.queue {
+            let position = self.items.get(&key.name)?.velero_position?;
+            queued.push((position, key.name.clone()));
+        }
+        if queued.is_empty() {
+            return None;
+        }
+        queued.sort();
+        Some(Standstill {
+            since: self.moved?,
+            queued: queued.into_iter().map(|(_, n)| n).collect(),
+        })
+    }
+
     /// Records a new or changed object. Returns the other objects whose reported position changed because of it.
     pub fn upsert(&mut self, obs: Observed) -> Vec<String> {
         if let Some(buffer) = self.relist.as_mut() {
             // Watch events during a relist belong to the new picture too.
             buffer.insert(obs.name.clone(), obs.clone());
+        }
+        let progress = match self.items.get(&obs.name) {
+            // A new object, or one Velero's queue just lined up, is no progress: a stalled Velero still queues.
+            None => self.moved.is_none(),
+            Some(old) => old != &obs && !(old.velero_position.is_none() && obs.velero_position.is_some()),
+        };
+        if progress {
+            self.moved = Some(std::time::Instant::now());
         }
         let old_key = self.items.get(&obs.name).and_then(Observed::key);
         let new_key = obs.key();
@@ -186,6 +226,7 @@ impl QueueIndex {
         let Some(old) = self.items.remove(name) else {
             return Vec::new();
         };
+        self.moved = Some(std::time::Instant::now());
         self.move_key(name, old.key(), None)
     }
 
@@ -250,6 +291,9 @@ impl QueueIndex {
             .collect();
         let mut queue: Vec<Key> = items.values().filter_map(Observed::key).collect();
         queue.sort();
+        if items != self.items || self.moved.is_none() {
+            self.moved = Some(std::time::Instant::now());
+        }
         self.items = items;
         self.queue = queue;
         let names: BTreeSet<&String> = before.keys().chain(self.items.keys()).collect();
@@ -300,6 +344,46 @@ mod tests {
             "a backup Velero has not seen yet is queued too"
         );
         assert_eq!(q.position("unknown"), None);
+    }
+
+    fn queued(name: &str, created: i64, position: i64) -> Observed {
+        Observed::new(name, at(created), Some("Queued"), Some(position), backup_phase_unfinished)
+    }
+
+    #[test]
+    fn the_queue_stands_still_only_while_everything_unfinished_is_queued() {
+        let mut q = QueueIndex::new();
+        assert_eq!(q.standstill(), None, "an empty queue");
+        q.upsert(obs("done", 0, Some("Completed")));
+        assert_eq!(q.standstill(), None, "nothing unfinished");
+        q.upsert(obs("running", 1, Some("InProgress")));
+        q.upsert(queued("b", 3, 2));
+        q.upsert(queued("a", 2, 1));
+        assert_eq!(q.standstill(), None, "one runs");
+        q.upsert(obs("running", 1, Some("Completed")));
+        let s = q.standstill().expect("queued ones, none running");
+        assert_eq!(s.queued, ["a", "b"], "in Velero's line");
+        let since = s.since;
+        // The same status again (a resync) is no move; a backup Velero has not queued yet may yet start.
+        q.upsert(queued("a", 2, 1));
+        assert_eq!(q.standstill().unwrap().since, since);
+        q.upsert(obs("new", 4, Some("New")));
+        assert_eq!(q.standstill(), None, "one Velero has not queued yet");
+        q.upsert(queued("new", 4, 3));
+        assert_eq!(
+            q.standstill().unwrap().since,
+            since,
+            "a stalled Velero still lines new backups up: no move"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        q.remove("new");
+        assert!(q.standstill().unwrap().since > since, "one gone: the clock starts again");
+        let since = q.standstill().unwrap().since;
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        q.upsert(queued("b", 3, 1));
+        assert!(q.standstill().unwrap().since > since, "one moved up in line");
+        q.upsert(obs("a", 2, Some("ReadyToStart")));
+        assert_eq!(q.standstill(), None, "the head starts");
     }
 
     #[test]

@@ -510,7 +510,10 @@ impl Kind for NonAdminBackup {
         let dbr_owner = kind::owner_or_orphan::<_, DeleteBackupRequest>(ctx.own.queued.objects.clone(), jobs);
         let controller = tenant::controller(&ctx, wiring.queued, runs, orphans, gone).watches_stream(dbrs, dbr_owner);
         // Per-volume progress of backups, counted for the NonAdminBackup status.
-        tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop).await;
+        tokio::join!(
+            tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop.clone()),
+            crate::controller::background::standstill::watch(&ctx, stop),
+        );
     }
 
     async fn cleanup(api: &Api<Self>, nab: Arc<Self>, ctx: &Ctx) -> Result<Action, Error> {
