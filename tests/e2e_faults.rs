@@ -1107,7 +1107,11 @@ async fn velero_queue_stalled_is_reported_to_the_waiting_tenant_and_the_admin() 
     assert!(waited >= Duration::from_secs(QUEUE_STALL_SECS), "told after {waited:?}");
     assert_eq!(stalled(&env.nac.metrics_text().await).as_deref(), Some("1"));
     let log = std::fs::read_to_string(&env.nac.log).unwrap();
-    assert!(log.contains("Velero's backup queue has not moved"), "{}", env.nac.log_tail());
+    assert!(
+        log.contains("Velero's backup queue has not moved"),
+        "{}",
+        env.nac.log_tail()
+    );
 
     velero_up(&Cluster::load(), &["--restart"]);
     let restarted = Instant::now();

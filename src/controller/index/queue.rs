@@ -347,7 +347,13 @@ mod tests {
     }
 
     fn queued(name: &str, created: i64, position: i64) -> Observed {
-        Observed::new(name, at(created), Some("Queued"), Some(position), backup_phase_unfinished)
+        Observed::new(
+            name,
+            at(created),
+            Some("Queued"),
+            Some(position),
+            backup_phase_unfinished,
+        )
     }
 
     #[test]
@@ -377,7 +383,10 @@ mod tests {
         );
         std::thread::sleep(std::time::Duration::from_millis(2));
         q.remove("new");
-        assert!(q.standstill().unwrap().since > since, "one gone: the clock starts again");
+        assert!(
+            q.standstill().unwrap().since > since,
+            "one gone: the clock starts again"
+        );
         let since = q.standstill().unwrap().since;
         std::thread::sleep(std::time::Duration::from_millis(2));
         q.upsert(queued("b", 3, 1));
