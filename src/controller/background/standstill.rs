@@ -10,10 +10,10 @@
 //! among the first [`EXACT_POSITIONS`] in line. When the queue moves again, the gauge goes back to 0.
 
 use crate::api::NonAdminBackup;
-use crate::controller::cx::Cx;
+use crate::controller::context::Shared;
 use crate::controller::events::Note;
 use crate::controller::index::queue::{Standstill, EXACT_POSITIONS};
-use crate::controller::kinds::backup::State;
+use crate::controller::tenant::KindState;
 use crate::naming::NAB;
 use kube::runtime::reflector::ObjectRef;
 use std::time::{Duration, Instant};
@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 /// Reason of the Event on a waiting NonAdminBackup.
 pub const REASON: &str = "VeleroQueueStalled";
 
-/// Looks at Velero's backup queue every sixth of `queue_stall` (1 to 30 s) until `stop`.
-pub async fn watch(ctx: &Cx<State>, stop: CancellationToken) {
+/// Looks at Velero's backup queue (the NonAdminBackups' `state`) every sixth of `queue_stall` (1 to 30 s) until
+/// `stop`.
+pub async fn watch(ctx: &Shared, state: &KindState<NonAdminBackup>, stop: CancellationToken) {
     let after = ctx.opts.queue_stall;
     if after.is_zero() {
         return;
@@ -36,13 +37,13 @@ pub async fn watch(ctx: &Cx<State>, stop: CancellationToken) {
             () = tokio::time::sleep(every) => {}
             () = stop.cancelled() => break,
         }
-        let still = ctx.own.queued.queue.lock().expect("queue lock").standstill();
+        let still = state.queue.lock().expect("queue lock").standstill();
         match still {
             Some(s) if reported == Some(s.since) => {}
             Some(s) if s.since.elapsed() >= after => {
                 reported = Some(s.since);
                 ctx.metrics.queue_stalled.set(1);
-                report(ctx, &s);
+                report(ctx, state, &s);
             }
             _ => {
                 if reported.take().is_some() {
@@ -56,7 +57,7 @@ pub async fn watch(ctx: &Cx<State>, stop: CancellationToken) {
     ctx.metrics.queue_stalled.set(0);
 }
 
-fn report(ctx: &Cx<State>, s: &Standstill) {
+fn report(ctx: &Shared, state: &KindState<NonAdminBackup>, s: &Standstill) {
     let waited = Duration::from_secs(s.since.elapsed().as_secs());
     let n = s.queued.len();
     tracing::warn!(
@@ -66,13 +67,13 @@ fn report(ctx: &Cx<State>, s: &Standstill) {
          its count of running backups is stuck (velero#10519, Velero 1.18.0 to 1.18.3): restart the Velero server"
     );
     for (i, name) in s.queued.iter().take(EXACT_POSITIONS as usize).enumerate() {
-        let Some(velero) = ctx.own.queued.velero.get(&ctx.velero_ref(name)) else {
+        let Some(velero) = state.velero.get(&ctx.velero_ref(name)) else {
             // An admin's backup: the log and the gauge tell the admin.
             continue;
         };
         let Some(nab) = NAB
             .owner::<NonAdminBackup>(&*velero)
-            .and_then(|r: ObjectRef<NonAdminBackup>| ctx.own.queued.objects.get(&r))
+            .and_then(|r: ObjectRef<NonAdminBackup>| state.objects.get(&r))
         else {
             continue;
         };

@@ -512,7 +512,7 @@ impl Kind for NonAdminBackup {
         // Per-volume progress of backups, counted for the NonAdminBackup status.
         tokio::join!(
             tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop.clone()),
-            crate::controller::background::standstill::watch(&ctx, stop),
+            crate::controller::background::standstill::watch(&ctx.shared, &ctx.own.queued, stop),
         );
     }
 
