@@ -3,7 +3,8 @@
 //! uploads and while its backup sync reads the storage locations and a schedule's due run fires, the API server
 //! restarted (nac's `/readyz` saying so meanwhile) and etcd paused while the webhooks take traffic and nac writes
 //! statuses, nac's leader killed between the two steps of a delete (DeleteBackupRequest made, NonAdminBackup not
-//! yet gone) and of a location approval (Secret copied, BackupStorageLocation not made).
+//! yet gone) and of a location approval (Secret copied, BackupStorageLocation not made), and Velero's backup
+//! queue stalled for good (velero#10519).
 //!
 //! Each test runs a workload of tenant objects, injects its fault at a chosen point, checks what the user sees
 //! meanwhile, brings the part back, and ends with the one final check ([`final_check`]): every object in a final
