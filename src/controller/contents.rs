@@ -627,8 +627,10 @@ async fn fetch_and_scan(
         .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
     let stream = match crate::download::get_guarded(&url, tls, guard).await {
         Ok(s) => s,
-        // Not retried: the contents cannot be read from there (the restore says why).
-        Err(crate::download::FetchError::Refused(why)) => return Ok(Err(why)),
+        // Not retried: the contents cannot be read from there, or are not there (the restore says why).
+        Err(crate::download::FetchError::Refused(why) | crate::download::FetchError::Missing(why)) => {
+            return Ok(Err(why))
+        }
         Err(e) => return Err(Error::NotReady(format!("the backup's contents: {e}"))),
     };
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
