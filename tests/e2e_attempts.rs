@@ -407,20 +407,26 @@ async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() 
     assert_eq!(cms.get("limits").await.unwrap().data.unwrap()["quota"], "10");
 }
 
+/// ConfigMap `plain` in `ns` (made by the admin) and NonAdminBackup `plain` of ConfigMaps (by `client`), completed;
+/// returns its Velero Backup's name.
+async fn configmap_backup(client: &Client, admin: &Client, ns: &str) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), ns);
+    create_nab(client, ns, "plain", json!({"includedResources": ["configmaps"]})).await;
+    completed(&nabs, "plain").await["status"]["veleroBackup"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// A backup whose tarball is gone from its storage (whoever controls the bucket deleted it): the restore is refused
 /// at once, saying so, instead of waiting on a file that will not come.
 #[tokio::test]
 async fn a_restore_of_a_backup_whose_tarball_is_gone_is_refused_saying_so() {
     let (ns, _, client, admin) = tenant_with("att-gone", "edit").await;
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
-    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    create_nab(&client, &ns, "plain", json!({"includedResources": ["configmaps"]})).await;
-    let backup = completed(&nabs, "plain").await["status"]["veleroBackup"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let backup = configmap_backup(&client, &admin, &ns).await;
     std::fs::remove_file(bucket_dir(&backup).join(format!("{backup}.tar.gz"))).unwrap();
     create_nar(&client, &ns, "from-gone", json!({"backupName": "plain"})).await;
     let nars: Api<NonAdminRestore> = Api::namespaced(client, &ns);
@@ -438,21 +444,7 @@ async fn a_restore_of_a_backup_whose_tarball_is_gone_is_refused_saying_so() {
         "{message}"
     );
     let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
-    let made: Vec<String> = restores
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|r| {
-            r.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("openshift.io/oadp-nar-origin-namespace"))
-                == Some(&ns)
-        })
-        .filter_map(|r| r.metadata.name)
-        .collect();
+    let made = velero_restores_of(&restores, &ns).await;
     assert!(made.is_empty(), "Velero Restores made: {made:?}");
 }
 
@@ -461,14 +453,7 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
     let _stops = STOPS.lock().await;
     let (ns, user, client, admin) = tenant_with("att-swap", "edit").await;
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
-    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    create_nab(&client, &ns, "plain", json!({"includedResources": ["configmaps"]})).await;
-    let backup = completed(&nabs, "plain").await["status"]["veleroBackup"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let backup = configmap_backup(&client, &admin, &ns).await;
     cms.delete("plain", &DeleteParams::default()).await.unwrap();
     let tarball = bucket_dir(&backup).join(format!("{backup}.tar.gz"));
     let original = std::fs::read(&tarball).unwrap();

@@ -463,23 +463,6 @@ async fn restore_naming_another_namespaces_backup_is_refused() {
     assert!(velero_restores_of(&restores, &ns).await.is_empty());
 }
 
-/// The Velero Restores nac made for NonAdminRestores of `ns`.
-async fn velero_restores_of(restores: &Api<Restore>, ns: &str) -> Vec<Restore> {
-    restores
-        .list(&ListParams::default().labels(NAR_ORIGIN_NACUUID_LABEL))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|r| {
-            r.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace").map(String::as_str) == Some(ns))
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn invalid_spec_that_bypassed_the_webhook_backs_off() {
     let (_, _, admin) = tenant("ctl-bypass").await;

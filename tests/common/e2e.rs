@@ -1200,3 +1200,20 @@ pub fn process_cpu_ms(pid: u32) -> Option<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Some(ticks * 1000.0 / hz)
 }
+
+/// The Velero Restores nac made for NonAdminRestores of `ns`.
+pub async fn velero_restores_of(restores: &Api<nac::velero::Restore>, ns: &str) -> Vec<nac::velero::Restore> {
+    restores
+        .list(&kube::api::ListParams::default().labels(nac::naming::NAR_ORIGIN_NACUUID_LABEL))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| {
+            r.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.get("openshift.io/oadp-nar-origin-namespace").map(String::as_str) == Some(ns))
+        })
+        .collect()
+}
