@@ -672,7 +672,10 @@ pub async fn delete_velero<K: Tenant>(ctx: &Shared, name: &str, velero: &K::Vele
     // Only the version judged above: Velero may have moved it on (Queued to ReadyToStart) since the store's copy.
     let kind = <K::Velero as VeleroObject>::KIND;
     match delete_as_seen(&ctx.velero_api::<K::Velero>(), name, velero.meta(), &ctx.metrics, kind).await? {
-        Some(gone) => Ok(gone),
+        Some(gone) => {
+            ctx.recent.deleted(velero.meta().uid.as_deref());
+            Ok(gone)
+        }
         // Woken by the watch's newer version, which is judged again.
         None => Err(Error::Waiting(format!(
             "Velero changed {kind} {}/{name} since nac read it; deciding again on its new version",

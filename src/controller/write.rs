@@ -42,10 +42,21 @@ pub struct RecentWrites {
     /// Velero objects nac just created (kind/namespace/name, and when), newest last: a reconcile that runs before
     /// the Velero watch shows one waits for that watch event instead of reading the object.
     made: Mutex<std::collections::VecDeque<(String, Instant)>>,
+    /// uids of objects nac deleted, newest last: a cached copy that still shows one is behind, and deleting it
+    /// again would only be answered 404 (the garbage collector and a retried cleanup look at that copy).
+    deleted: Mutex<std::collections::VecDeque<String>>,
 }
 
-/// How many released uids [`RecentWrites`] remembers.
+/// How many released uids [`RecentWrites`] remembers (and as many deleted uids, and made objects).
 const RELEASED_KEPT: usize = 512;
+
+/// Appends `item`, dropping the oldest beyond [`RELEASED_KEPT`].
+fn push_bounded<T>(q: &mut std::collections::VecDeque<T>, item: T) {
+    if q.len() >= RELEASED_KEPT {
+        q.pop_front();
+    }
+    q.push_back(item);
+}
 
 /// How long a reconcile waits for the watch cache to show nac's own last write of an object before it reads the
 /// object instead (a watch that is down or re-listing). The write's watch event normally arrives within
@@ -129,11 +140,10 @@ impl RecentWrites {
     where
         K::DynamicType: Default,
     {
-        let mut q = self.made.lock().expect("made lock");
-        if q.len() >= RELEASED_KEPT {
-            q.pop_front();
-        }
-        q.push_back((Self::key(obj), Instant::now()));
+        push_bounded(
+            &mut self.made.lock().expect("made lock"),
+            (Self::key(obj), Instant::now()),
+        );
     }
 
     /// How long ago nac created the `K` named `name` in `namespace`, if it did lately.
@@ -163,11 +173,19 @@ impl RecentWrites {
 
     /// Notes that nac removed its finalizer from the object with this uid.
     pub fn finalizer_removed(&self, uid: &str) {
-        let mut q = self.released.lock().expect("released lock");
-        if q.len() >= RELEASED_KEPT {
-            q.pop_front();
+        push_bounded(&mut self.released.lock().expect("released lock"), uid.to_string());
+    }
+
+    /// Notes that nac deleted the object with this uid (it is gone, or going).
+    pub fn deleted(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            push_bounded(&mut self.deleted.lock().expect("deleted lock"), uid.to_string());
         }
-        q.push_back(uid.to_string());
+    }
+
+    /// Whether nac deleted the object with this uid lately (a cached copy showing it is behind).
+    pub fn was_deleted(&self, uid: Option<&str>) -> bool {
+        uid.is_some_and(|uid| self.deleted.lock().expect("deleted lock").iter().any(|u| u == uid))
     }
 
     /// Whether nac removed its finalizer from this object already (a cached copy showing it is behind).
@@ -512,6 +530,17 @@ mod tests {
         assert!(!r.was_released("u0"), "the oldest is forgotten");
         assert!(r.was_released(&format!("u{RELEASED_KEPT}")));
         assert_eq!(r.released.lock().unwrap().len(), RELEASED_KEPT);
+    }
+
+    #[test]
+    fn a_deleted_object_is_remembered_by_uid() {
+        let r = RecentWrites::default();
+        assert!(!r.was_deleted(Some("u1")));
+        r.deleted(None);
+        assert!(!r.was_deleted(None), "no uid, nothing recorded");
+        r.deleted(Some("u1"));
+        assert!(r.was_deleted(Some("u1")));
+        assert!(!r.was_deleted(Some("u2")));
     }
 
     fn nab(rv: &str) -> NonAdminBackup {

@@ -232,6 +232,11 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
     if verdict(&meta, origin, persisted, &made.owner_in_store(&ctx.view, &ns, &name)) != Verdict::Collect {
         return Ok(false);
     }
+    // nac deleted it a moment ago (its owner's cleanup) and the store still shows it.
+    if ctx.recent.was_deleted(meta.uid.as_deref()) {
+        tracing::debug!(kind = c.kind, object = %c.name, "garbage collection: nac deleted it already");
+        return Ok(false);
+    }
     // The store may lag behind a fresh create: the API server decides.
     let owner = made.owner_in_api(ctx.client.clone(), &ns, &name).await?;
     if let Verdict::Keep(why) = verdict(&meta, origin, persisted, &owner) {
@@ -250,6 +255,7 @@ async fn collect(ctx: &Cx<()>, c: &Candidate) -> Result<bool, kube::Error> {
     let res = made.delete(&ctx.shared, &c.name, &dp).await;
     match res {
         Ok(()) => {
+            ctx.recent.deleted(meta.uid.as_deref());
             ctx.metrics.collected(made.kind());
             tracing::info!(
                 kind = c.kind,

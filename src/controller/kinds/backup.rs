@@ -28,7 +28,7 @@ use crate::controller::tenant::{self, Admission, Tenant};
 use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
 use crate::controller::watches;
-use crate::controller::write::{create_or_get, delete_if_present};
+use crate::controller::write::{create_or_get, delete_if_present, CACHE_WAIT};
 use crate::naming::{
     Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
@@ -952,8 +952,9 @@ fn delete_requests_for(ctx: &Ctx, nacuuid: &str) -> Vec<Arc<DeleteBackupRequest>
 async fn delete_requests(ctx: &Ctx, nacuuid: &str) -> Result<(), Error> {
     let api = ctx.velero_api::<DeleteBackupRequest>();
     for r in delete_requests_for(ctx, nacuuid) {
-        if r.metadata.deletion_timestamp.is_none() {
+        if r.metadata.deletion_timestamp.is_none() && !ctx.recent.was_deleted(r.metadata.uid.as_deref()) {
             delete_if_present(&api, &r.name_any(), &ctx.metrics, "DeleteBackupRequest").await?;
+            ctx.recent.deleted(r.metadata.uid.as_deref());
         }
     }
     Ok(())
@@ -975,6 +976,14 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
     let request = match delete_requests_for(ctx, &nacuuid).into_iter().next() {
         Some(r) => (*r).clone(),
         None => {
+            // Created a moment ago and the watch has not shown it yet: its event (or Velero's status on it)
+            // wakes this reconcile; creating again would only be answered AlreadyExists.
+            let since = ctx
+                .recent
+                .made_since::<DeleteBackupRequest>(&ctx.opts.velero_namespace, &nacuuid);
+            if let Some(left) = since.and_then(|s| CACHE_WAIT.checked_sub(s)) {
+                return Ok(Action::requeue(left));
+            }
             let wanted = delete_backup_request(nab, &nacuuid, &vb);
             let r = create_or_get(
                 &ctx.velero_api::<DeleteBackupRequest>(),
@@ -984,6 +993,7 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
             )
             .await?;
             tracing::info!(nab = %key_of(nab), backup = %name, "DeleteBackupRequest created");
+            ctx.recent.made(&r);
             r
         }
     };
