@@ -691,6 +691,79 @@ async fn a_restore_of_a_completed_backup_is_two_writes() {
     assert_eq!(events, 0);
 }
 
+/// A restore whose backup's contents cannot be read for now (Velero answers with a URL, the storage refuses the
+/// connection): the status says why and that nac retries, with one Warning Event; nothing is created, and the
+/// reconcile fails so that the error policy retries it with backoff.
+#[tokio::test]
+async fn a_restore_whose_contents_cannot_be_read_yet_says_why_and_is_retried() {
+    let (mut f, handle) = fixture("{}");
+    completed_source(&mut f, "Completed");
+    Arc::get_mut(&mut f.nar).expect("the only handle").own.contents =
+        super::contents::ContentsSource::Velero(Default::default());
+    // The backup names no location: Velero's default, an admin's (nac's fetch is not guarded).
+    let bsl: crate::velero::BackupStorageLocation = serde_json::from_value(json!({
+        "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": "default", "namespace": "openshift-adp"},
+        "spec": {"provider": "aws", "default": true, "objectStorage": {"bucket": "b"}}
+    }))
+    .unwrap();
+    f.locations.apply_watcher_event(&Event::Apply(bsl));
+    // A port nothing listens on any more: the connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let request = "/apis/velero.io/v1/namespaces/openshift-adp/downloadrequests/rights-nar-uid";
+    f.reads.insert(
+        request.to_string(),
+        json!({
+            "apiVersion": "velero.io/v1", "kind": "DownloadRequest",
+            "metadata": {"name": "rights-nar-uid", "namespace": "openshift-adp"},
+            "spec": {"target": {"kind": "BackupContents", "name": format!("team-a-nightly-{UUID}")}},
+            "status": {"phase": "Processed", "downloadURL": format!("http://{closed}/backup.tar.gz")}
+        }),
+    );
+    let server = tokio::spawn(serve(
+        handle,
+        Duration::from_millis(300),
+        serde_json::to_value(nar("nightly")).unwrap(),
+        f.reads.clone(),
+    ));
+    let res = super::kind::reconcile(Arc::new(nar("nightly")), f.nar.clone()).await;
+    let err = res.expect_err("the reconcile fails, to be retried with backoff");
+    assert!(
+        matches!(&err, super::Error::Finalizer(f)
+            if matches!(f.as_ref(), kube::runtime::finalizer::Error::ApplyFailed(super::Error::NotReady(_)))),
+        "{err:?}"
+    );
+    assert!(!err.is_waiting(), "retried by the backoff, not the waiting poll");
+    let (calls, events) = split(server.await.unwrap().0);
+    assert_eq!(
+        calls,
+        vec![
+            call(
+                Method::POST,
+                "/apis/velero.io/v1/namespaces/openshift-adp/downloadrequests"
+            ),
+            call(Method::GET, request),
+            call(Method::DELETE, request),
+            call(Method::PUT, NAR_STATUS),
+        ]
+    );
+    let status = calls.last().unwrap();
+    assert_eq!(
+        status.condition("Queued"),
+        Some(("False".into(), "AdmissionRetrying".into()))
+    );
+    assert_eq!(status.body["status"]["phase"], "New");
+    let message = status.body["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("retries with backoff") && message.contains(&closed.to_string()),
+        "{message}"
+    );
+    assert_eq!(events, 1, "one Warning Event");
+}
+
 #[tokio::test]
 async fn a_restore_leaves_out_what_its_requester_may_not_create_and_says_so() {
     let (mut f, handle) = fixture("{}");

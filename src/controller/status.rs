@@ -124,6 +124,11 @@ pub const WARNINGS_REPORTED: &str = "WarningsReported";
 /// Its reason when the results file could not be read.
 pub const RESULTS_NOT_READ: &str = "ResultsNotRead";
 
+/// The Queued=False reason while nac cannot finish admitting an object for a reason that may pass (a backup's
+/// contents not readable from its storage for now, Velero not answering, a rights lookup failing): the message
+/// says why, and nac retries with backoff. A Warning Event says so once.
+pub const ADMISSION_RETRYING: &str = "AdmissionRetrying";
+
 /// The spec breaks the policy or the kind's rules: BackingOff until the user changes it.
 pub fn rejected<K: Mirrors>(old: Option<&K::Status>, message: &str, now: Timestamp) -> K::Status {
     refused::<K>(old, K::WORDS.invalid_reason, message, now)
@@ -136,7 +141,20 @@ pub fn refused<K: Mirrors>(old: Option<&K::Status>, reason: &str, message: &str,
     advance_phase(s.phase_mut(), NonAdminPhase::BackingOff);
     set_condition(s.conditions_mut(), ACCEPTED, false, reason, message, now);
     s.conditions_mut()
-        .retain(|c| !(c.type_ == QUEUED && c.reason == WAITING_FOR_BACKUP));
+        .retain(|c| !(c.type_ == QUEUED && [WAITING_FOR_BACKUP, ADMISSION_RETRYING].contains(&c.reason.as_str())));
+    s
+}
+
+/// Not admitted yet for a reason that may pass (`why`): phase New (or as it was), Queued=False
+/// [`ADMISSION_RETRYING`]; Accepted is left as it was (the checks did not finish).
+pub fn retrying<K: Mirrors>(old: Option<&K::Status>, why: &str, now: Timestamp) -> K::Status {
+    let mut s = first_sight(old);
+    let message = format!(
+        "nac could not finish checking this NonAdmin{} and retries with backoff: {why}",
+        K::WORDS.kind
+    );
+    set_condition(s.conditions_mut(), QUEUED, false, ADMISSION_RETRYING, &message, now);
+    *s.queue_info_mut() = None;
     s
 }
 
@@ -714,6 +732,34 @@ mod tests {
             reasons(&notes::<NonAdminRestore>(Some(&del), &del2)),
             vec!["DeletionDelayed"]
         );
+    }
+
+    #[test]
+    fn an_admission_that_may_pass_says_why_with_one_warning_until_it_ends() {
+        let r = retrying::<NonAdminRestore>(None, "downloading from http://s3:9000/x: connection refused", t(0));
+        assert_eq!(r.phase, Some(New));
+        assert!(find(&r.conditions, ACCEPTED).is_none(), "the checks did not finish");
+        let q = find(&r.conditions, QUEUED).unwrap();
+        assert_eq!((q.status.as_str(), q.reason.as_str()), ("False", ADMISSION_RETRYING));
+        assert_eq!(
+            q.message,
+            "nac could not finish checking this NonAdminRestore and retries with backoff: downloading from \
+             http://s3:9000/x: connection refused"
+        );
+        let n = notes::<NonAdminRestore>(None, &r);
+        assert!(n.iter().any(|n| n.reason == ADMISSION_RETRYING && n.warning), "{n:?}");
+        // Each retry that fails alike writes nothing new and publishes no Event.
+        let again =
+            retrying::<NonAdminRestore>(Some(&r), "downloading from http://s3:9000/x: connection refused", t(7));
+        assert_eq!(again, r);
+        assert!(notes::<NonAdminRestore>(Some(&r), &again).is_empty());
+        // It ends either way: created (Queued true), refused (the condition goes), or a wait.
+        let c = created::<NonAdminRestore>(Some(&r), &rview(None), t(9));
+        assert_eq!(find(&c.conditions, QUEUED).unwrap().reason, RESTORE_SCHEDULED);
+        let no = refused::<NonAdminRestore>(Some(&r), REQUESTER_RIGHTS_EXCEEDED, "no", t(9));
+        assert!(find(&no.conditions, QUEUED).is_none());
+        let w = waiting::<NonAdminRestore>(Some(&r), WAITING_FOR_BACKUP, "waiting", t(9));
+        assert_eq!(find(&w.conditions, QUEUED).unwrap().reason, WAITING_FOR_BACKUP);
     }
 
     #[test]

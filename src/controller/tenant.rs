@@ -500,7 +500,17 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
         obj
     };
     let me = kube::runtime::reflector::ObjectRef::from_obj(&*obj);
-    let spec = match K::admit(&obj, &policy, ctx).await? {
+    let admission = match K::admit(&obj, &policy, ctx).await {
+        Ok(a) => a,
+        Err(Error::NotReady(why)) => {
+            // Retried with backoff by the error policy; meanwhile the tenant sees why nothing happens.
+            let now = now_seconds();
+            set_status(api, &obj, ctx, |s| status::retrying::<K>(s, &why, now)).await?;
+            return Err(Error::NotReady(why));
+        }
+        Err(e) => return Err(e),
+    };
+    let spec = match admission {
         Admission::Admit(spec) => {
             K::state(ctx).waiting.forget(&me);
             spec
