@@ -20,6 +20,9 @@ use std::time::Duration;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long reading the whole tarball may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the storage may keep silent: before it answers a request, and between two parts of a body. A silent
+/// endpoint (a tenant's own location may be one) holds a reconcile worker no longer than this per try.
+const STORAGE_SILENCE: Duration = Duration::from_secs(30);
 
 /// The contents, or why they cannot be read.
 pub type Scanned = Result<Contents, String>;
@@ -56,7 +59,7 @@ impl ContentsSource {
         let bsl = location_of(ctx, view, Some(backup));
         let ca = bsl.as_ref().and_then(|b| b.spec.object_storage.ca_cert.clone());
         let guard = tenant_guard(ctx, bsl.as_deref());
-        let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone());
+        let read = fetch_and_scan(url, ca, guard, namespace.to_string(), limits.clone(), STORAGE_SILENCE);
         tokio::time::timeout(READ_TIMEOUT, read).await.map_err(|_| {
             Error::NotReady(format!(
                 "reading the contents of Velero Backup {} timed out",
@@ -505,12 +508,9 @@ impl VeleroFile {
         let (what, max) = (self.what, self.max);
         let read = async {
             use futures::TryStreamExt;
-            let mut stream = match crate::download::get_guarded(&url, tls, guard).await {
+            let (mut stream, _) = match get_within(&url, tls, guard, what, STORAGE_SILENCE).await? {
                 Ok(s) => s,
-                Err(crate::download::FetchError::Refused(why) | crate::download::FetchError::Missing(why)) => {
-                    return Ok(Err(why))
-                }
-                Err(e) => return Err(Error::NotReady(format!("{what}: {e}"))),
+                Err(why) => return Ok(Err(why)),
             };
             let mut body = Vec::new();
             while let Some(chunk) = stream
@@ -616,33 +616,141 @@ async fn signed_url(ctx: &Shared, kind: &str, target: &str, name: &str, wait: Wa
     }
 }
 
+/// A body from the storage as it arrives, each part within the silence allowed.
+type Body = std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send>>;
+
+/// What broke the transport under a body, once it did (a silence, a reset): the reader above sees only an I/O
+/// error, which would read as bad contents.
+type Broken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
+/// GET `url` from the storage: the answer within `silence`, and each part of the body within `silence` of the
+/// last. `Err`: may pass (retried); inner `Err`: the file cannot be read from there or is not there (final).
+async fn get_within(
+    url: &str,
+    tls: rustls::ClientConfig,
+    guard: Option<crate::endpoints::Guard>,
+    what: &str,
+    silence: Duration,
+) -> Result<Result<(Body, Broken), String>, Error> {
+    use crate::download::FetchError;
+    use futures::StreamExt;
+    let stream = match tokio::time::timeout(silence, crate::download::get_guarded(url, tls, guard)).await {
+        Err(_) => {
+            return Err(Error::NotReady(format!(
+                "{what}: the storage did not answer within {silence:?}"
+            )))
+        }
+        Ok(Ok(s)) => s,
+        Ok(Err(FetchError::Refused(why) | FetchError::Missing(why))) => return Ok(Err(why)),
+        Ok(Err(e)) => return Err(Error::NotReady(format!("{what}: {e}"))),
+    };
+    let broken = Broken::default();
+    let record = broken.clone();
+    let body = futures::stream::unfold(Some(stream), move |state| {
+        let record = record.clone();
+        async move {
+            let mut s = state?;
+            let e = match tokio::time::timeout(silence, s.next()).await {
+                Ok(Some(Ok(part))) => return Some((Ok(part), Some(s))),
+                Ok(None) => return None,
+                Ok(Some(Err(e))) => e,
+                Err(_) => std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the storage sent nothing for {silence:?}"),
+                ),
+            };
+            *record.lock().expect("broken lock") = Some(e.to_string());
+            Some((Err(e), None))
+        }
+    });
+    Ok(Ok((Box::pin(body), broken)))
+}
+
 async fn fetch_and_scan(
     url: String,
     ca: Option<String>,
     guard: Option<crate::endpoints::Guard>,
     namespace: String,
     limits: Limits,
+    silence: Duration,
 ) -> Result<Scanned, Error> {
     let tls = crate::download::tls_config(ca.as_deref().map(str::as_bytes))
         .map_err(|e| Error::Inconsistent(format!("the storage location's caCert: {e}")))?;
-    let stream = match crate::download::get_guarded(&url, tls, guard).await {
+    let what = "the backup's contents";
+    // An inner Err is not retried: the contents cannot be read from there, or are not there (the restore says why).
+    let (stream, broken) = match get_within(&url, tls, guard, what, silence).await? {
         Ok(s) => s,
-        // Not retried: the contents cannot be read from there, or are not there (the restore says why).
-        Err(crate::download::FetchError::Refused(why) | crate::download::FetchError::Missing(why)) => {
-            return Ok(Err(why))
-        }
-        Err(e) => return Err(Error::NotReady(format!("the backup's contents: {e}"))),
+        Err(why) => return Ok(Err(why)),
     };
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
-    tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
+    let scanned = tokio::task::spawn_blocking(move || scan(reader, &namespace, &limits))
         .await
-        .map_err(|e| Error::Inconsistent(format!("scanning the backup's contents: {e}")))
+        .map_err(|e| Error::Inconsistent(format!("scanning {what}: {e}")))?;
+    // Cut short by the transport, not by what it held: asked again.
+    if let Some(e) = broken.lock().expect("broken lock").take() {
+        return Err(Error::NotReady(format!("{what}: {e}")));
+    }
+    Ok(scanned)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::controller::status::{ERRORS_REPORTED, RESULTS_NOT_READ, WARNINGS_REPORTED};
+
+    /// A storage on loopback that reads one request, sends `answer` (if any), then closes the connection or keeps
+    /// it open in silence.
+    async fn storage(answer: Option<Vec<u8>>, close: bool) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let _ = c.read(&mut [0u8; 4096]).await;
+            if let Some(a) = answer {
+                c.write_all(&a).await.unwrap();
+            }
+            if !close {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+        });
+        format!("http://{addr}/backup.tar.gz")
+    }
+
+    #[tokio::test]
+    async fn a_silent_or_broken_storage_is_asked_again_and_contents_it_sent_whole_are_judged() {
+        let tarball = crate::rights::contents::tests::tarball(&[(
+            "resources/configmaps/namespaces/team-a/app.json",
+            serde_json::json!({"kind": "ConfigMap"}),
+        )]);
+        let ok = |len: usize| format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+        let half = [ok(tarball.len()), tarball[..tarball.len() / 2].to_vec()].concat();
+        let silence = Duration::from_millis(300);
+        let read = |url: String| fetch_and_scan(url, None, None, "team-a".into(), Limits::default(), silence);
+        let retried = |r: Result<Scanned, Error>| match r {
+            Err(Error::NotReady(m)) => m,
+            other => panic!("not retried: {other:?}"),
+        };
+
+        let whole = [ok(tarball.len()), tarball.clone()].concat();
+        let contents = read(storage(Some(whole), true).await).await.unwrap().unwrap();
+        assert!(contents.kinds.contains(&("".to_string(), "configmaps".to_string())));
+
+        let m = retried(read(storage(None, false).await).await);
+        assert_eq!(m, "the backup's contents: the storage did not answer within 300ms");
+        let m = retried(read(storage(Some(half.clone()), false).await).await);
+        assert_eq!(m, "the backup's contents: the storage sent nothing for 300ms");
+        // Closed halfway: the transport's error, not a verdict on the contents.
+        let m = retried(read(storage(Some(half), true).await).await);
+        assert!(m.starts_with("the backup's contents: "), "{m}");
+
+        // Final: nothing there, or what was sent whole is not a tarball.
+        let missing = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec();
+        let why = read(storage(Some(missing), true).await).await.unwrap().unwrap_err();
+        assert!(why.contains("HTTP 404, no such file"), "{why}");
+        let junk = [ok(5), b"hello".to_vec()].concat();
+        assert!(read(storage(Some(junk), true).await).await.unwrap().is_err());
+    }
 
     #[test]
     fn a_results_file_gives_errors_then_warnings_of_velero_and_the_namespace_and_nothing_of_others() {
