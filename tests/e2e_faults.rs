@@ -264,6 +264,104 @@ async fn velero_killed_mid_restore() {
     );
 }
 
+/// The policy generation nac has loaded (`nac_policy_generation`).
+async fn policy_generation(env: &Env) -> u64 {
+    let text = env.nac.metrics_text().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("nac_policy_generation "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// Writes `policy` and waits until nac has loaded it.
+async fn load_policy(env: &Env, admin: &kube::Client, policy: &str) {
+    let before = policy_generation(env).await;
+    set_policy(admin, policy).await.unwrap();
+    eventually(T, "nac loaded the edited policy", || async {
+        (policy_generation(env).await > before).then_some(())
+    })
+    .await;
+}
+
+/// The S3 server stalls (SIGSTOP) while nac reads a backup's contents for a restore's rights check: the tenant
+/// sees why nothing happens (phase New, `Queued=False` `AdmissionRetrying` naming the storage's silence, one
+/// Warning Event) and no Velero Restore is made; once the server is back, nac's retry checks the contents and the
+/// restore completes. The suite's policy has the check off: on for this test only.
+#[tokio::test]
+async fn s3_server_stalled_while_a_restore_is_checked() {
+    let (_serial, env) = start().await;
+    let (ns, user, admin, nabs) = tenant("fault-check").await;
+    // Kubernetes' edit role: the user may create what the backup holds, so the restore has something to restore.
+    bind(&admin, &ns, &format!("user-{ns}"), "edit").await;
+    let before = backup(&nabs, "before", json!({})).await;
+    load_policy(env, &admin, &POLICY.replace("restore: 'off'", "restore: exclude")).await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(user.clone(), &ns);
+
+    velero_idle(&admin).await;
+    Part::S3.signal("STOP");
+    let stalled = Instant::now();
+    nars.create(&PostParams::default(), &nar("checked", "before"))
+        .await
+        .unwrap();
+    // nac's read gives up after 30 s of silence (or Velero, stalled on the same server, does not answer nac's
+    // DownloadRequest within 60 s); either way the tenant is told.
+    let n = wait_json(
+        &nars,
+        "checked",
+        Duration::from_secs(150),
+        "the restore saying why it waits",
+        |n| condition(n, "Queued").is_some_and(|q| q["reason"] == "AdmissionRetrying"),
+    )
+    .await;
+    let told = stalled.elapsed();
+    let q = condition(&n, "Queued").unwrap();
+    let message = q["message"].as_str().unwrap();
+    assert_eq!(q["status"], "False", "{q}");
+    assert!(
+        message.starts_with("nac could not finish checking this NonAdminRestore and retries with backoff: ")
+            && (message.contains("the storage did not answer within 30s")
+                || message.contains("did not answer DownloadRequest")),
+        "{message}"
+    );
+    assert_eq!(n["status"]["phase"], "New", "{n}");
+    let restores: Api<nac::velero::Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let made = velero_restores_of(&restores, &ns).await;
+    assert!(made.is_empty(), "a Velero Restore made before the check: {made:?}");
+    // Published in the background, a moment after the status.
+    eventually(T, "the AdmissionRetrying Event", || async {
+        (!events_of(&admin, &ns, "checked", "AdmissionRetrying").await.is_empty()).then_some(())
+    })
+    .await;
+
+    Part::S3.signal("CONT");
+    let t0 = Instant::now();
+    // Velero may have marked its location Unavailable meanwhile: the restore then waits for it (its next
+    // validation), as for any restore.
+    let n = wait_json(
+        &nars,
+        "checked",
+        Duration::from_secs(240),
+        "the restore completed",
+        |n| n["status"]["veleroRestore"]["status"]["phase"] == "Completed",
+    )
+    .await;
+    let recovered = t0.elapsed();
+    assert_eq!(condition(&n, "Queued").unwrap()["status"], "True", "{n}");
+    // One Event for the whole wait, however many retries failed alike.
+    assert_eq!(events_of(&admin, &ns, "checked", "AdmissionRetrying").await.len(), 1);
+    load_policy(env, &admin, POLICY).await;
+
+    let tally = final_check(&admin, &[&ns], &[before], &[], T).await;
+    tally.expect(&[("Completed", 2)]);
+    report(
+        env,
+        "S3 server stalled mid rights check",
+        &format!("1 backup, 1 restore (told after {:.1}s)", told.as_secs_f64()),
+        recovered,
+        &tally,
+    );
+}
+
 /// The S3 server stalls (SIGSTOP: a network stall) while Velero uploads, then dies (kill -9: its port refuses):
 /// the backup in flight fails with Velero's reason and the retry advice; Velero marks its location Unavailable;
 /// once the S3 server is back on its port the location is Available again and a retry completes. Data written
