@@ -146,9 +146,15 @@ pub fn refused<K: Mirrors>(old: Option<&K::Status>, reason: &str, message: &str,
 }
 
 /// Not admitted yet for a reason that may pass (`why`): phase New (or as it was), Queued=False
-/// [`ADMISSION_RETRYING`]; Accepted is left as it was (the checks did not finish).
+/// [`ADMISSION_RETRYING`]; Accepted is left as it was (the checks did not finish). Written once a spell: a later
+/// try that fails for another reason leaves the status as it is (nac's log has each), since every status write
+/// triggers the next reconcile at once, around the backoff.
 pub fn retrying<K: Mirrors>(old: Option<&K::Status>, why: &str, now: Timestamp) -> K::Status {
     let mut s = first_sight(old);
+    let already = |c: &Condition| c.type_ == QUEUED && c.reason == ADMISSION_RETRYING && c.status == "False";
+    if s.conditions().iter().any(already) {
+        return s;
+    }
     let message = format!(
         "nac could not finish checking this NonAdmin{} and retries with backoff: {why}",
         K::WORDS.kind
@@ -748,11 +754,15 @@ mod tests {
         );
         let n = notes::<NonAdminRestore>(None, &r);
         assert!(n.iter().any(|n| n.reason == ADMISSION_RETRYING && n.warning), "{n:?}");
-        // Each retry that fails alike writes nothing new and publishes no Event.
-        let again =
-            retrying::<NonAdminRestore>(Some(&r), "downloading from http://s3:9000/x: connection refused", t(7));
-        assert_eq!(again, r);
-        assert!(notes::<NonAdminRestore>(Some(&r), &again).is_empty());
+        // Each retry that fails, alike or for another reason, writes nothing new and publishes no Event.
+        for why in [
+            "downloading from http://s3:9000/x: connection refused",
+            "Velero did not answer",
+        ] {
+            let again = retrying::<NonAdminRestore>(Some(&r), why, t(7));
+            assert_eq!(again, r);
+            assert!(notes::<NonAdminRestore>(Some(&r), &again).is_empty());
+        }
         // It ends either way: created (Queued true), refused (the condition goes), or a wait.
         let c = created::<NonAdminRestore>(Some(&r), &rview(None), t(9));
         assert_eq!(find(&c.conditions, QUEUED).unwrap().reason, RESTORE_SCHEDULED);
