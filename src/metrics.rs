@@ -56,6 +56,7 @@ pub struct Metrics {
     pub leader: Gauge,
     pub api_writes: Family<KindLabels, Counter>,
     pub orphans_collected: Family<KindLabels, Counter>,
+    pub sync_writes: Family<KindLabels, Counter>,
     pub occupancy_lists: Counter,
     pub queue_stalled: Gauge,
 }
@@ -93,6 +94,7 @@ impl Metrics {
             leader: Gauge::default(),
             api_writes: Family::default(),
             orphans_collected: Family::default(),
+            sync_writes: Family::default(),
             occupancy_lists: Counter::default(),
             queue_stalled: Gauge::default(),
             registry: Registry::default(),
@@ -116,6 +118,10 @@ impl Metrics {
             "orphans_collected",
                 "Velero objects nac made whose tenant object was gone, deleted by garbage collection, by kind",
                 m.orphans_collected.clone();
+            "backup_sync_writes",
+                "Writes of backup sync, by kind (NonAdminBackups given back to backups in object storage, scheduled \
+                 runs stamped); counted in api_writes too",
+                m.sync_writes.clone();
             "rights_occupancy_lists",
                 "Metadata lists of at most one object, of a kind left out of a backup in its namespace, for the \
                  warning to name the kinds that hold objects first",
@@ -153,6 +159,14 @@ impl Metrics {
 
     pub fn write(&self, kind: &str) {
         self.api_writes
+            .get_or_create(&KindLabels { kind: kind.to_string() })
+            .inc();
+    }
+
+    /// A write of backup sync: in `api_writes` and in `backup_sync_writes`.
+    pub fn sync_write(&self, kind: &str) {
+        self.write(kind);
+        self.sync_writes
             .get_or_create(&KindLabels { kind: kind.to_string() })
             .inc();
     }

@@ -100,6 +100,7 @@ fn exported_metrics() -> BTreeMap<String, Vec<String>> {
         .get_or_create(&KindLabels { kind: "Backup".into() })
         .set(1);
     m.collected("Backup");
+    m.sync_write("NonAdminBackup");
     let text = m.encode();
     let mut out = BTreeMap::new();
     for line in text.lines() {

@@ -135,15 +135,20 @@ pub async fn expired_download(admin: &Client, ns: &str, name: &str, nab: &str, v
     dr
 }
 
-/// nac's API writes so far, by kind (`nac_api_writes_total`).
+/// nac's API writes so far, by kind (`nac_api_writes_total`); backup sync's among them also under `sync/KIND`
+/// (`nac_backup_sync_writes_total`).
 pub async fn writes(nac: &NacProcess) -> BTreeMap<String, u64> {
     let text = nac.metrics_text().await;
     text.lines()
-        .filter(|l| l.starts_with("nac_api_writes_total{"))
         .filter_map(|l| {
-            let kind = l.split("kind=\"").nth(1)?.split('"').next()?.to_string();
+            let (prefix, rest) = if let Some(rest) = l.strip_prefix("nac_api_writes_total{") {
+                ("", rest)
+            } else {
+                ("sync/", l.strip_prefix("nac_backup_sync_writes_total{")?)
+            };
+            let kind = rest.split("kind=\"").nth(1)?.split('"').next()?;
             let n: f64 = l.rsplit(' ').next()?.parse().ok()?;
-            Some((kind, n as u64))
+            Some((format!("{prefix}{kind}"), n as u64))
         })
         .collect()
 }
@@ -184,8 +189,9 @@ pub async fn quiet(nac: &NacProcess) -> BTreeMap<String, u64> {
 
 /// The writes nac makes to Velero's objects and to tenant objects' metadata on a backup's or restore's path, out
 /// of `writes`. Left out: status writes, which with the real Velero follow its progress updates (how many depends
-/// on timing; the played Velero's suite compares them exactly), and what other suites' storage locations cause
-/// whenever Velero validates them.
+/// on timing; the played Velero's suite compares them exactly), what other suites' storage locations cause
+/// whenever Velero validates them, and backup sync's writes: Velero's own sync brings back, at any moment, the
+/// backups other suites left in the shared bucket, and nac gives them their NonAdminBackups.
 pub fn backup_path(writes: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     const KINDS: &[&str] = &[
         "Backup",
@@ -198,6 +204,7 @@ pub fn backup_path(writes: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     writes
         .iter()
         .filter(|(k, _)| KINDS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), *v))
+        .map(|(k, v)| (k.clone(), v - writes.get(&format!("sync/{k}")).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
         .collect()
 }

@@ -443,7 +443,7 @@ async fn sync_one(ctx: &Cx<()>, name: &str) -> Outcome {
     };
     let nab = synced_nab(&b, &origin);
     let api: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &origin.namespace);
-    ctx.metrics.write("NonAdminBackup");
+    ctx.metrics.sync_write("NonAdminBackup");
     match api.create(&PostParams::default(), &nab).await {
         Ok(created) => {
             tracing::info!(nab = %key_of(&created), backup = %name, "backup sync: re-created the NonAdminBackup");
@@ -494,7 +494,7 @@ async fn stamp_run(ctx: &Cx<()>, name: &str, origin: &Origin) -> Result<(), kube
         &[],
     );
     let patch = serde_json::json!({"metadata": {"labels": meta.labels, "annotations": meta.annotations}});
-    ctx.metrics.write("Backup");
+    ctx.metrics.sync_write("Backup");
     ctx.velero_api::<Backup>()
         .patch(
             name,
