@@ -23,7 +23,7 @@
 # (Velero's restore item actions read its image; without it every restore ends PartiallyFailed).
 #
 # Under $CLUSTER_DIR: s3/ (the bucket as plain files: s3/velero/nac/backups/<name>/...), velero/{home,tmp,
-# plugins}, velero.log, versitygw.log; appended to env: VELERO_MODE=real, S3_*, VELERO_PID, VELERO_LOG, ...
+# plugins, credentials}, velero.log, versitygw.log; appended to env: VELERO_MODE=real, S3_*, VELERO_PID, VELERO_LOG, ...
 set -euo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
@@ -111,8 +111,14 @@ start_s3() {
 }
 
 # The cluster objects Velero needs beyond its CRDs (hack/cluster-up.sh installed those and the namespace).
+# Velero in a process reads the default location's credentials from a file of its own (start_velero), not through
+# `spec.credential`: Velero rewrites a location's credential file (truncate, then write) each time it uses the
+# location, and a plugin starting at that moment reads it empty and asks EC2 IMDS instead ("no EC2 IMDS role
+# found"), failing that backup, restore or download. Velero in pods keeps `spec.credential`, as OADP sets it.
 apply_velero_objects() {
 	install_snapshot_crds
+	local credential=''
+	[[ $NODE == 1 ]] && credential='credential: {name: cloud-credentials, key: cloud}'
 	kubectl apply -f - >/dev/null <<-EOF
 		apiVersion: v1
 		kind: Secret
@@ -131,7 +137,7 @@ apply_velero_objects() {
 		  provider: aws
 		  default: true
 		  objectStorage: {bucket: $S3_BUCKET, prefix: $S3_PREFIX}
-		  credential: {name: cloud-credentials, key: cloud}
+		  $credential
 		  config: {region: $S3_REGION, s3ForcePathStyle: "true", s3Url: "http://$S3_HOST:$(env_get S3_PORT)"}
 	EOF
 	# Velero's restore item actions read the image of the Deployment `velero`; with a node it is the real one.
@@ -190,6 +196,10 @@ start_velero() {
 		return 0
 	fi
 	mkdir -p "$VDIR/home" "$VDIR/tmp" "$VDIR/plugins"
+	# The default location's credentials, written once (see apply_velero_objects); the plugins inherit the variable.
+	printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$S3_ACCESS_KEY" "$S3_SECRET_KEY" \
+		>"$VDIR/credentials"
+	chmod 600 "$VDIR/credentials"
 	# Velero starts plugins from --plugin-dir; only the one object-store plugin is wanted there.
 	ln -sfn "$BIN_DIR/velero-plugin-for-aws" "$VDIR/plugins/velero-plugin-for-aws"
 	read -r metrics profiler < <(python3 -c '
@@ -204,7 +214,7 @@ print(a.getsockname()[1], b.getsockname()[1])')
 	touch "$CLUSTER_DIR/velero.log"
 	offset=$(stat -c %s "$CLUSTER_DIR/velero.log")
 	kc=$(velero_kubeconfig)
-	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$kc \
+	HOME=$VDIR/home TMPDIR=$VDIR/tmp KUBECONFIG=$kc AWS_SHARED_CREDENTIALS_FILE=$VDIR/credentials \
 		setsid "$BIN_DIR/velero" server --namespace "$VELERO_NAMESPACE" --plugin-dir "$VDIR/plugins" \
 		--metrics-address "127.0.0.1:$metrics" --profiler-address "127.0.0.1:$profiler" \
 		--backup-sync-period 1m --store-validation-frequency 10s --garbage-collection-frequency 20s --log-level info \
