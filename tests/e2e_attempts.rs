@@ -58,26 +58,9 @@ async fn tenant_with(prefix: &str, role: &str) -> (String, String, Client, Clien
     }
     let client = c.as_user(&user).await;
     if !role.is_empty() {
-        may_soon(&client, &ns, "list", "configmaps").await;
+        may_soon(&admin, &ns, &user, "list", "", "configmaps").await;
     }
     (ns.clone(), user.clone(), client, admin)
-}
-
-/// Waits until the API server's authorizer has seen a binding just made: `client`'s user may `verb resource`.
-async fn may_soon(client: &Client, ns: &str, verb: &str, resource: &str) {
-    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
-    let review: SelfSubjectAccessReview = serde_json::from_value(json!({"spec": {"resourceAttributes":
-        {"namespace": ns, "verb": verb, "resource": resource}}}))
-    .unwrap();
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    eventually(T, &format!("may {verb} {resource} in {ns}"), || {
-        let (api, review) = (api.clone(), review.clone());
-        async move {
-            let r = api.create(&PostParams::default(), &review).await.ok()?;
-            r.status.filter(|s| s.allowed).map(|_| ())
-        }
-    })
-    .await;
 }
 
 /// A Role `name` in `ns` granting `verbs` on `resource` (of the core group), bound to `user`.

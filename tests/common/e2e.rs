@@ -382,6 +382,7 @@ pub async fn grant_editor(admin: &Client, ns: &str, user: &str) {
     // A namespace owner: Kubernetes' `admin` role there, so their backups may read the namespace (a backup
     // leaves out what its requester may not list). Tests of narrower users use `bind_editor` alone.
     bind(admin, ns, user, "admin").await;
+    may_soon(admin, ns, user, "list", "", "secrets").await;
 }
 
 /// A Secret `app` in `ns`, made as `admin`: something a tenant may hold and not be allowed to read.
@@ -424,6 +425,31 @@ pub async fn bind_editor(admin: &Client, ns: &str, user: &str) {
         )
         .await
         .unwrap();
+    may_soon(admin, ns, user, "create", "oadp.openshift.io", "nonadminbackups").await;
+}
+
+/// Waits until the API server's authorizer has seen a binding just made: `user` may `verb` `resource` of `group`
+/// in `ns`. Its RBAC cache lags behind a write by milliseconds, longer under load: a request in that window is
+/// refused.
+pub async fn may_soon(admin: &Client, ns: &str, user: &str, verb: &str, group: &str, resource: &str) {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let review: SubjectAccessReview = serde_json::from_value(json!({"spec": {"user": user,
+        "groups": ["system:authenticated"],
+        "resourceAttributes": {"namespace": ns, "verb": verb, "group": group, "resource": resource}}}))
+    .unwrap();
+    let api: Api<SubjectAccessReview> = Api::all(admin.clone());
+    eventually(
+        Duration::from_secs(60),
+        &format!("{user} may {verb} {resource} in {ns}"),
+        || {
+            let (api, review) = (api.clone(), review.clone());
+            async move {
+                let r = api.create(&PostParams::default(), &review).await.ok()?;
+                r.status.filter(|s| s.allowed).map(|_| ())
+            }
+        },
+    )
+    .await;
 }
 
 /// Writes the policy as an admin would (bypassing nothing: the policy webhook checks it when registered).
