@@ -23,6 +23,10 @@ const READ_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the storage may keep silent: before it answers a request, and between two parts of a body. A silent
 /// endpoint (a tenant's own location may be one) holds a reconcile worker no longer than this per try.
 const STORAGE_SILENCE: Duration = Duration::from_secs(30);
+/// The slowest pace a body may keep, in bytes a second, averaged over each span of the silence allowed: an endpoint
+/// that trickles a byte now and then, never silent for long, holds a worker no longer than two such spans per try.
+/// Any real object store is faster by orders of magnitude.
+const MIN_STORAGE_RATE: u64 = 64 << 10;
 
 /// The contents, or why they cannot be read.
 pub type Scanned = Result<Contents, String>;
@@ -623,8 +627,8 @@ type Body = std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<bytes::
 /// error, which would read as bad contents.
 type Broken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
-/// GET `url` from the storage: the answer within `silence`, and each part of the body within `silence` of the
-/// last. `Err`: may pass (retried); inner `Err`: the file cannot be read from there or is not there (final).
+/// GET `url` from the storage: the answer within `silence`, each part of the body within `silence` of the last,
+/// and at least [`MIN_STORAGE_RATE`] over each span of `silence`. `Err`: may pass (retried); inner `Err`: the file cannot be read from there or is not there (final).
 async fn get_within(
     url: &str,
     tls: rustls::ClientConfig,
@@ -646,12 +650,31 @@ async fn get_within(
     };
     let broken = Broken::default();
     let record = broken.clone();
-    let body = futures::stream::unfold(Some(stream), move |state| {
+    let least = MIN_STORAGE_RATE.saturating_mul(silence.as_millis() as u64) / 1000;
+    // (the stream, when the current span began, bytes received in it)
+    let start = Some((stream, tokio::time::Instant::now(), 0u64));
+    let body = futures::stream::unfold(start, move |state| {
         let record = record.clone();
         async move {
-            let mut s = state?;
+            let (mut s, since, got) = state?;
             let e = match tokio::time::timeout(silence, s.next()).await {
-                Ok(Some(Ok(part))) => return Some((Ok(part), Some(s))),
+                Ok(Some(Ok(part))) => {
+                    let got = got.saturating_add(part.len() as u64);
+                    if since.elapsed() < silence {
+                        return Some((Ok(part), Some((s, since, got))));
+                    }
+                    if got >= least {
+                        return Some((Ok(part), Some((s, tokio::time::Instant::now(), 0))));
+                    }
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the storage sent {got} bytes in {:?}, slower than {} KiB/s",
+                            since.elapsed(),
+                            MIN_STORAGE_RATE >> 10
+                        ),
+                    )
+                }
                 Ok(None) => return None,
                 Ok(Some(Err(e))) => e,
                 Err(_) => std::io::Error::new(
@@ -740,6 +763,29 @@ mod tests {
         assert_eq!(m, "the backup's contents: the storage did not answer within 300ms");
         let m = retried(read(storage(Some(half.clone()), false).await).await);
         assert_eq!(m, "the backup's contents: the storage sent nothing for 300ms");
+        // A trickle, never silent for long but too slow: cut after a span or two, and asked again.
+        let trickle = {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let (head, body) = (ok(tarball.len()), tarball.clone());
+            tokio::spawn(async move {
+                let (mut c, _) = l.accept().await.unwrap();
+                let _ = c.read(&mut [0u8; 4096]).await;
+                c.write_all(&head).await.unwrap();
+                for b in body {
+                    if c.write_all(&[b]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            format!("http://{addr}/backup.tar.gz")
+        };
+        let t0 = std::time::Instant::now();
+        let m = retried(read(trickle).await);
+        assert!(m.contains("slower than 64 KiB/s"), "{m}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
         // Closed halfway: the transport's error, not a verdict on the contents.
         let m = retried(read(storage(Some(half), true).await).await);
         assert!(m.starts_with("the backup's contents: "), "{m}");
