@@ -4,7 +4,7 @@
 //! object, nothing stuck behind a finalizer, no backup data gone that nobody asked to delete.
 
 use super::e2e::*;
-use super::velero::{backup_data_problem, bucket_dir_of, bucket_files_of};
+use super::velero::{backup_data_problem, bucket_dir_of, bucket_files_of, velero_queue_report};
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{Api, ListParams};
 use kube::Client;
@@ -175,7 +175,11 @@ pub async fn final_check_of(
             return tally;
         }
         if Instant::now() > deadline {
-            panic!("not settled after {timeout:?} ({tally}):\n  {}", problems.join("\n  "));
+            panic!(
+                "not settled after {timeout:?} ({tally}):\n  {}\n{}",
+                problems.join("\n  "),
+                velero_queue_report(c, admin).await
+            );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -722,6 +722,38 @@ pub fn watch_velero_queue(c: &Cluster) {
     });
 }
 
+/// Velero's Backups as its queue sees them (phase, queue position, namespaces, being deleted) and its last lines
+/// on its queue: what a test prints when backups it waits for do not finish.
+pub async fn velero_queue_report(c: &Cluster, admin: &Client) -> String {
+    let backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let mut out = String::from("Velero's Backups (name phase queuePosition namespaces):\n");
+    match backups.list(&ListParams::default()).await {
+        Ok(list) => {
+            for b in list.items {
+                let s = b.status.clone().unwrap_or_default();
+                out += &format!(
+                    "  {} {} {} {:?}{}\n",
+                    b.metadata.name.as_deref().unwrap_or_default(),
+                    s.phase.as_deref().unwrap_or("(none)"),
+                    s.queue_position.unwrap_or_default(),
+                    b.spec.included_namespaces.clone().unwrap_or_default(),
+                    if b.metadata.deletion_timestamp.is_some() {
+                        " (being deleted)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Err(e) => out += &format!("  (cannot be listed: {e})\n"),
+    }
+    let log = match VeleroServer::running(c.get("CLUSTER_DIR"), admin).await {
+        Some(v) => v.queue_log(admin).await,
+        None => "(Velero is not running)".to_string(),
+    };
+    out + "Velero's last lines on its queue:\n" + &log
+}
+
 /// Velero's queue as last seen: the queued backups with their positions, and since when they have stood so.
 #[derive(Default)]
 struct QueueWatch {
@@ -729,23 +761,28 @@ struct QueueWatch {
 }
 
 impl QueueWatch {
-    /// The queued backups, once they have stood unchanged with none running for [`QUEUE_STALL`] (then the watch
-    /// starts over).
+    /// The queued backups, once they have stood unchanged with none in progress for [`QUEUE_STALL`] (then the
+    /// watch starts over). One left ReadyToStart that long is stalled too: Velero starts those at once.
     fn stalled(&mut self, backups: &[nac::velero::Backup], now: std::time::Instant) -> Option<String> {
         let phase = |b: &nac::velero::Backup| b.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
-        let unfinished: Vec<&nac::velero::Backup> = backups
+        // The queue's own phases: a backup being deleted, finalized or waiting for plugins holds no place in it.
+        let in_queue: Vec<&nac::velero::Backup> = backups
             .iter()
-            .filter(|b| nac::velero::backup_phase_unfinished(Some(&phase(b))))
+            .filter(|b| matches!(phase(b).as_str(), "" | "New" | "Queued" | "ReadyToStart" | "InProgress"))
             .collect();
-        if unfinished.is_empty() || unfinished.iter().any(|b| phase(b) != "Queued") {
+        if !in_queue.iter().any(|b| phase(b) == "Queued") || in_queue.iter().any(|b| phase(b) == "InProgress") {
             self.standing = None;
             return None;
         }
-        let mut queued: Vec<String> = unfinished
+        let mut queued: Vec<String> = in_queue
             .iter()
             .map(|b| {
                 let position = b.status.as_ref().and_then(|s| s.queue_position).unwrap_or_default();
-                format!("{} at {position}", b.metadata.name.as_deref().unwrap_or_default())
+                format!(
+                    "{} {} at {position}",
+                    b.metadata.name.as_deref().unwrap_or_default(),
+                    phase(b)
+                )
             })
             .collect();
         queued.sort();
