@@ -227,9 +227,20 @@ import_images() {
 	done
 }
 
+# The node's disk: its images, volumes of up to 1 GiB (tests/e2e_node.rs), their snapshots and their copies in
+# the bucket take about 4 GiB at the node suite's peak (measured by df every 10 s during `make test`). Short of
+# that, the kubelet evicts pods and the S3 server refuses writes, and tests time out for reasons that do not name
+# the disk: said here instead.
+check_disk() {
+	local need=${NODE_MIN_FREE_GIB:-5} free
+	free=$(($(df -Pk "$CLUSTER_DIR" | awk 'NR == 2 {print $4}') / 1048576))
+	((free >= need)) || die "the node needs about $need GiB free on the file system of $CLUSTER_DIR (its images, volumes, snapshots and the bucket's copies); $free GiB are free (NODE_MIN_FREE_GIB sets the need)"
+}
+
 start_node() {
 	need_root
 	[[ -f $ENV_FILE ]] || die "no running cluster in $CLUSTER_DIR"
+	check_disk
 	ensure_packages
 	network_up
 	local b missing=()

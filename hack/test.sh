@@ -53,6 +53,17 @@ if $node_suite && ((EUID != 0)); then
 	node_suite=false node_missing=true
 fi
 
+# Disk: a cold run writes about 20 GiB (nac's debug and release builds, Go's build cache, the environments) and
+# the node suite about 4 GiB more at its peak. Short of that, tests fail late for reasons that do not name the disk
+# (a kubelet evicting pods, an S3 server refusing writes): said at the start.
+free_gib=$(($(df -Pk "$ROOT" | awk 'NR == 2 {print $4}') / 1048576))
+need_gib=2
+[[ -d $TARGET/debug ]] || need_gib=20
+if $node_suite; then need_gib=$((need_gib + 4)); fi
+if ((free_gib < need_gib)); then
+	echo "test: WARNING: $free_gib GiB free on the file system of $ROOT; this run needs about $need_gib GiB" >&2
+fi
+
 exec 3>&1 # progress lines of the background jobs, whose output goes to their logs
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/nac-test.XXXXXX") # job logs, timings, test binaries, environments started
 T0=$(date +%s)
