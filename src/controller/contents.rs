@@ -628,7 +628,8 @@ type Body = std::pin::Pin<Box<dyn futures::Stream<Item = std::io::Result<bytes::
 type Broken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// GET `url` from the storage: the answer within `silence`, each part of the body within `silence` of the last,
-/// and at least [`MIN_STORAGE_RATE`] over each span of `silence`. `Err`: may pass (retried); inner `Err`: the file cannot be read from there or is not there (final).
+/// and at least [`MIN_STORAGE_RATE`] over each span of `silence`. `Err`: may pass (retried); inner `Err`: the file
+/// cannot be read from there or is not there (final).
 async fn get_within(
     url: &str,
     tls: rustls::ClientConfig,
