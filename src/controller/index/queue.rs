@@ -74,6 +74,10 @@ pub struct Observed {
     pub unfinished: bool,
     /// Velero's own position, when it reports one for a queued object.
     pub velero_position: Option<i64>,
+    /// Whether it holds a place in Velero's line: not seen by Velero's queue yet, queued, ready to start or
+    /// running. A backup waiting for plugin operations, finalizing or being deleted is unfinished but out of the
+    /// line: Velero starts the next one meanwhile.
+    pub in_line: bool,
 }
 
 impl Observed {
@@ -89,11 +93,17 @@ impl Observed {
             (Some("Queued"), Some(p)) if p > 0 => Some(p),
             _ => None,
         };
+        let unfinished = unfinished(phase);
         Observed {
             name: name.into(),
             created,
-            unfinished: unfinished(phase),
+            unfinished,
             velero_position,
+            in_line: unfinished
+                && matches!(
+                    phase,
+                    None | Some("" | "New" | "Queued" | "ReadyToStart" | "InProgress")
+                ),
         }
     }
 
@@ -177,15 +187,19 @@ impl QueueIndex {
         }
     }
 
-    /// Velero's queue as it stands when nothing in it runs: `None` while any unfinished object is not `Queued`
-    /// (ready to start, running, not yet seen by Velero's queue), or when nothing is unfinished. Velero starts the
-    /// next queued backup when one ends and looks again once a minute, so a standstill that lasts is Velero down,
-    /// or Velero's count of running backups off by one (velero#10519, Velero 1.18.0 to 1.18.3).
+    /// Velero's queue as it stands when nothing in it runs: `None` while any object in Velero's line is not
+    /// `Queued` (ready to start, running, not yet seen by Velero's queue), or when none is queued. Objects out of
+    /// the line (waiting for plugin operations, finalizing, being deleted: hours, for a data mover's) do not count.
+    /// Velero starts the next queued backup when one ends and looks again once a minute, so a standstill that lasts
+    /// is Velero down, or Velero's count of running backups off by one (velero#10519, Velero 1.18.0 to 1.18.3).
     pub fn standstill(&self) -> Option<Standstill> {
         let mut queued = Vec::with_capacity(self.queue.len());
         for key in &self.queue {
-            let position = self.items.get(&key.name)?.velero_position?;
-            queued.push((position, key.name.clone()));
+            let item = self.items.get(&key.name)?;
+            if !item.in_line {
+                continue;
+            }
+            queued.push((item.velero_position?, key.name.clone()));
         }
         if queued.is_empty() {
             return None;
@@ -204,9 +218,14 @@ impl QueueIndex {
             buffer.insert(obs.name.clone(), obs.clone());
         }
         let progress = match self.items.get(&obs.name) {
-            // A new object, or one Velero's queue just lined up, is no progress: a stalled Velero still queues.
+            // A new object, or one Velero's queue just lined up, is no progress: a stalled Velero still queues. Nor
+            // is a change out of the line (plugin operations ending, a deletion going on).
             None => self.moved.is_none(),
-            Some(old) => old != &obs && !(old.velero_position.is_none() && obs.velero_position.is_some()),
+            Some(old) => {
+                (old.in_line || obs.in_line)
+                    && old != &obs
+                    && !(old.velero_position.is_none() && obs.velero_position.is_some())
+            }
         };
         if progress {
             self.moved = Some(std::time::Instant::now());
@@ -226,7 +245,9 @@ impl QueueIndex {
         let Some(old) = self.items.remove(name) else {
             return Vec::new();
         };
-        self.moved = Some(std::time::Instant::now());
+        if old.in_line {
+            self.moved = Some(std::time::Instant::now());
+        }
         self.move_key(name, old.key(), None)
     }
 
@@ -393,6 +414,28 @@ mod tests {
         assert!(q.standstill().unwrap().since > since, "one moved up in line");
         q.upsert(obs("a", 2, Some("ReadyToStart")));
         assert_eq!(q.standstill(), None, "the head starts");
+    }
+
+    /// A stall (velero#10519) while a data mover's backup waits hours for its plugin operations, or an old backup
+    /// is being deleted: both are out of Velero's line, hide nothing, and their changes are no move.
+    #[test]
+    fn backups_out_of_velero_s_line_do_not_hide_a_standstill() {
+        let mut q = QueueIndex::new();
+        q.upsert(obs("uploading", 1, Some("InProgress")));
+        q.upsert(obs("old", 0, Some("Deleting")));
+        q.upsert(queued("a", 2, 1));
+        assert_eq!(q.standstill(), None, "one runs");
+        q.upsert(obs("uploading", 1, Some("WaitingForPluginOperations")));
+        let s = q.standstill().expect("queued, none in line running");
+        assert_eq!(s.queued, ["a"]);
+        let since = s.since;
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        q.upsert(obs("uploading", 1, Some("Finalizing")));
+        q.upsert(obs("uploading", 1, Some("Completed")));
+        q.remove("old");
+        assert_eq!(q.standstill().unwrap().since, since, "nothing in the line moved");
+        q.remove("a");
+        assert_eq!(q.standstill(), None, "nothing queued");
     }
 
     #[test]
