@@ -416,8 +416,8 @@ mod tests {
         assert_eq!(q.standstill(), None, "the head starts");
     }
 
-    /// A stall (velero#10519) while a data mover's backup waits hours for its plugin operations, or an old backup
-    /// is being deleted: both are out of Velero's line, hide nothing, and their changes are no move.
+    /// A stall (velero#10519) while a data mover's backup waits hours for its plugin operations: out of Velero's
+    /// line, it hides nothing, and its changes are no move (nor is a backup being deleted, finished for nac).
     #[test]
     fn backups_out_of_velero_s_line_do_not_hide_a_standstill() {
         let mut q = QueueIndex::new();
