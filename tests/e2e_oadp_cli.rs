@@ -401,10 +401,15 @@ async fn admins_decide_storage_locations_and_see_every_namespace_with_the_plugin
     assert_eq!(st, 201, "{body}");
     let location = format!("{ns}/own");
 
-    // Pending requests across namespaces, one of them this tenant's.
+    // Pending requests across namespaces, one of them this tenant's, with what it asks for (nac writes that in the
+    // request's status, just after making it).
     let out = eventually(T, "the pending request listed", || async {
         let (code, out, _) = plugin(&as_admin, &["bsl-request", "get", "--pending"]).await;
-        (code == 0 && out.lines().any(|l| l.contains(&ns) && l.contains("Pending"))).then_some(out)
+        (code == 0
+            && out
+                .lines()
+                .any(|l| l.contains(&ns) && l.contains("Pending") && l.contains("tenants/p")))
+        .then_some(out)
     })
     .await;
     assert!(out.starts_with("NAME"), "{out}");

@@ -53,14 +53,22 @@ async fn list_requests(s: &Session, velero_namespace: &str) -> Result<Vec<Value>
     Ok(items)
 }
 
+/// Namespace and name of the tenant's location a request is for: from its status, or, in the moment between
+/// nac making a request and writing its status, from the origin annotations nac makes it with.
+fn origin(o: &Value) -> (&str, &str) {
+    let l = &o["status"]["nonAdminBackupStorageLocation"];
+    let a = &o["metadata"]["annotations"];
+    let part = |field: &str, annotation: &str| l[field].as_str().or_else(|| a[annotation].as_str()).unwrap_or("?");
+    (
+        part("namespace", crate::naming::NABSL_ORIGIN_NAMESPACE_ANNOTATION),
+        part("name", crate::naming::NABSL_ORIGIN_NAME_ANNOTATION),
+    )
+}
+
 /// `namespace/name` of the tenant's location a request is for.
 fn location_of(o: &Value) -> String {
-    let l = &o["status"]["nonAdminBackupStorageLocation"];
-    format!(
-        "{}/{}",
-        l["namespace"].as_str().unwrap_or("?"),
-        l["name"].as_str().unwrap_or("?")
-    )
+    let (namespace, name) = origin(o);
+    format!("{namespace}/{name}")
 }
 
 fn phase_of(o: &Value) -> &str {
@@ -124,11 +132,11 @@ fn requests_table(items: &[Value]) -> String {
         .iter()
         .map(|o| {
             let spec = &o["status"]["nonAdminBackupStorageLocation"]["requestedSpec"];
-            let l = &o["status"]["nonAdminBackupStorageLocation"];
+            let (namespace, name) = origin(o);
             vec![
                 o["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                l["namespace"].as_str().unwrap_or("").to_string(),
-                l["name"].as_str().unwrap_or("").to_string(),
+                namespace.to_string(),
+                name.to_string(),
                 phase_of(o).to_string(),
                 spec["provider"].as_str().unwrap_or("").to_string(),
                 show::bucket_prefix(spec),
@@ -299,6 +307,16 @@ mod tests {
             "{t}"
         );
         assert!(lines[2].contains("team-b") && lines[2].contains("Pending"), "{t}");
+        // Made, its status not written yet: found by the annotations nac made it with.
+        let mut fresh = request("team-c", "new", None);
+        fresh["status"] = Value::Null;
+        fresh["metadata"]["annotations"] = json!({crate::naming::NABSL_ORIGIN_NAMESPACE_ANNOTATION: "team-c",
+                                                  crate::naming::NABSL_ORIGIN_NAME_ANNOTATION: "new"});
+        assert_eq!(location_of(&fresh), "team-c/new");
+        assert!(requests_table(&[fresh])
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.contains("team-c") && l.contains("new")));
         let d = describe_request(&request("team-a", "mine", Some("Approved")));
         for want in [
             "For location: team-a/mine",
