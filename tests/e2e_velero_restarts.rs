@@ -257,6 +257,8 @@ async fn queue_positions_follow_the_real_queue() {
     let a2: Api<NonAdminBackup> = Api::namespaced(user2, &ns2);
 
     // Velero is stopped: six backups, created one after the other across two namespaces, all wait in the queue.
+    // Nothing else may be in it (an earlier test's backup Velero had not finished would be ahead of them).
+    common::faults::velero_idle(&admin).await;
     velero_up(&env.cluster, &["--stop-velero"]);
     let all: Vec<(&Api<NonAdminBackup>, String)> = (0..3)
         .flat_map(|i| [(&a1, format!("q{i}")), (&a2, format!("q{i}"))])
@@ -280,13 +282,21 @@ async fn queue_positions_follow_the_real_queue() {
         out
     };
     // Consecutive positions 1..6 once nac has seen all six (same-second creations are ordered by name).
-    let queued = eventually(T, "positions 1..6 for the six queued backups", || async {
+    let deadline = std::time::Instant::now() + T;
+    let queued = loop {
         let p = positions().await;
         let mut got: Vec<i64> = p.values().filter_map(|(pos, _)| *pos).collect();
         got.sort();
-        (got == (1..=6).collect::<Vec<_>>()).then_some(p)
-    })
-    .await;
+        if got == (1..=6).collect::<Vec<_>>() {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "positions 1..6 for the six queued backups not reached within {T:?}: {p:?}\n{}",
+            velero_queue_report(&env.cluster, &admin).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     for (key, (_, phase)) in &queued {
         assert!(
             phase.as_deref().unwrap_or("New") == "New",
