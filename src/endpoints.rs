@@ -60,6 +60,8 @@ impl Resolve for FixedResolver {
 pub struct Endpoints {
     resolver: Arc<dyn Resolve>,
     cluster: arc_swap::ArcSwap<Vec<(IpNet, String)>>,
+    /// The nodes' addresses: read from the cluster whether or not the networks are configured.
+    nodes: arc_swap::ArcSwap<Vec<(IpAddr, String)>>,
     /// Configured (`endpoints.cluster_networks`): never read from the cluster.
     configured: bool,
 }
@@ -106,6 +108,7 @@ impl Endpoints {
         Endpoints {
             resolver,
             cluster: arc_swap::ArcSwap::from_pointee(cluster),
+            nodes: arc_swap::ArcSwap::from_pointee(Vec::new()),
             configured: is_configured,
         }
     }
@@ -134,6 +137,15 @@ impl Endpoints {
         self.cluster.load_full()
     }
 
+    pub fn nodes(&self) -> Arc<Vec<(IpAddr, String)>> {
+        self.nodes.load_full()
+    }
+
+    /// Sets the nodes' addresses (tests; [`Endpoints::watch_cluster`] keeps them current).
+    pub fn set_nodes(&self, nodes: Vec<(IpAddr, String)>) {
+        self.nodes.store(Arc::new(nodes));
+    }
+
     pub async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, String> {
         self.resolver.resolve(name).await
     }
@@ -145,6 +157,7 @@ impl Endpoints {
         Network {
             cluster: (*self.cluster()).clone(),
             resolved: names.into_iter().zip(answers).collect(),
+            nodes: (*self.nodes()).clone(),
         }
     }
 
@@ -154,18 +167,29 @@ impl Endpoints {
         evaluate_bsl_endpoints(spec, policy, &net)
     }
 
-    /// Reads the cluster's networks now and every ten minutes after, unless configured.
+    /// Reads the nodes' addresses, and the cluster's networks unless configured, now and every ten minutes
+    /// after.
     pub fn watch_cluster(self: &Arc<Self>, client: kube::Client) {
-        if self.configured {
-            return;
-        }
         let me = self.clone();
         tokio::spawn(async move {
             loop {
-                let found = detect(&client).await;
-                tracing::info!(networks = ?found.iter().map(|(n, w)| format!("{n} ({w})")).collect::<Vec<_>>(),
-                    "the cluster's networks, refused to tenants' endpoints without an allow-list");
-                me.cluster.store(Arc::new(found));
+                if !me.configured {
+                    let found = detect(&client).await;
+                    tracing::info!(networks = ?found.iter().map(|(n, w)| format!("{n} ({w})")).collect::<Vec<_>>(),
+                        "the cluster's networks, refused to tenants' endpoints without an allow-list");
+                    me.cluster.store(Arc::new(found));
+                }
+                match node_addresses(&client).await {
+                    Ok(found) => {
+                        tracing::info!(
+                            nodes = found.len(),
+                            "the nodes' addresses, refused to tenants' endpoints"
+                        );
+                        me.nodes.store(Arc::new(found));
+                    }
+                    // The last addresses read stay: a passing API failure opens nothing.
+                    Err(e) => tracing::warn!(error = %e, "cannot read the nodes' addresses; the last ones read stay"),
+                }
                 tokio::time::sleep(REDETECT).await;
             }
         });
@@ -245,6 +269,32 @@ pub async fn detect(client: &kube::Client) -> Vec<(IpNet, String)> {
     out
 }
 
+/// Every address of every Node (`status.addresses`: internal and external IPs), each with the node it belongs to.
+pub async fn node_addresses(client: &kube::Client) -> Result<Vec<(IpAddr, String)>, kube::Error> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+    let list = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?;
+    let mut out: Vec<(IpAddr, String)> = Vec::new();
+    for n in &list.items {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        for a in n
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            if let Ok(ip) = IpAddr::from_str(a.address.trim()) {
+                let ip = ip.to_canonical();
+                if !out.iter().any(|(have, _)| *have == ip) {
+                    out.push((ip, format!("the address of node {name}")));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The rule for nac's own connections to a tenant's storage (a signed URL of a backup on it): the policy's
 /// rules for tenants' locations, with the addresses judged at connect time.
 #[derive(Clone)]
@@ -259,6 +309,7 @@ impl Guard {
         let mut net = Network {
             cluster: (*self.endpoints.cluster()).clone(),
             resolved: BTreeMap::new(),
+            nodes: (*self.endpoints.nodes()).clone(),
         };
         if let Host::Name(n) = host {
             net.resolved.insert(n.clone(), Ok(addrs.to_vec()));

@@ -332,5 +332,131 @@ async fn endpoints_off_the_allow_list_are_refused_at_apply() {
             .contains("nonAdminBSL.allowInsecureSkipTLSVerify is false"),
         "{body}"
     );
+    // Config keys with which Velero's AWS plugin reads something of Velero's own for the tenant's location.
+    for (key, value, says) in [
+        (
+            "customerKeyEncryptionSecret",
+            "cloud-credentials/cloud",
+            "it names a Secret in Velero's namespace whose key Velero sends with every request",
+        ),
+        (
+            "credentialsFile",
+            "/credentials/cloud",
+            "it names a file in Velero's container",
+        ),
+        (
+            "enableSharedConfig",
+            "true",
+            "it makes the SDK read Velero's own AWS config",
+        ),
+    ] {
+        let mut l = location("keys", "app-s3", &local_s3());
+        l["spec"]["backupStorageLocationSpec"]["config"][key] = json!(value);
+        let (code, body, _) = create_raw(&editor, &path(&ns), &l).await;
+        assert_eq!(code, 403, "{key}: {body}");
+        let msg = body["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!(
+                "spec.backupStorageLocationSpec.config.{key} is refused: {says}"
+            )),
+            "{key}: {msg}"
+        );
+    }
     assert_eq!(made_for(&admin, &ns).await, (vec![], vec![]));
+}
+
+/// The credential Velero reads as an AWS config file: a `credential_process` line would run a command as Velero
+/// (here: on this machine, where Velero runs as a process), an `endpoint_url` line would move the endpoint past
+/// the allow-list. Refused at apply naming the key; changed after the location works, the reconciler refuses it
+/// before the copy changes and removes what used the earlier value, and the command never runs.
+#[tokio::test]
+async fn a_credential_that_would_run_a_command_or_move_the_endpoint_never_reaches_velero() {
+    let (ns, admin) = namespace("rl-credential").await;
+    let editor = user_with(&admin, &ns, &format!("editor-{ns}"), Some("edit")).await;
+    let marker = std::env::temp_dir().join(format!("nac-credential-process-{ns}"));
+    let _ = std::fs::remove_file(&marker);
+    let c = Cluster::load();
+    let keys = format!(
+        "aws_access_key_id = {}\naws_secret_access_key = {}\n",
+        c.get("S3_ACCESS_KEY"),
+        c.get("S3_SECRET_KEY")
+    );
+    let process = format!(
+        "[default]\ncredential_process = /bin/sh -c 'touch {}'\n",
+        marker.display()
+    );
+    let endpoint = format!("[default]\n{keys}endpoint_url = http://127.0.0.2:9\n");
+    let secrets: Api<Secret> = Api::namespaced(editor.clone(), &ns);
+    for (name, file, says) in [
+        (
+            "process",
+            &process,
+            "key \"credential_process\" (line 2, profile [default]) is not a static key",
+        ),
+        (
+            "endpoint",
+            &endpoint,
+            "key \"endpoint_url\" (line 4, profile [default]) is not a static key",
+        ),
+    ] {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": file}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+        let (code, body, _) = create_raw(&editor, &path(&ns), &location(name, name, &local_s3())).await;
+        assert_eq!(code, 403, "{name}: {body}");
+        let msg = body["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!(
+                "NonAdminBackupStorageLocation credential Secret \"{name}\" key \"cloud\" is refused: {says}"
+            )),
+            "{msg}"
+        );
+    }
+    // A working location, checked by Velero every few seconds; then its Secret gains the command.
+    create_bucket("rl-cred");
+    let mut l = location("own", "app-s3", &local_s3());
+    l["spec"]["backupStorageLocationSpec"]["validationFrequency"] = json!("5s");
+    let (code, body, _) = create_raw(&editor, &path(&ns), &l).await;
+    assert_eq!(code, 201, "{body}");
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(editor.clone(), &ns);
+    wait_json(&nabsls, "own", T, "Available", |n| {
+        n["status"]["veleroBackupStorageLocation"]["status"]["phase"] == "Available"
+    })
+    .await;
+    let (copies, _) = made_for(&admin, &ns).await;
+    assert_eq!(copies.len(), 1);
+    // What Velero reads is the file nac wrote: the static keys alone, not the tenant's bytes.
+    let copy = Api::<Secret>::namespaced(admin.clone(), VELERO_NAMESPACE)
+        .get(&copies[0])
+        .await
+        .unwrap();
+    let copied = String::from_utf8(copy.data.unwrap()["cloud"].0.clone()).unwrap();
+    assert_eq!(copied, format!("[default]\n{keys}"));
+    secrets
+        .patch(
+            "app-s3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"cloud": process}})),
+        )
+        .await
+        .unwrap();
+    let n = wait_json(&nabsls, "own", T, "SecretSynced=False", |n| {
+        condition_of(n, "SecretSynced").0 == "False"
+    })
+    .await;
+    let text = n.to_string();
+    assert!(text.contains("credential_process"), "{text}");
+    eventually(T, "the copy and the Velero BSL removed", || {
+        let admin = admin.clone();
+        let ns = ns.clone();
+        async move { (made_for(&admin, &ns).await == (vec![], vec![])).then_some(()) }
+    })
+    .await;
+    // Three of Velero's validation periods later, nothing has run.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(!marker.exists(), "Velero ran the tenant's credential_process");
+    nabsls.delete("own", &DeleteParams::default()).await.unwrap();
+    wait_gone(&nabsls, "own", T, "location deleted").await;
 }

@@ -1353,6 +1353,70 @@ async fn a_storage_location_naming_a_secret_its_requester_may_not_read_is_refuse
 }
 
 #[tokio::test]
+async fn a_credential_with_anything_but_static_keys_is_refused_at_apply_naming_the_key() {
+    // tests/common's Secrets: `process` holds a credential_process line, `static-keys` static keys only.
+    let spec = |secret: &str, provider: &str| {
+        json!({"provider": provider, "objectStorage": {"bucket": "b"}, "credential": {"name": secret, "key": "cloud"},
+               "config": {"s3Url": "https://s3.example.com"}})
+    };
+    let s = TestServer::start(Some("nonAdminBSL: {enabled: true}\n")).await;
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminbackupstoragelocations",
+            &nabsl_review(spec("process", "aws")),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], false, "{out}");
+    assert!(
+        message(&out).contains(
+            "NonAdminBackupStorageLocation credential Secret \"process\" key \"cloud\" is refused: key \
+             \"credential_process\" (line 2, profile [default]) is not a static key"
+        ),
+        "{}",
+        message(&out)
+    );
+    for ok in ["static-keys", "not-yet-created"] {
+        let (_, out) = s
+            .post_json(
+                "/validate/nonadminbackupstoragelocations",
+                &nabsl_review(spec(ok, "aws")),
+            )
+            .await;
+        assert_eq!(resp(&out)["allowed"], true, "{ok}: {out}");
+    }
+    // A Secret nac cannot read now: refused, saying to retry.
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminbackupstoragelocations",
+            &nabsl_review(spec("unreadable", "aws")),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], false, "{out}");
+    assert!(message(&out).contains("nac cannot read Secret \"unreadable\""), "{out}");
+    // A requester who may not read the Secret hears nothing of what it holds.
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminbackupstoragelocations",
+            &nabsl_review_by("restricted", spec("process", "aws")),
+        )
+        .await;
+    assert!(message(&out).contains("restricted may not get Secret"), "{out}");
+    assert!(!message(&out).contains("credential_process"), "{out}");
+    // Only the provider whose credential nac can read.
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminbackupstoragelocations",
+            &nabsl_review(spec("static-keys", "azure")),
+        )
+        .await;
+    assert!(
+        message(&out)
+            .contains("provider \"azure\" is refused: nac can check the credential and settings of provider aws only"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
 async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_list() {
     let spec = |config: Value| {
         json!({"provider": "aws", "objectStorage": {"bucket": "b"}, "credential": {"name": "s3", "key": "cloud"},
@@ -1364,11 +1428,37 @@ async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_lis
     for (config, want) in [
         (
             json!({"s3Url": "http://169.254.169.254"}),
-            "config.s3Url \"http://169.254.169.254\" is refused: 169.254.169.254 is in 169.254.0.0/16, link-local",
+            "config.s3Url \"http://169.254.169.254\" is refused: 169.254.169.254 is a cloud metadata service",
         ),
         (
             json!({"s3Url": "http://metadata.internal/latest"}),
-            "host metadata.internal resolves to 169.254.169.254, which is in 169.254.0.0/16",
+            "host metadata.internal resolves to 169.254.169.254: 169.254.169.254 is a cloud metadata service",
+        ),
+        // Metadata services outside link-local, whatever the networks (known here: no private range stands in).
+        (
+            json!({"s3Url": "http://168.63.129.16"}),
+            "168.63.129.16 is a cloud platform service (Azure WireServer): tenants' endpoints may not reach it",
+        ),
+        (
+            json!({"s3Url": "http://[fd00:ec2::254]"}),
+            "fd00:ec2::254 is a cloud metadata service (AWS, IPv6)",
+        ),
+        (
+            json!({"s3Url": "http://100.100.100.200"}),
+            "100.100.100.200 is a cloud metadata service (Alibaba Cloud)",
+        ),
+        // Config keys the AWS plugin reads as Velero's own files or Secrets, or that are no storage setting.
+        (
+            json!({"s3Url": "https://s3.example.com", "customerKeyEncryptionSecret": "velero/cloud"}),
+            "config.customerKeyEncryptionSecret is refused: it names a Secret in Velero's namespace",
+        ),
+        (
+            json!({"s3Url": "https://s3.example.com", "credentialsFile": "/credentials/cloud"}),
+            "config.credentialsFile is refused: it names a file in Velero's container",
+        ),
+        (
+            json!({"s3Url": "https://s3.example.com", "kmsKeyId": "k"}),
+            "config.kmsKeyId is refused: a tenant's location may set region, s3Url",
         ),
         (
             json!({"s3Url": "http://127.0.0.1:9000"}),
@@ -1427,11 +1517,26 @@ async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_lis
     assert_eq!(resp(&out)["allowed"], false);
     assert!(
         message(&out).contains(
-            "host metadata.internal resolves to 169.254.169.254, which is not allowed (policy \
-             nonAdminBSL.allowedEndpoints allows hosts [127.0.0.1] and cidrs [203.0.113.0/24])"
+            "host metadata.internal resolves to 169.254.169.254: 169.254.169.254 is a cloud metadata service (AWS, \
+             GCP, Azure, OpenStack): tenants' endpoints may not reach it whatever the networks or CIDRs allowed"
         ),
         "{}",
         message(&out)
+    );
+    // The admin may open a config key; never one that hands the tenant Velero's own Secrets or files.
+    let s = TestServer::start(Some("nonAdminBSL:\n  enabled: true\n  allowedConfigKeys: [kmsKeyId]\n")).await;
+    let (_, out) = s
+        .post_json(
+            "/mutate/nonadminbackupstoragelocations",
+            &nabsl_review(spec(json!({"s3Url": "https://s3.example.com", "kmsKeyId": "k"}))),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert!(
+        nac::policy::Policy::parse("nonAdminBSL: {allowedConfigKeys: [customerKeyEncryptionSecret]}")
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be opened to tenants"),
     );
 
     // A broken allow-list never loads: the policy webhook refuses it, naming the entry.

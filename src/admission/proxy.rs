@@ -940,7 +940,7 @@ async fn location_rules(
         None => Err("nac runs without a connection to the cluster".to_string()),
     };
     match answer {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => out.extend(credential_content(state, namespace, spec, secret).await),
         Ok(Err(message)) => out.push((credential::FIELD.to_string(), message)),
         Err(e) => out.push((
             credential::FIELD.to_string(),
@@ -952,6 +952,41 @@ async fn location_rules(
         )),
     }
     out
+}
+
+/// The credential's content (`policy::credential_copy`), judged at apply when the Secret exists already (it is
+/// judged again before every copy): anything but static keys is refused naming the key. Asked only once the
+/// requester may read the Secret, so the answer tells nothing of a Secret they may not read.
+async fn credential_content(
+    state: &AdmissionState,
+    namespace: &str,
+    spec: &Map<String, Value>,
+    secret: &str,
+) -> Option<(String, String)> {
+    let lookup = state.locations.as_ref()?;
+    let key = spec.get("credential")?.get("key")?.as_str()?;
+    let field = "spec.backupStorageLocationSpec.credential".to_string();
+    let found = match lookup.secret(namespace, secret).await {
+        Ok(found) => found?,
+        Err(e) => {
+            return Some((
+                field,
+                format!(
+                    "NonAdminBackupStorageLocation refused: nac cannot read Secret {secret:?} in namespace                      {namespace} to check its credential now ({e}); retry"
+                ),
+            ))
+        }
+    };
+    let bytes = found.data.as_ref()?.get(key)?;
+    let config: Option<std::collections::BTreeMap<String, String>> =
+        spec.get("config").and_then(Value::as_object).map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        });
+    policy::credential_copy(secret, key, &bytes.0, config.as_ref())
+        .err()
+        .map(|why| (field, why))
 }
 
 /// The validating rules on a parsed review.

@@ -83,6 +83,16 @@ pub trait LocationLookup: Send + Sync {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
     }
 
+    /// Secret `name` of `namespace` (a tenant location's credential, judged at apply), `None` when it does not
+    /// exist.
+    fn secret<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<k8s_openapi::api::core::v1::Secret>, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
+
     /// NonAdminSchedules of `namespace` not being deleted.
     fn schedules_in<'a>(&'a self, _namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
@@ -109,6 +119,18 @@ impl LocationLookup for KubeLocations {
                 kube::Client::from(self.0.clone()),
                 self.0.namespace().unwrap_or_default(),
             );
+            api.get_opt(name).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn secret<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<k8s_openapi::api::core::v1::Secret>, String>> {
+        Box::pin(async move {
+            let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+                kube::Api::namespaced(kube::Client::from(self.0.clone()), namespace);
             api.get_opt(name).await.map_err(|e| e.to_string())
         })
     }

@@ -1064,7 +1064,7 @@ async fn a_storage_location_is_six_writes_two_reads_and_four_events() {
     let secret = "/api/v1/namespaces/team-a/secrets/s3";
     f.reads.insert(
         secret.into(),
-        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": {"cloud": "W2RlZmF1bHRdCg=="},
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": {"cloud": "W2RlZmF1bHRdCmF3c19hY2Nlc3Nfa2V5X2lkID0gQQphd3Nfc2VjcmV0X2FjY2Vzc19rZXkgPSBCCg=="},
                "metadata": {"name": "s3", "namespace": "team-a", "uid": "s-uid", "resourceVersion": "3"}}),
     );
     let own = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadminbackupstoragelocations/own";

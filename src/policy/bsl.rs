@@ -1,6 +1,7 @@
 //! Tenants' own storage locations (NonAdminBackupStorageLocation): whether they are allowed, whether the admin
 //! approves each one, and the BSL fields the admin pins. Evaluation is pure, shared by webhook and reconciler.
 
+pub mod credential_file;
 mod endpoints;
 
 pub use endpoints::{host_of, judge_host, names_to_resolve, AllowedEndpoints, Host, HostRule, Network, PRIVATE};
@@ -28,6 +29,8 @@ pub struct NonAdminBsl {
     pub allow_insecure_skip_tls_verify: bool,
     /// Whether tenants may name a CA of their own (`objectStorage.caCert`, `config.caCert`). Off by default.
     pub allow_ca_cert: bool,
+    /// `config` keys tenants may set beyond [`CONFIG_KEYS`] (the admin's additions).
+    pub allowed_config_keys: Vec<String>,
 }
 
 impl Default for NonAdminBsl {
@@ -39,6 +42,7 @@ impl Default for NonAdminBsl {
             allowed_endpoints: None,
             allow_insecure_skip_tls_verify: false,
             allow_ca_cert: false,
+            allowed_config_keys: Vec::new(),
         }
     }
 }
@@ -58,6 +62,8 @@ pub(super) struct RawNonAdminBsl {
     allow_insecure_skip_tls_verify: Option<bool>,
     #[serde(default, rename = "allowCACert")]
     allow_ca_cert: Option<bool>,
+    #[serde(default)]
+    allowed_config_keys: Option<Vec<String>>,
 }
 
 /// What an admin may pin: the BSL spec without `default` (always false for tenants). Typed, so a wrong shape or
@@ -99,6 +105,43 @@ enum AccessMode {
 }
 
 const BSL_DURATION_FIELDS: &[&str] = &["backupSyncPeriod", "validationFrequency"];
+
+/// The providers whose credentials and settings nac can judge: Velero's AWS plugin (S3 and S3-compatible stores).
+pub const PROVIDERS: &[&str] = &["aws", "velero.io/aws"];
+
+/// The `config` keys a tenant's location may set (Velero's AWS plugin's storage settings): endpoints and TLS keys
+/// are judged further (`endpoints`, [`tls_options`]), `profile` selects a profile of the credential nac copies.
+/// Keys are matched exactly, as the plugin reads them.
+pub const CONFIG_KEYS: &[&str] = &[
+    "region",
+    "s3Url",
+    "publicUrl",
+    "s3ForcePathStyle",
+    "checksumAlgorithm",
+    "signatureVersion",
+    "serverSideEncryption",
+    "tagging",
+    "profile",
+    "insecureSkipTLSVerify",
+    "caCert",
+];
+
+/// Keys no policy may open to tenants: each makes Velero read something of its own for the tenant's location.
+const NEVER_CONFIG_KEYS: &[(&str, &str)] = &[
+    (
+        "credentialsFile",
+        "names a file in Velero's container to use as the credential",
+    ),
+    (
+        "customerKeyEncryptionSecret",
+        "names a Secret in Velero's namespace whose key Velero sends with every request",
+    ),
+    (
+        "customerKeyEncryptionFile",
+        "names a file in Velero's container whose key Velero sends with every request",
+    ),
+    ("enableSharedConfig", "makes the SDK read Velero's own AWS config"),
+];
 const OBJECT_STORAGE_FIELDS: &[&str] = &["bucket", "prefix", "caCert"];
 
 pub(super) fn parse_bsl(raw: RawNonAdminBsl, problems: &mut Vec<PolicyProblem>) -> NonAdminBsl {
@@ -112,6 +155,16 @@ pub(super) fn parse_bsl(raw: RawNonAdminBsl, problems: &mut Vec<PolicyProblem>) 
     out.allowed_endpoints = raw.allowed_endpoints.map(|a| endpoints::parse_allowed(a, problems));
     out.allow_insecure_skip_tls_verify = raw.allow_insecure_skip_tls_verify.unwrap_or(false);
     out.allow_ca_cert = raw.allow_ca_cert.unwrap_or(false);
+    for (i, k) in raw.allowed_config_keys.unwrap_or_default().into_iter().enumerate() {
+        let field = format!("nonAdminBSL.allowedConfigKeys[{i}]");
+        if let Some((_, why)) = NEVER_CONFIG_KEYS.iter().find(|(n, _)| n.eq_ignore_ascii_case(&k)) {
+            problems.push(problem(field, format!("{k:?} cannot be opened to tenants: it {why}")));
+        } else if k.is_empty() || k.contains(char::is_whitespace) {
+            problems.push(problem(field, format!("{k:?} is not a config key")));
+        } else if !CONFIG_KEYS.contains(&k.as_str()) && !out.allowed_config_keys.contains(&k) {
+            out.allowed_config_keys.push(k);
+        }
+    }
     let map = raw.enforce_bsl_spec.unwrap_or_default();
     let before = problems.len();
     if map.contains_key("default") {
@@ -136,6 +189,17 @@ pub(super) fn parse_bsl(raw: RawNonAdminBsl, problems: &mut Vec<PolicyProblem>) 
             if let Err(e) = GoDuration::parse(s) {
                 problems.push(problem(format!("nonAdminBSL.enforceBSLSpec.{field}"), e.to_string()));
             }
+        }
+    }
+    if let Some(p) = map.get("provider").and_then(Value::as_str) {
+        if !PROVIDERS.contains(&p) {
+            problems.push(problem(
+                "nonAdminBSL.enforceBSLSpec.provider",
+                format!(
+                    "{p:?}: nac can check tenants' credentials and settings for provider aws only ({})",
+                    PROVIDERS.join(", ")
+                ),
+            ));
         }
     }
     if problems.len() == before {
@@ -278,8 +342,70 @@ pub fn evaluate_bsl(spec: &Map<String, Value>, policy: &super::Policy) -> Outcom
         }
     }
     apply_enforced(&mut out, &rules.enforce_bsl_spec);
+    provider_and_config(&mut out, rules);
     tls_options(&mut out, rules);
     out
+}
+
+/// The provider is one whose credential nac can judge, and `config` holds only keys Velero's plugin reads as
+/// storage settings ([`CONFIG_KEYS`], the admin's `allowedConfigKeys`, or a value the policy pins itself): any
+/// other key may make Velero act with its own files, Secrets or identity for the tenant.
+fn provider_and_config(out: &mut Outcome, rules: &NonAdminBsl) {
+    match out.spec.get("provider").filter(|v| !v.is_null()) {
+        Some(Value::String(p)) if PROVIDERS.contains(&p.as_str()) => {}
+        other => deny(
+            out,
+            "provider",
+            format!(
+                "{NABSL} {PREFIX}.provider {:?} is refused: nac can check the credential and settings of provider \
+                 aws only (Velero's AWS plugin, for S3 and S3-compatible storage)",
+                other.map(display_value).unwrap_or_default()
+            ),
+        ),
+    }
+    let pinned = rules.enforce_bsl_spec.get("config").and_then(Value::as_object);
+    let config = out
+        .spec
+        .get("config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in &config {
+        if pinned.and_then(|p| p.get(k)) == Some(v) {
+            continue;
+        }
+        if let Some((_, why)) = NEVER_CONFIG_KEYS.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)) {
+            deny(
+                out,
+                &format!("config.{k}"),
+                format!("{NABSL} {PREFIX}.config.{k} is refused: it {why}"),
+            );
+        } else if !CONFIG_KEYS.contains(&k.as_str()) && !rules.allowed_config_keys.contains(k) {
+            let mut allowed: Vec<&str> = CONFIG_KEYS.to_vec();
+            allowed.extend(rules.allowed_config_keys.iter().map(String::as_str));
+            deny(
+                out,
+                &format!("config.{k}"),
+                format!(
+                    "{NABSL} {PREFIX}.config.{k} is refused: a tenant's location may set {} (policy \
+                     nonAdminBSL.allowedConfigKeys adds to these)",
+                    allowed.join(", ")
+                ),
+            );
+        } else if k == "profile" {
+            let ok = v.as_str().is_some_and(credential_file::is_profile_name);
+            if !ok {
+                deny(
+                    out,
+                    "config.profile",
+                    format!(
+                        "{NABSL} {PREFIX}.config.profile {} is not a profile name (letters, digits and -_.+@/:)",
+                        display_value(v)
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// [`evaluate_bsl`] and the endpoint rule (`endpoints`): `net` holds the cluster's networks and the addresses of
@@ -314,7 +440,8 @@ fn tls_options(out: &mut Outcome, rules: &NonAdminBsl) {
                     out,
                     &format!("config.{k}"),
                     format!(
-                        "{NABSL} {PREFIX}.config.{k} {s:?} is refused: TLS verification may not be turned off on a                          tenant's location (policy nonAdminBSL.allowInsecureSkipTLSVerify is false)"
+                        "{NABSL} {PREFIX}.config.{k} {s:?} is refused: TLS verification may not be turned off on a \
+                         tenant's location (policy nonAdminBSL.allowInsecureSkipTLSVerify is false)"
                     ),
                 );
             }
@@ -431,6 +558,20 @@ fn render(v: &Value) -> String {
             .join(", "),
         other => display_value(other),
     }
+}
+
+/// The credential nac writes for Velero from a tenant's Secret value `bytes`, the location's `config` selecting
+/// the profile (`credential_file`), or the refusal naming the Secret, the key and what in it is refused.
+pub fn credential_copy(
+    secret: &str,
+    key: &str,
+    bytes: &[u8],
+    config: Option<&BTreeMap<String, String>>,
+) -> Result<String, String> {
+    let profile = config.and_then(|c| c.get("profile")).map(String::as_str);
+    credential_file::aws_static_keys(bytes, profile)
+        .map(|k| k.render())
+        .map_err(|why| format!("{NABSL} credential Secret {secret:?} key {key:?} is refused: {why}"))
 }
 
 /// The NonAdminBackupStorageLocation a backup's `storageLocation` names, if it names one (tenants' locations

@@ -205,6 +205,29 @@ impl nac::admission::LocationLookup for FakeLocations {
         })
     }
 
+    /// Secrets of any namespace: `static-keys` holds static keys, `process` a `credential_process` line,
+    /// `unreadable` cannot be read; others do not exist (key `cloud` in each).
+    fn secret<'a>(
+        &'a self,
+        _namespace: &'a str,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<k8s_openapi::api::core::v1::Secret>, String>> {
+        let file: Option<&str> = match name {
+            "static-keys" => Some("[default]\naws_access_key_id = A\naws_secret_access_key = B\n"),
+            "process" => Some("[default]\ncredential_process = /bin/sh -c 'touch /tmp/owned'\n"),
+            _ => None,
+        };
+        Box::pin(async move {
+            if name == "unreadable" {
+                return Err("connection refused".into());
+            }
+            Ok(file.map(|f| k8s_openapi::api::core::v1::Secret {
+                data: Some([("cloud".to_string(), k8s_openapi::ByteString(f.as_bytes().to_vec()))].into()),
+                ..Default::default()
+            }))
+        })
+    }
+
     /// Namespace `full` has three NonAdminSchedules, `unreachable` cannot be counted, others none.
     fn schedules_in<'a>(&'a self, namespace: &'a str) -> futures::future::BoxFuture<'a, Result<usize, String>> {
         Box::pin(async move {

@@ -309,17 +309,20 @@ pub fn build_location(
     }
 }
 
-/// The copy of the tenant's Secret: its type and data only (not its labels or annotations).
+/// What nac copies of a tenant's credential: an Opaque Secret holding, under the location's key, the credential
+/// file nac wrote from the static keys it accepted (`policy::credential_copy`): never the tenant's bytes, labels
+/// or annotations.
 pub fn build_secret_copy(
     nabsl: &NonAdminBackupStorageLocation,
     nacuuid: &str,
     velero_namespace: &str,
-    source: &Secret,
+    key: &str,
+    file: String,
 ) -> Secret {
     Secret {
         metadata: kind::made_meta(nabsl, nacuuid, velero_namespace),
-        type_: source.type_.clone(),
-        data: source.data.clone(),
+        type_: Some("Opaque".into()),
+        data: Some([(key.to_string(), k8s_openapi::ByteString(file.into_bytes()))].into()),
         ..Secret::default()
     }
 }
@@ -749,13 +752,21 @@ async fn sync_secret(
             cred.name
         )));
     }
-    let has_key = source.data.as_ref().is_some_and(|d| d.contains_key(&cred.key))
-        || source.string_data.as_ref().is_some_and(|d| d.contains_key(&cred.key));
-    if !has_key {
+    let Some(value) = source.data.as_ref().and_then(|d| d.get(&cred.key)) else {
         return Ok(Err(format!("Secret {:?} has no key {:?}", cred.name, cred.key)));
-    }
+    };
+    // Judged on every change of the Secret, before the copy changes: a refused value leaves the copy as it was.
+    let file = match crate::policy::credential_copy(&cred.name, &cred.key, &value.0, approved.config.as_ref()) {
+        Ok(f) => f,
+        Err(why) => {
+            // A copy made from an earlier value (or by an earlier nac that copied tenants' bytes) goes with the
+            // Velero BSL using it: Velero never reads a credential nac has refused.
+            teardown(ctx, obj, nacuuid).await?;
+            return Ok(Err(why));
+        }
+    };
     let vns = &ctx.opts.velero_namespace;
-    let wanted = build_secret_copy(obj, nacuuid, vns, &source);
+    let wanted = build_secret_copy(obj, nacuuid, vns, &cred.key, file);
     let copies: Api<Secret> = ctx.velero_api();
     let existing = ctx.own.copies.get(&ctx.velero_ref(nacuuid)).map(|s| (*s).clone());
     match existing {
@@ -1054,19 +1065,33 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_copy_has_type_and_data_but_not_the_tenants_metadata() {
-        let mut src = Secret::default();
-        src.metadata.labels = Some(BTreeMap::from([("mine".into(), "x".into())]));
-        src.type_ = Some("Opaque".into());
-        src.data = Some(BTreeMap::from([(
-            "cloud".into(),
-            k8s_openapi::ByteString(b"[default]\n".to_vec()),
-        )]));
-        let copy = build_secret_copy(&nabsl(), "u", "openshift-adp", &src);
-        assert_eq!(copy.type_, src.type_);
-        assert_eq!(copy.data, src.data);
-        assert!(!copy.metadata.labels.as_ref().unwrap().contains_key("mine"));
+    fn the_secret_copy_is_the_file_nac_wrote_and_nothing_of_the_tenants() {
+        let tenant = b"# theirs\n[default]\naws_access_key_id = A\naws_secret_access_key = B\n";
+        let file = crate::policy::credential_copy("s3", "cloud", tenant, None).unwrap();
+        let copy = build_secret_copy(&nabsl(), "u", "openshift-adp", "cloud", file);
+        assert_eq!(copy.type_.as_deref(), Some("Opaque"));
+        let data = copy.data.as_ref().unwrap();
+        assert_eq!(data.len(), 1);
+        assert_eq!(
+            data["cloud"].0,
+            b"[default]\naws_access_key_id = A\naws_secret_access_key = B\n".to_vec()
+        );
         assert!(NABSL.owns(&copy.metadata, "team-a", "own"));
+        // The profile the location selects; a refused credential names the Secret and the key.
+        let config = BTreeMap::from([("profile".to_string(), "team".to_string())]);
+        let err = crate::policy::credential_copy("s3", "cloud", tenant, Some(&config)).unwrap_err();
+        assert!(
+            err.starts_with(
+                "NonAdminBackupStorageLocation credential Secret \"s3\" key \"cloud\" is refused: profile [team]"
+            ),
+            "{err}"
+        );
+        let err = crate::policy::credential_copy("s3", "cloud", b"[default]\ncredential_process = touch /x\n", None)
+            .unwrap_err();
+        assert!(
+            err.contains("\"credential_process\" (line 2, profile [default]) is not a static key"),
+            "{err}"
+        );
     }
 
     #[test]

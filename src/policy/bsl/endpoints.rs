@@ -199,6 +199,59 @@ pub struct Network {
     pub cluster: Vec<(IpNet, String)>,
     /// The addresses of each name [`names_to_resolve`] listed, or why it could not be resolved.
     pub resolved: BTreeMap<String, Result<Vec<IpAddr>, String>>,
+    /// The nodes' own addresses, each with what it is: refused like [`METADATA`] (a node's kubelet and host
+    /// services answer there), whatever the networks.
+    pub nodes: Vec<(IpAddr, String)>,
+}
+
+/// Cloud metadata services outside the link-local range, refused whatever the networks detected or the CIDRs
+/// allowed, unless `allowedEndpoints.hosts` names the address itself: they hand out the node's cloud identity.
+pub const METADATA: &[(&str, &str)] = &[
+    (
+        "169.254.169.254/32",
+        "a cloud metadata service (AWS, GCP, Azure, OpenStack)",
+    ),
+    (
+        "169.254.170.2/32",
+        "a cloud metadata service (AWS container credentials)",
+    ),
+    ("fd00:ec2::254/128", "a cloud metadata service (AWS, IPv6)"),
+    ("fd20:ce::254/128", "a cloud metadata service (GCP, IPv6)"),
+    ("100.100.100.200/32", "a cloud metadata service (Alibaba Cloud)"),
+    ("168.63.129.16/32", "a cloud platform service (Azure WireServer)"),
+    ("192.0.0.192/32", "a cloud metadata service (Oracle Cloud)"),
+];
+
+/// Why `ip` is protected (a metadata service, or a node), if it is; an IPv4 address carried in an IPv6 one
+/// (NAT64's well-known prefix, 6to4) is judged as the IPv4 address it reaches.
+fn protected(ip: IpAddr, net: &Network) -> Option<String> {
+    let mut candidates = vec![ip];
+    candidates.extend(embedded_v4(ip));
+    candidates.into_iter().find_map(|ip| {
+        METADATA
+            .iter()
+            .find_map(|(n, what)| {
+                let n = IpNet::from_str(n).expect("literal CIDR");
+                n.contains(&ip).then(|| format!("{ip} is {what}"))
+            })
+            .or_else(|| {
+                net.nodes
+                    .iter()
+                    .find(|(a, _)| *a == ip)
+                    .map(|(a, what)| format!("{a} is {what}"))
+            })
+    })
+}
+
+/// The IPv4 address an IPv6 address reaches through NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`).
+fn embedded_v4(ip: IpAddr) -> Option<IpAddr> {
+    let IpAddr::V6(v6) = ip else { return None };
+    let s = v6.segments();
+    let o = v6.octets();
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(IpAddr::from([o[12], o[13], o[14], o[15]]));
+    }
+    (s[0] == 0x2002).then(|| IpAddr::from([o[2], o[3], o[4], o[5]]))
 }
 
 /// Ranges refused to tenants' endpoints whatever nac knows of the cluster.
@@ -305,6 +358,13 @@ fn by_allow_list(host: &Host, allowed: &AllowedEndpoints, net: &Network) -> Opti
     if allowed.hosts.iter().any(|r| r.allows(host)) {
         return None;
     }
+    // A CIDR never opens a metadata service or a node: only the address itself, listed in hosts. (Without CIDRs,
+    // anything hosts does not name is refused below anyway.)
+    if let (false, Ok(addrs)) = (allowed.cidrs.is_empty(), addresses(host, net)) {
+        if let Some(why) = addrs.into_iter().find_map(|ip| protected(ip, net).map(|w| (ip, w))) {
+            return Some(protected_refusal(host, why));
+        }
+    }
     let listed = || {
         let hosts: Vec<String> = allowed.hosts.iter().map(|h| h.to_string()).collect();
         let cidrs: Vec<String> = allowed.cidrs.iter().map(|c| c.to_string()).collect();
@@ -342,6 +402,9 @@ fn by_default_rule(host: &Host, net: &Network) -> Option<String> {
             ))
         }
     };
+    if let Some(why) = addrs.iter().find_map(|ip| protected(*ip, net).map(|w| (*ip, w))) {
+        return Some(protected_refusal(host, why));
+    }
     for ip in addrs {
         let hit = always_refused(ip).map(|(n, what)| (n, what.to_string())).or_else(|| {
             net.cluster
@@ -358,6 +421,17 @@ fn by_default_rule(host: &Host, net: &Network) -> Option<String> {
         }
     }
     None
+}
+
+fn protected_refusal(host: &Host, (ip, why): (IpAddr, String)) -> String {
+    let lead = match host {
+        Host::Ip(_) => String::new(),
+        Host::Name(n) => format!("host {n} resolves to {ip}: "),
+    };
+    format!(
+        "{lead}{why}: tenants' endpoints may not reach it whatever the networks or CIDRs allowed (only the \
+         address itself in policy {SECTION}.hosts allows it)"
+    )
 }
 
 /// Whether a config value turns TLS verification off, as Velero's plugins parse it (Go's `strconv.ParseBool`;
@@ -394,6 +468,7 @@ mod tests {
                 .iter()
                 .map(|(n, a)| (n.to_string(), Ok(a.iter().map(|a| a.parse().unwrap()).collect())))
                 .collect(),
+            nodes: vec![("192.0.2.10".parse().unwrap(), "the address of node worker-1".into())],
         }
     }
 
@@ -407,7 +482,7 @@ mod tests {
         let p = policy("");
         let n = net(&[("localhost", &["127.0.0.1"]), ("s3.example.com", &["203.0.113.7"])]);
         for (url, what) in [
-            ("http://169.254.169.254/latest", "link-local"),
+            ("http://169.254.169.254/latest", "a cloud metadata service"),
             ("http://127.0.0.1:9000", "loopback"),
             ("http://[::1]:9000", "loopback"),
             ("http://[::ffff:127.0.0.1]", "loopback"),
@@ -426,8 +501,9 @@ mod tests {
                 .unwrap()
                 .1,
             "NonAdminBackupStorageLocation spec.backupStorageLocationSpec.config.s3Url \"http://169.254.169.254/latest\" \
-             is refused: 169.254.169.254 is in 169.254.0.0/16, link-local (cloud metadata services answer there): \
-             tenants' endpoints may not reach it (policy nonAdminBSL has no allowedEndpoints that allows it)"
+             is refused: 169.254.169.254 is a cloud metadata service (AWS, GCP, Azure, OpenStack): tenants' \
+             endpoints may not reach it whatever the networks or CIDRs allowed (only the address itself in policy \
+             nonAdminBSL.allowedEndpoints.hosts allows it)"
         );
         // A public address, by name or as an address, passes; no endpoint at all passes.
         assert!(refusal(&p, &spec(json!({"s3Url": "https://s3.example.com"})), &n).is_none());
@@ -473,6 +549,56 @@ mod tests {
             ),
             ["meta", "s3.example.com"]
         );
+    }
+
+    #[test]
+    fn metadata_services_and_nodes_are_refused_whatever_the_networks_unless_listed_by_address() {
+        // The networks known (nothing private stands in), the default rule.
+        let p = policy("");
+        let n = net(&[("imds.example", &["fd00:ec2::254"]), ("node.example", &["192.0.2.10"])]);
+        for (url, says) in [
+            (
+                "http://168.63.129.16",
+                "168.63.129.16 is a cloud platform service (Azure WireServer)",
+            ),
+            ("http://100.100.100.200/latest", "Alibaba Cloud"),
+            (
+                "http://[fd00:ec2::254]",
+                "fd00:ec2::254 is a cloud metadata service (AWS, IPv6)",
+            ),
+            ("http://[fd20:ce::254]", "GCP, IPv6"),
+            ("http://192.0.0.192", "Oracle Cloud"),
+            (
+                "http://[64:ff9b::a83f:8110]",
+                "168.63.129.16 is a cloud platform service",
+            ),
+            (
+                "http://[2002:a9fe:a9fe::1]",
+                "169.254.169.254 is a cloud metadata service",
+            ),
+            (
+                "http://imds.example",
+                "host imds.example resolves to fd00:ec2::254: fd00:ec2::254 is",
+            ),
+            ("http://192.0.2.10:10250", "192.0.2.10 is the address of node worker-1"),
+            ("http://node.example", "host node.example resolves to 192.0.2.10"),
+        ] {
+            let (_, msg) = refusal(&p, &spec(json!({"s3Url": url})), &n).unwrap_or_else(|| panic!("{url}"));
+            assert!(msg.contains(says), "{url}: {msg}");
+            assert!(msg.contains("whatever the networks or CIDRs allowed"), "{url}: {msg}");
+        }
+        // A CIDR that holds them does not open them; the address itself in hosts does.
+        let wide = policy("  allowedEndpoints:\n    cidrs: [168.63.129.0/24, 192.0.2.0/24, 203.0.113.0/24]\n");
+        for url in ["http://168.63.129.16", "http://192.0.2.10"] {
+            assert!(refusal(&wide, &spec(json!({"s3Url": url})), &n).is_some(), "{url}");
+        }
+        assert_eq!(refusal(&wide, &spec(json!({"s3Url": "http://203.0.113.9"})), &n), None);
+        let listed = policy("  allowedEndpoints:\n    hosts: [168.63.129.16]\n    cidrs: [192.0.2.0/24]\n");
+        assert_eq!(
+            refusal(&listed, &spec(json!({"s3Url": "http://168.63.129.16"})), &n),
+            None
+        );
+        assert!(refusal(&listed, &spec(json!({"s3Url": "http://192.0.2.10"})), &n).is_some());
     }
 
     #[test]
