@@ -1014,8 +1014,9 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
         assert!(msg.contains(words), "{words}: {msg}");
     }
 
-    // Updates: a pause passes even when the policy now refuses the expression; an edited template is checked
-    // again and recorded as its editor's; an unpause gets the policy's skip.
+    // Updates: a pause passes even when the policy now refuses the expression, and keeps the requester; any other
+    // edit (an unpause, the expression, the template) is checked again like a new schedule and recorded as its
+    // editor's, with the editor's rights; an unpause gets the policy's skip.
     let created = obj.clone();
     let mut paused = created.clone();
     paused["spec"]["paused"] = json!(true);
@@ -1027,7 +1028,15 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
         )
         .await;
     assert_eq!(resp(&out)["allowed"], true, "{out}");
-    s.policy.offer("schedule: {minInterval: 24h}", "test");
+    s.policy.offer("schedule: {minInterval: 48h}", "test");
+    let review = nas_review("bob", "team-a", paused.clone(), Some(created.clone()));
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "a pause is never refused: {out}");
+    assert_eq!(
+        patched_object(&review, &out)["metadata"]["annotations"][REQUESTER_ANNOTATION],
+        created["metadata"]["annotations"][REQUESTER_ANNOTATION],
+        "a pause keeps the requester"
+    );
     let mut unpaused = paused.clone();
     unpaused["spec"]["paused"] = json!(false);
     let (_, out) = s
@@ -1036,8 +1045,32 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
             &nas_review("alice", "team-a", unpaused.clone(), Some(paused.clone())),
         )
         .await;
-    assert_eq!(resp(&out)["allowed"], true, "an unpause is not a new expression: {out}");
+    assert!(
+        denial(&out).1.contains(&"spec.schedule".to_string()),
+        "an unpause is checked as a new schedule: {out}"
+    );
     s.policy.offer(SCHEDULE_POLICY, "test");
+    // Unpaused by a user who may not list Secrets: the runs are theirs, without Secrets.
+    let review = nas_review("restricted", "team-a", unpaused.clone(), Some(paused.clone()));
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let obj = patched_object(&review, &out);
+    let annotations = &obj["metadata"]["annotations"];
+    assert!(
+        annotations[REQUESTER_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .contains("\"restricted\""),
+        "{obj}"
+    );
+    assert!(annotations[nac::rights::BACKUP_RIGHTS_ANNOTATION].is_string(), "{obj}");
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminschedules",
+            &nas_review("restricted", "team-a", obj, Some(paused.clone())),
+        )
+        .await;
+    assert_eq!(resp(&out)["allowed"], true, "the mutated edit validates: {out}");
     let (_, out) = s
         .post_json(
             path,

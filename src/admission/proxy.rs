@@ -6,8 +6,8 @@
 //! applies the validating rules to the result, so one call per request decides.
 //! Validating: on CREATE the policy and tenant rules; on UPDATE immutability of the spec, the one-way
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
-//! Schedules are the exception to immutability: their expression, pause and template are meant to be edited, and
-//! an edited template or expression is checked again like a new one.
+//! Schedules are the exception to immutability: their expression, pause and template are meant to be edited; an
+//! edited schedule is checked again like a new one, and whoever edited it becomes its requester.
 
 use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
@@ -367,38 +367,41 @@ pub(super) async fn mutate(
             }
         }
         Some((old_obj, old_spec)) if kind.edited => {
-            // Schedules are edited: an edited template gets the policy again (and the editor's rights); an
-            // unpause gets the policy's skipImmediately default. nac's own writes (status, the consumed
-            // skipImmediately) pass as they are.
+            // Schedules are edited. Whoever changes the spec (an unpause, the expression, the template, anything
+            // but a pause alone) becomes the schedule's requester, checked as for a new schedule: the policy again, their rights stamped, so the
+            // runs act with the rights of the last user who changed what they do. An unpause gets the policy's
+            // skipImmediately default. nac's own writes (status, the consumed skipImmediately) pass as they are.
             if !is_privileged(state, req) {
                 let template_changed = !same_template(old_spec, &p.spec);
+                let mut spec = p.spec.clone();
                 if !template_changed && old_spec.get("template") != p.spec.get("template") {
                     // A Go client's read-modify-write: the stored template stays as it was.
                     if let Some(t) = old_spec.get("template") {
                         patched["spec"]["template"] = t.clone();
+                        spec.insert("template".into(), t.clone());
                     }
                 }
                 let expression_changed = old_spec.get("schedule") != p.spec.get("schedule");
                 let unpaused = old_spec.get("paused").and_then(Value::as_bool).unwrap_or(false)
                     && !p.spec.get("paused").and_then(Value::as_bool).unwrap_or(false);
-                if template_changed || unpaused || expression_changed {
+                // A pause alone stops runs: never refused, and the requester stays (the next unpause records its
+                // user).
+                if &spec != old_spec && !only_paused(old_spec, &spec) {
                     let Some(policy) = state.policy.admissible() else {
                         return deny(resp, no_policy_message(state, kind), []);
                     };
-                    if template_changed {
-                        let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
-                        let allowed = outcome.allowed();
-                        kind.set_spec(&mut patched, outcome.spec);
-                        warnings.extend(outcome.warnings);
-                        let who = Requester::from_user_info(&req.user_info);
-                        let stamped = serde_json::to_string(&who).expect("requester serializes");
-                        set_annotation(&mut patched, REQUESTER_ANNOTATION, stamped);
-                        if allowed {
-                            if let Err((field, message)) =
-                                stamp_rights(state, kind, &policy, &who, p.namespace, &mut patched, &mut warnings).await
-                            {
-                                return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
-                            }
+                    let outcome = kind.evaluate(&spec, &policy, p.namespace);
+                    let allowed = outcome.allowed();
+                    kind.set_spec(&mut patched, outcome.spec);
+                    warnings.extend(outcome.warnings);
+                    let who = Requester::from_user_info(&req.user_info);
+                    let stamped = serde_json::to_string(&who).expect("requester serializes");
+                    set_annotation(&mut patched, REQUESTER_ANNOTATION, stamped);
+                    if allowed {
+                        if let Err((field, message)) =
+                            stamp_rights(state, kind, &policy, &who, p.namespace, &mut patched, &mut warnings).await
+                        {
+                            return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
                         }
                     }
                     if unpaused {
@@ -450,6 +453,18 @@ pub(super) async fn mutate(
         Ok(r) => r,
         Err(e) => deny(resp, format!("internal error building the patch: {e}"), []),
     }
+}
+
+/// Whether `new` pauses `old` and changes nothing else (but `skipImmediately`, which only an unpause reads): an
+/// edit that only stops runs.
+fn only_paused(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
+    let rest = |m: &Map<String, Value>| -> Map<String, Value> {
+        m.iter()
+            .filter(|(k, v)| !v.is_null() && !matches!(k.as_str(), "paused" | "skipImmediately"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    new.get("paused") == Some(&Value::Bool(true)) && rest(old) == rest(new)
 }
 
 /// Whether two schedule specs hold the same template, as a Go client reads and writes it back.
@@ -1055,13 +1070,12 @@ fn validate_parsed(
         }
         Some((old_obj, old_spec)) => {
             let mut violations = Vec::new();
-            // What a schedule's edit may change: its spec, checked again where the expression or the template
-            // changed; nac's records only as the mutating webhook writes them for an edited template.
-            let mut edited_template = false;
+            // What a schedule's edit may change: its spec, checked again as a new one; nac's records only as the
+            // mutating webhook writes them for an edited spec (the editor becomes the requester).
+            let mut edited = false;
             if kind.edited {
-                let changed = |k: &str| old_spec.get(k) != p.spec.get(k);
-                edited_template = changed("template");
-                if (changed("schedule") || edited_template) && !privileged {
+                edited = old_spec != &p.spec;
+                if edited && !privileged && !only_paused(old_spec, &p.spec) {
                     let Some(policy) = state.policy.admissible() else {
                         return deny(resp, no_policy_message(state, kind), []);
                     };
@@ -1106,7 +1120,7 @@ fn validate_parsed(
             }
             let me = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
             for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
-                let restamped = edited_template
+                let restamped = edited
                     && annotation(&p.object, key).is_some()
                     && (key != REQUESTER_ANNOTATION || annotation(&p.object, key) == Some(me.as_str()));
                 if annotation(old_obj, key) != annotation(&p.object, key) && !privileged && !restamped {

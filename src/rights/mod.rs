@@ -385,6 +385,12 @@ pub trait Access: Send + Sync {
         let _ = namespace;
         Box::pin(async move { vec![occupancy::Seen::Unknown; kinds.len()] })
     }
+    /// Which RBAC changes that could reach `namespace` nac has seen (see [`rbac`]): a different stamp, rights there
+    /// may have changed. `None`: nac does not follow RBAC changes.
+    fn rbac_stamp(&self, namespace: &str) -> Option<rbac::Stamp> {
+        let _ = namespace;
+        None
+    }
 }
 
 /// Whether `who` may `verb` every object of `kind` in `namespace`.
@@ -695,6 +701,10 @@ pub async fn discover(client: &kube::Client) -> Result<Vec<Kind>, String> {
 }
 
 impl Access for KubeAccess {
+    fn rbac_stamp(&self, namespace: &str) -> Option<rbac::Stamp> {
+        Some(self.fresh.epochs.stamp(namespace))
+    }
+
     fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>> {
         Box::pin(async move {
             let mut cached = self.kinds.lock().await;

@@ -44,6 +44,55 @@ pub const RECENT_BACKUPS: usize = 5;
 /// How often a settled schedule is looked at again (its requester's rights may have changed).
 pub const RECHECK: Duration = Duration::from_secs(600);
 
+/// How often the schedules are checked for RBAC changes in their namespaces: a revoked right reaches a schedule's
+/// Velero Schedule (its template built with its requester's rights) within this of the change reaching nac.
+pub const RBAC_WAKE: Duration = Duration::from_secs(15);
+
+/// Wakes the schedules of each namespace where nac has seen an RBAC change since the last look (a Role or
+/// RoleBinding there, or any cluster-scoped one): their runs are rebuilt with the rights as they are now, not at
+/// the next [`RECHECK`]. Without RBAC watches (`rbac_stamp` none) the recheck alone applies.
+async fn wake_on_rbac_changes(ctx: Arc<Ctx>, stop: CancellationToken) {
+    use std::collections::HashMap;
+    let mut seen: HashMap<String, crate::rights::rbac::Stamp> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(RBAC_WAKE) => {}
+        }
+        let schedules = ctx.own.objects.state();
+        let mut now: HashMap<String, crate::rights::rbac::Stamp> = HashMap::new();
+        for nas in &schedules {
+            let ns = nas.namespace().unwrap_or_default();
+            if now.contains_key(&ns) {
+                continue;
+            }
+            let Some(stamp) = ctx.access.rbac_stamp(&ns) else {
+                return;
+            };
+            now.insert(ns, stamp);
+        }
+        let mut woken = 0;
+        for nas in &schedules {
+            let ns = nas.namespace().unwrap_or_default();
+            // A namespace first seen is not a change: its schedules were reconciled when they appeared.
+            if seen.get(&ns).is_some_and(|before| Some(before) != now.get(&ns)) {
+                woken += 1;
+                let _ = ctx
+                    .own
+                    .trigger
+                    .unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(&**nas));
+            }
+        }
+        if woken > 0 {
+            tracing::info!(
+                schedules = woken,
+                "RBAC changed in their namespaces: schedules rechecked"
+            );
+        }
+        seen = now;
+    }
+}
+
 /// What the schedule controller keeps for a term: the tenants' schedules, the Velero Schedules made for them, and
 /// the channel that wakes a schedule when one of its runs changes.
 pub type State = Stores<NonAdminSchedule, Schedule>;
@@ -75,7 +124,8 @@ impl Kind for NonAdminSchedule {
         let what = ["nonadminschedules", "velero schedules"];
         let (controller, triggers) = stores::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
         let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
-        kind::run(controller.reconcile_on(triggers), &ctx, stop).await
+        let waker = wake_on_rbac_changes(ctx.clone(), stop.clone());
+        tokio::join!(kind::run(controller.reconcile_on(triggers), &ctx, stop), waker);
     }
 
     fn recorded_nacuuid(s: &NonAdminScheduleStatus) -> Option<&str> {
