@@ -707,3 +707,93 @@ subjects: [{{kind: ServiceAccount, name: default, namespace: {ns}}}]
         "the checked kind was restored"
     );
 }
+
+/// A schedule runs with the rights of whoever last changed what it does: a namespace `view` user who unpauses an
+/// `edit` user's paused schedule becomes its requester, so its runs read no Secrets (`view` may not list them);
+/// before, the runs kept the owner's rights. A pause alone keeps the requester.
+#[tokio::test]
+async fn a_schedule_unpaused_by_a_viewer_runs_with_the_viewers_rights() {
+    use nac::api::NonAdminSchedule;
+    use nac::rights::REQUESTER_ANNOTATION;
+    use nac::velero::Schedule;
+    let (ns, owner_name, owner, admin) = tenant_with("att-sched", "edit").await;
+    let viewer_name = format!("view-{ns}");
+    bind_editor(&admin, &ns, &viewer_name).await;
+    bind(&admin, &ns, &viewer_name, "view").await;
+    may_soon(&admin, &ns, &viewer_name, "list", "", "configmaps").await;
+    let viewer = Cluster::load().as_user(&viewer_name).await;
+    let nas: NonAdminSchedule = serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule", "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 3 * * *", "paused": true, "template": {"backupSpec": {}}}
+    }))
+    .unwrap();
+    Api::<NonAdminSchedule>::namespaced(owner.clone(), &ns)
+        .create(&PostParams::default(), &nas)
+        .await
+        .unwrap();
+    let nases: Api<NonAdminSchedule> = Api::namespaced(viewer.clone(), &ns);
+    let s = wait_json(&nases, "nightly", T, "schedule Created", |v| {
+        v["status"]["phase"] == "Created"
+    })
+    .await;
+    let vname = s["status"]["veleroSchedule"]["name"].as_str().unwrap().to_string();
+    let schedules: Api<Schedule> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let excluded = |v: &Value| -> Vec<String> {
+        v["spec"]["template"]["excludedResources"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    let made = wait_json(&schedules, &vname, T, "Velero Schedule paused", |v| {
+        v["spec"]["paused"] == true
+    })
+    .await;
+    assert!(
+        !excluded(&made).contains(&"secrets".to_string()),
+        "the owner reads Secrets: {made}"
+    );
+    // A pause alone (already paused: a no-op edit of another field would be a change) keeps the owner.
+    let requester = |n: &Value| {
+        n["metadata"]["annotations"][REQUESTER_ANNOTATION]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(requester(&s).contains(&owner_name), "{s}");
+    nases
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    let n = serde_json::to_value(nases.get("nightly").await.unwrap()).unwrap();
+    assert!(
+        requester(&n).contains(&viewer_name),
+        "the unpause records its user: {n}"
+    );
+    // The Velero Schedule the runs come from: unpaused, and built with the viewer's rights.
+    let v = wait_json(&schedules, &vname, T, "Velero Schedule unpaused without Secrets", |v| {
+        v["spec"]["paused"] == false && excluded(v).contains(&"secrets".to_string())
+    })
+    .await;
+    assert!(excluded(&v).contains(&"secrets".to_string()), "{v}");
+    // The owner's next edit makes the runs theirs again.
+    Api::<NonAdminSchedule>::namespaced(owner.clone(), &ns)
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"schedule": "0 4 * * *"}})),
+        )
+        .await
+        .unwrap();
+    wait_json(&schedules, &vname, T, "Velero Schedule with the owner's rights", |v| {
+        v["spec"]["schedule"] == "0 4 * * *" && !excluded(v).contains(&"secrets".to_string())
+    })
+    .await;
+    Api::<NonAdminSchedule>::namespaced(owner.clone(), &ns)
+        .delete("nightly", &DeleteParams::default())
+        .await
+        .unwrap();
+}
