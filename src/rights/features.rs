@@ -148,10 +148,20 @@ fn hook_resources(spec: &Map<String, Value>) -> impl Iterator<Item = &Value> {
 /// Whether a backup of `included` with this spec may copy volume data: file-system backup (through pods),
 /// snapshots of claims (`snapshotVolumes`, unset meaning yes) and the data mover.
 pub fn backup_copies_volumes(spec: &Map<String, Value>, included: &[&Kind]) -> bool {
-    let fs = has(included, CORE_PODS) && truthy(spec, "defaultVolumesToFsBackup") != Some(false);
+    let actions = has_volume_policy(spec);
+    let fs = has(included, CORE_PODS) && (truthy(spec, "defaultVolumesToFsBackup") != Some(false) || actions);
     let snapshots = has(included, CORE_PVCS)
-        && (truthy(spec, "snapshotVolumes") != Some(false) || truthy(spec, "snapshotMoveData") == Some(true));
+        && (truthy(spec, "snapshotVolumes") != Some(false)
+            || truthy(spec, "snapshotMoveData") == Some(true)
+            || actions);
     fs || snapshots
+}
+
+/// Whether the spec names a resource policy (only an admin's enforced one passes the policy): its volume policies'
+/// actions (`snapshot`, `fs-backup`) take precedence over `snapshotVolumes` and `defaultVolumesToFsBackup` in
+/// Velero, and nac cannot see them (a ConfigMap in Velero's namespace), so it counts as copying volume data.
+fn has_volume_policy(spec: &Map<String, Value>) -> bool {
+    spec.get("resourcePolicy").is_some_and(|v| !v.is_null())
 }
 
 /// What a backup of `included` (the kinds left after the requester's list check) with `spec` would have Velero do
@@ -196,6 +206,17 @@ pub async fn backup_lacks(
             right: "create pods or create pods/exec".into(),
             effect: Effect::NoVolumeData,
         });
+        if has_volume_policy(spec) && has(included, CORE_PVCS) {
+            // The flags above do not bind a volume policy's actions: the claims go, and with them their volumes.
+            out.push(Lack {
+                field: "resourcePolicy".into(),
+                what: "persistentvolumeclaims, whose volumes the resource policy's volume actions (snapshot, \
+                       fs-backup) would copy whatever snapshotVolumes says"
+                    .into(),
+                right: "create pods or create pods/exec".into(),
+                effect: Effect::ExcludeKind("persistentvolumeclaims".into()),
+            });
+        }
     }
     Ok(out)
 }
@@ -537,6 +558,27 @@ mod tests {
         let lacks = backup_lacks(&a, &user("maker"), "team-a", &spec, &inc).await.unwrap();
         assert_eq!(lacks.len(), 1, "{lacks:?}");
         assert_eq!(lacks[0].effect, Effect::ExcludeKind("pods".into()));
+        // An enforced resource policy's volume actions override the flags: the claims go too, for the viewer only.
+        let a = access(viewer());
+        let spec = map(json!({"snapshotVolumes": false, "defaultVolumesToFsBackup": false,
+                              "resourcePolicy": {"kind": "configmap", "name": "volumes"}}));
+        let inc = kinds(&a, &["configmaps", "persistentvolumeclaims"]);
+        let lacks = backup_lacks(&a, &user("viewer"), "team-a", &spec, &inc).await.unwrap();
+        let effects: Vec<_> = lacks.iter().map(|l| l.effect.clone()).collect();
+        assert_eq!(
+            effects,
+            [
+                Effect::NoVolumeData,
+                Effect::ExcludeKind("persistentvolumeclaims".into())
+            ]
+        );
+        let mut applied = spec.clone();
+        apply_to_backup(&mut applied, &lacks);
+        assert_eq!(applied["excludedResources"], json!(["persistentvolumeclaims"]));
+        assert!(backup_lacks(&a, &user("admin"), "team-a", &spec, &inc)
+            .await
+            .unwrap()
+            .is_empty());
         // No volume data asked for: nothing to refuse.
         let a = access(viewer());
         let spec = map(json!({"snapshotVolumes": false, "defaultVolumesToFsBackup": false}));
