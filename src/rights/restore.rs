@@ -21,6 +21,8 @@ pub const RESTORE_RIGHTS_ANNOTATION: &str = "nac.oadp.openshift.io/restore-right
 const RBAC: &str = "rbac.authorization.k8s.io";
 const ROLES: &str = "roles.rbac.authorization.k8s.io";
 const ROLE_BINDINGS: &str = "rolebindings.rbac.authorization.k8s.io";
+/// The RBAC resources, under whatever API group a cluster also serves them.
+const RBAC_RESOURCES: &[&str] = &["roles", "rolebindings", "clusterroles", "clusterrolebindings"];
 /// Questions one role may cost before nac gives up on it (it is then treated as not held).
 const MAX_QUESTIONS: usize = 2_000;
 /// SubjectAccessReviews in flight for one check.
@@ -398,6 +400,22 @@ async fn decide_creates(
         ..Default::default()
     };
     let user = &who.username;
+    // RBAC objects served by another API group (OpenShift serves Roles and RoleBindings as
+    // authorization.openshift.io too, stored as the same objects): the escalation rules below read only
+    // rbac.authorization.k8s.io's, so copies under another group are never restored. A backup holds each object
+    // under rbac.authorization.k8s.io as well.
+    for k in &restored {
+        if k.group != RBAC && RBAC_RESOURCES.contains(&k.resource.as_str()) {
+            out.exclude(
+                &k.filter_name(),
+                format!(
+                    "{} are RBAC objects: nac restores them only as {}.{RBAC}, whose binding and escalation rules                      it checks",
+                    k.filter_name(),
+                    k.resource
+                ),
+            );
+        }
+    }
     let kinds = refused(access, who, "create", namespace, &restored).await?;
     if !kinds.is_empty() {
         out.reasons.push(format!("{user} may not create {}", kinds.join(", ")));
@@ -673,6 +691,45 @@ mod tests {
         .await
         .unwrap();
         assert!(!d.excluded.contains(&"pods".to_string()), "{d:?}");
+    }
+
+    #[tokio::test]
+    async fn rbac_objects_of_another_api_group_are_never_restored() {
+        // OpenShift serves RoleBindings as authorization.openshift.io too: a tarball may hold them there.
+        let mut a = access(vec![]);
+        let mut kinds = (*a.kinds).clone();
+        kinds.push(Kind::new(
+            "authorization.openshift.io",
+            "rolebindings",
+            "RoleBinding",
+            &[],
+        ));
+        kinds.push(Kind::new("authorization.openshift.io", "roles", "Role", &[]));
+        a.kinds = std::sync::Arc::new(kinds);
+        let t = tarball(&[
+            ("resources/configmaps/namespaces/team-a/cfg.json", json!({})),
+            (
+                "resources/rolebindings.authorization.openshift.io/namespaces/team-a/all.json",
+                binding("all", "ClusterRole", "cluster-admin"),
+            ),
+        ]);
+        let contents = scan(t.as_slice(), "team-a", &Limits::default()).unwrap();
+        let d = decide(
+            &a,
+            &user("root"),
+            "team-a",
+            &spec(),
+            &contents,
+            RightsMode::Exclude,
+            Storage::Admin,
+        )
+        .await
+        .unwrap();
+        assert_eq!(d.excluded, ["rolebindings.authorization.openshift.io"], "{d:?}");
+        assert!(
+            d.reasons[0].contains("nac restores them only as rolebindings.rbac.authorization.k8s.io"),
+            "{d:?}"
+        );
     }
 
     #[tokio::test]
