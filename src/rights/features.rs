@@ -37,6 +37,9 @@ pub enum Effect {
     /// The exec post-hooks removed from `hooks.resources[].postHooks` (init hooks stay: they add containers to
     /// pods the requester may create).
     DropRestoreExecHooks,
+    /// The init post-hooks removed (on OpenShift, Velero's restored pods are admitted against Velero's own
+    /// SecurityContextConstraints, so the containers they add run as Velero's pods may).
+    DropRestoreInitHooks,
     /// A kind left out (by its filter name).
     ExcludeKind(String),
     /// No volume data: `snapshotVolumes` and `snapshotMoveData` false, `defaultVolumesToFsBackup` false.
@@ -126,6 +129,20 @@ pub fn backup_exec_hooks(spec: &Map<String, Value>) -> bool {
                 .as_array()
                 .is_some_and(|hs| hs.iter().any(|h| !h["exec"].is_null()))
         })
+    })
+}
+
+/// OpenShift's SecurityContextConstraints (group, resource): a cluster that serves them admits pods by them.
+pub const SCC: (&str, &str) = ("security.openshift.io", "securitycontextconstraints");
+/// The SCC that admits any pod, under which OpenShift admits the pods Velero creates.
+pub const PRIVILEGED_SCC: &str = "privileged";
+
+/// Whether a RestoreSpec's hooks hold an init post-hook (`hooks.resources[].postHooks[].init`).
+pub fn restore_init_hooks(spec: &Map<String, Value>) -> bool {
+    hook_resources(spec).any(|r| {
+        r["postHooks"]
+            .as_array()
+            .is_some_and(|hs| hs.iter().any(|h| !h["init"].is_null()))
     })
 }
 
@@ -239,7 +256,8 @@ pub fn apply_to_backup(spec: &mut Map<String, Value>, lacks: &[Lack]) {
                     }
                 }
             }
-            Effect::DropRestoreExecHooks | Effect::StatusOnly(_) | Effect::NoUpdates => {}
+            Effect::DropRestoreExecHooks | Effect::DropRestoreInitHooks | Effect::StatusOnly(_) | Effect::NoUpdates => {
+            }
         }
     }
     super::exclude(spec, &kinds);
@@ -307,6 +325,45 @@ pub async fn restore_lacks(
             right: EXEC_RIGHT.into(),
             effect: Effect::ExcludeKind("pods".into()),
         });
+    }
+    if access.serves_sccs().await? && (has(restored, CORE_PODS) || restore_init_hooks(spec)) {
+        // OpenShift admits a pod Velero creates against Velero's SCCs (privileged), not the requester's: pods and
+        // the init containers hooks add come only for a user who may use the SCC that admits anything.
+        let q = Question {
+            verb: "use".into(),
+            group: SCC.0.into(),
+            resource: SCC.1.into(),
+            name: PRIVILEGED_SCC.into(),
+            namespace: namespace.into(),
+            ..Default::default()
+        };
+        if !access.ask(who, &q).await? {
+            let right = format!("use securitycontextconstraints/{PRIVILEGED_SCC}");
+            if has(restored, CORE_PODS)
+                && !out
+                    .iter()
+                    .any(|l: &Lack| l.effect == Effect::ExcludeKind("pods".into()))
+            {
+                out.push(Lack {
+                    field: "includedResources".into(),
+                    what: "pods, which OpenShift admits against Velero's own SecurityContextConstraints when Velero \
+                           creates them"
+                        .into(),
+                    right: right.clone(),
+                    effect: Effect::ExcludeKind("pods".into()),
+                });
+            }
+            if restore_init_hooks(spec) {
+                out.push(Lack {
+                    field: "hooks".into(),
+                    what: "init hooks, whose containers OpenShift admits against Velero's own \
+                           SecurityContextConstraints"
+                        .into(),
+                    right,
+                    effect: Effect::DropRestoreInitHooks,
+                });
+            }
+        }
     }
     let wanted = status_kinds(spec, restored);
     if !wanted.is_empty() {
@@ -439,7 +496,8 @@ pub fn status_guard(namespace: &str, kinds: &[String], admin: Option<&str>) -> R
 pub fn apply_to_restore(spec: &mut Map<String, Value>, lacks: &[Lack]) {
     for l in lacks {
         match &l.effect {
-            Effect::DropRestoreExecHooks => drop_restore_exec_hooks(spec),
+            Effect::DropRestoreExecHooks => drop_restore_hooks(spec, "exec"),
+            Effect::DropRestoreInitHooks => drop_restore_hooks(spec, "init"),
             Effect::StatusOnly(allowed) if allowed.is_empty() => {
                 spec.remove("restoreStatus");
             }
@@ -457,7 +515,8 @@ pub fn apply_to_restore(spec: &mut Map<String, Value>, lacks: &[Lack]) {
     }
 }
 
-fn drop_restore_exec_hooks(spec: &mut Map<String, Value>) {
+/// Removes the post-hooks of one kind (`exec`, `init`) from a RestoreSpec's hooks.
+fn drop_restore_hooks(spec: &mut Map<String, Value>, which: &str) {
     let Some(resources) = spec
         .get_mut("hooks")
         .and_then(|h| h.get_mut("resources"))
@@ -467,7 +526,7 @@ fn drop_restore_exec_hooks(spec: &mut Map<String, Value>) {
     };
     for r in resources.iter_mut() {
         if let Some(hs) = r.get_mut("postHooks").and_then(Value::as_array_mut) {
-            hs.retain(|h| h["exec"].is_null());
+            hs.retain(|h| h[which].is_null());
         }
     }
     // A resource hook left with no post-hook is dropped: Velero refuses an empty one.
@@ -587,6 +646,51 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    #[tokio::test]
+    async fn on_openshift_pods_and_init_hooks_come_only_for_a_user_who_may_use_the_privileged_scc() {
+        let spec = map(json!({"hooks": {"resources": [{"name": "h", "postHooks": [
+            {"init": {"initContainers": [{"name": "i", "image": "busybox"}]}}]}]}}));
+        // An owner of the namespace: exec and create everywhere in it, but not the privileged SCC.
+        let mut a = access(vec![deny(
+            "owner",
+            "use",
+            "securitycontextconstraints.security.openshift.io/privileged",
+        )]);
+        let plain = a.clone();
+        let inc = kinds(&plain, &["configmaps", "pods"]);
+        // Without SCCs (any other cluster): nothing to leave out.
+        let lacks = restore_lacks(&plain, &user("owner"), "team-a", &spec, &inc, Storage::Admin)
+            .await
+            .unwrap();
+        assert!(lacks.is_empty(), "{lacks:?}");
+        a.sccs = true;
+        let lacks = restore_lacks(&a, &user("owner"), "team-a", &spec, &inc, Storage::Admin)
+            .await
+            .unwrap();
+        let effects: Vec<_> = lacks.iter().map(|l| l.effect.clone()).collect();
+        assert_eq!(
+            effects,
+            [Effect::ExcludeKind("pods".into()), Effect::DropRestoreInitHooks]
+        );
+        assert!(
+            lacks[0]
+                .reason("owner", "team-a")
+                .contains("owner may not use securitycontextconstraints/privileged"),
+            "{lacks:?}"
+        );
+        let mut applied = spec.clone();
+        apply_to_restore(&mut applied, &lacks);
+        assert!(
+            applied["hooks"]["resources"].as_array().unwrap().is_empty(),
+            "{applied:?}"
+        );
+        // Who may use it keeps both.
+        let lacks = restore_lacks(&a, &user("admin"), "team-a", &spec, &inc, Storage::Admin)
+            .await
+            .unwrap();
+        assert!(lacks.is_empty(), "{lacks:?}");
     }
 
     #[tokio::test]

@@ -391,6 +391,10 @@ pub trait Access: Send + Sync {
         let _ = namespace;
         None
     }
+    /// Whether the cluster serves OpenShift's SecurityContextConstraints (`features::SCC`). By default not.
+    fn serves_sccs(&self) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async { Ok(false) })
+    }
 }
 
 /// Whether `who` may `verb` every object of `kind` in `namespace`.
@@ -532,6 +536,8 @@ pub struct KubeAccess {
     /// Whole decisions per user, made from `answers` (never older than they are).
     decisions: Mutex<Swept<Requester, Vec<Decision>>>,
     kinds: tokio::sync::Mutex<Option<(Arc<Vec<Kind>>, Instant)>>,
+    /// Whether the cluster serves SecurityContextConstraints, and when that was read (as `kinds`).
+    sccs: tokio::sync::Mutex<Option<(bool, Instant)>>,
     occupancy: occupancy::KubeOccupancy,
     /// The RBAC objects rights are answered from without a review (`rights.authorizers: rbac`).
     rules: Option<rules::Rules>,
@@ -551,6 +557,7 @@ impl KubeAccess {
             answers: Mutex::new(Swept::new()),
             decisions: Mutex::new(Swept::new()),
             kinds: tokio::sync::Mutex::new(None),
+            sccs: tokio::sync::Mutex::new(None),
             rules: None,
         }
     }
@@ -705,6 +712,26 @@ impl Access for KubeAccess {
         Some(self.fresh.epochs.stamp(namespace))
     }
 
+    fn serves_sccs(&self) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async move {
+            let mut cached = self.sccs.lock().await;
+            if let Some((served, at)) = *cached {
+                if at.elapsed() < KINDS_TTL {
+                    return Ok(served);
+                }
+            }
+            let (group, resource) = features::SCC;
+            let served = match self.client.list_api_group_resources(&format!("{group}/v1")).await {
+                Ok(list) => list.resources.iter().any(|r| r.name == resource),
+                // Not served: the API server answers 404 for an unknown group.
+                Err(kube::Error::Api(e)) if e.code == 404 => false,
+                Err(e) => return Err(format!("discovery of {group}: {e}")),
+            };
+            *cached = Some((served, Instant::now()));
+            Ok(served)
+        })
+    }
+
     fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>> {
         Box::pin(async move {
             let mut cached = self.kinds.lock().await;
@@ -828,6 +855,7 @@ impl Access for KubeAccess {
 /// [`Access`] from a fixed table: the kinds, the (user, verb, target) answers that are "no" (target as
 /// [`Question::target`] writes it; a target without a name also refuses every name), and the roles. For
 /// benchmarks, fuzzing and handler tests, where the answers of a warm cache are what is measured.
+#[derive(Clone)]
 pub struct Fixed {
     pub kinds: Arc<Vec<Kind>>,
     pub denied: Vec<(String, String, String)>,
@@ -835,6 +863,8 @@ pub struct Fixed {
     pub roles: Vec<((RoleKind, String, String), Vec<PolicyRule>)>,
     /// Kinds (filter names) that hold objects in every namespace; the others hold none.
     pub holding: Vec<String>,
+    /// The cluster serves SecurityContextConstraints (OpenShift).
+    pub sccs: bool,
 }
 
 impl Fixed {
@@ -854,6 +884,7 @@ impl Fixed {
             denied: Vec::new(),
             roles: Vec::new(),
             holding: vec!["configmaps".into(), "secrets".into()],
+            sccs: false,
         }
     }
 }
@@ -861,6 +892,10 @@ impl Fixed {
 impl Access for Fixed {
     fn kinds(&self) -> BoxFuture<'_, Result<Arc<Vec<Kind>>, String>> {
         Box::pin(async move { Ok(self.kinds.clone()) })
+    }
+
+    fn serves_sccs(&self) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async move { Ok(self.sccs) })
     }
 
     fn ask<'a>(&'a self, who: &'a Requester, q: &'a Question) -> BoxFuture<'a, Result<bool, String>> {
