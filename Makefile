@@ -59,6 +59,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --features e2e,node -- -D warnings
 	hack/import-cycles.py src
+	hack/benchmarks-size.sh
 
 # End-to-end tests that play Velero (and the webhook/policy ones), against a cluster started with
 # `VELERO_MODE=fake make cluster-up` in $(CLUSTER_DIR).

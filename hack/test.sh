@@ -250,8 +250,8 @@ tests() {
 }
 
 # ---------------------------------------------------------------------------------------------------- lint, builds
-step "lint: cargo fmt, links between documents, import cycles" bash -c \
-	'cargo fmt --all -- --check && hack/docs-check.sh links && hack/import-cycles.py src'
+step "lint: cargo fmt, links between documents, import cycles, BENCHMARKS.md's size" bash -c \
+	'cargo fmt --all -- --check && hack/docs-check.sh links && hack/import-cycles.py src && hack/benchmarks-size.sh'
 
 # The Go binaries, beside the Rust build: the control plane's (every environment) and Velero's (the real lanes)
 # first; the rest, needed later, at the lowest priority from the start, so they take what CPU the builds and
