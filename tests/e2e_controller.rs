@@ -618,7 +618,7 @@ async fn a_wait_that_times_out_backs_off_with_the_reason() {
 /// An Opaque Secret `name` in `ns` with a (dummy) credential under key `cloud`, as a tenant's location names it.
 async fn opaque_secret(admin: &Client, ns: &str, name: &str) {
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
+        "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": "[default]\naws_access_key_id = tenant\naws_secret_access_key = tenant-secret\n"}
     }))
     .unwrap();
     Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)

@@ -59,7 +59,7 @@ fn go_round_trip_backup(mut nab: Value) -> Value {
 
 async fn opaque_secret(admin: &Client, ns: &str, name: &str) {
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": "[default]\n"}
+        "metadata": {"name": name}, "type": "Opaque", "stringData": {"cloud": "[default]\naws_access_key_id = tenant\naws_secret_access_key = tenant-secret\n"}
     }))
     .unwrap();
     Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns)

@@ -844,8 +844,13 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .to_string()
         .contains("NonAdminBackupStorageLocation not found in the namespace"));
 
-    // Credential rotation reaches the copy within seconds.
-    let rotated = format!("{}# rotated\n", s3_credentials(None));
+    // Credential rotation reaches the copy within seconds (the file nac writes from the keys: here the same keys
+    // and a region added).
+    let rotated = format!(
+        "{}region = {}\n",
+        s3_credentials(None),
+        Cluster::load().get("S3_REGION")
+    );
     Api::<Secret>::namespaced(admin.clone(), &ns)
         .patch(
             "s3",
