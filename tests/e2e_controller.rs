@@ -752,7 +752,8 @@ async fn storage_locations_heal_when_their_secret_appears_and_the_admins_decisio
     // Only an Opaque Secret is copied: a typed one (here a registry credential) is refused with the reason.
     let typed: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
         "metadata": {"name": "registry"}, "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": "{\"auths\":{}}", "cloud": "x"}
+        "stringData": {".dockerconfigjson": "{\"auths\":{}}",
+                       "cloud": "[default]\naws_access_key_id = A\naws_secret_access_key = B\n"}
     }))
     .unwrap();
     Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), &ns)

@@ -824,7 +824,10 @@ fn same_keys(have: &Secret, wanted: &Secret, key: &str) -> bool {
         .and_then(|f| f.lines().next())
         .and_then(|l| l.strip_prefix('[')?.strip_suffix(']'))
         .map(str::to_string);
-    match (aws_static_keys(&have, profile.as_deref()), aws_static_keys(&wanted, profile.as_deref())) {
+    match (
+        aws_static_keys(&have, profile.as_deref()),
+        aws_static_keys(&wanted, profile.as_deref()),
+    ) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
@@ -1136,7 +1139,10 @@ mod tests {
             assert!(!same_keys(&mine(other), &wanted, "cloud"), "{other}");
         }
         let mut two = oadps.clone();
-        two.data.as_mut().unwrap().insert("other".into(), k8s_openapi::ByteString(b"x".to_vec()));
+        two.data
+            .as_mut()
+            .unwrap()
+            .insert("other".into(), k8s_openapi::ByteString(b"x".to_vec()));
         assert!(!same_keys(&two, &wanted, "cloud"));
     }
 
