@@ -419,6 +419,15 @@ pub fn evaluate_bsl_endpoints(spec: &Map<String, Value>, policy: &super::Policy,
     out
 }
 
+/// The endpoint rule alone (what [`evaluate_bsl_endpoints`] adds to [`evaluate_bsl`]).
+pub fn endpoint_violations(spec: &Map<String, Value>, policy: &super::Policy, net: &Network) -> Vec<Violation> {
+    if !policy.non_admin_bsl.enabled {
+        return Vec::new();
+    }
+    let spec = evaluate_bsl(spec, policy).spec;
+    endpoints::check(&spec, &policy.non_admin_bsl, net)
+}
+
 /// TLS verification off, or a CA of the tenant's own, only where the policy allows it (a value the policy pins
 /// itself is the administrator's): both let a server other than the named one answer for it.
 fn tls_options(out: &mut Outcome, rules: &NonAdminBsl) {

@@ -11,8 +11,9 @@ mod schedule;
 pub mod zero;
 
 pub use bsl::{
-    credential_copy, credential_file, evaluate_bsl, evaluate_bsl_endpoints, host_of, judge_host, names_to_resolve,
-    tenant_location, tenant_prefix, AllowedEndpoints, Host, HostRule, Network, NonAdminBsl, PRIVATE as PRIVATE_RANGES,
+    credential_copy, credential_file, endpoint_violations, evaluate_bsl, evaluate_bsl_endpoints, host_of, judge_host,
+    names_to_resolve, tenant_location, tenant_prefix, AllowedEndpoints, Host, HostRule, Network, NonAdminBsl,
+    PRIVATE as PRIVATE_RANGES,
 };
 pub use dpa::{from_dpa, FromDpa};
 pub use eval::*;

@@ -563,8 +563,12 @@ async fn refuse_unless_allowed(
                 key_of(obj)
             )));
         }
-        let outcome = crate::policy::evaluate_bsl_endpoints(spec, policy, &net);
-        if let Some(v) = outcome.violations.first() {
+        // The spec rules first (a config key or provider refused since the location was made): then the
+        // endpoints.
+        let rules = crate::policy::evaluate_bsl(spec, policy);
+        if let Some(v) = rules.violations.first() {
+            refusal = Some((SPEC_VALIDATION, v.message.clone()));
+        } else if let Some(v) = crate::policy::endpoint_violations(spec, policy, &net).first() {
             refusal = Some((ENDPOINT_NOT_ALLOWED, v.message.clone()));
         }
     }
