@@ -364,12 +364,7 @@ fn provider_and_config(out: &mut Outcome, rules: &NonAdminBsl) {
         ),
     }
     let pinned = rules.enforce_bsl_spec.get("config").and_then(Value::as_object);
-    let config = out
-        .spec
-        .get("config")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let config = config_of(out);
     for (k, v) in &config {
         if pinned.and_then(|p| p.get(k)) == Some(v) {
             continue;
@@ -428,16 +423,20 @@ pub fn endpoint_violations(spec: &Map<String, Value>, policy: &super::Policy, ne
     endpoints::check(&spec, &policy.non_admin_bsl, net)
 }
 
+/// The spec's `config` as it stands in `out` (empty when absent).
+fn config_of(out: &Outcome) -> Map<String, Value> {
+    out.spec
+        .get("config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// TLS verification off, or a CA of the tenant's own, only where the policy allows it (a value the policy pins
 /// itself is the administrator's): both let a server other than the named one answer for it.
 fn tls_options(out: &mut Outcome, rules: &NonAdminBsl) {
     let pinned = |section: &str, key: &str| rules.enforce_bsl_spec.get(section).and_then(|s| s.get(key)).cloned();
-    let config = out
-        .spec
-        .get("config")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let config = config_of(out);
     if !rules.allow_insecure_skip_tls_verify {
         for (k, v) in &config {
             let Some(s) = v.as_str() else { continue };
