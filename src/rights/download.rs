@@ -124,12 +124,17 @@ pub async fn fetch(
     let fail = |what: &str, e: kube::Error| format!("reading {what}: {e}");
     let backups: Api<Backup> = Api::namespaced(client.clone(), velero_namespace);
     let name = target.name.as_str();
+    // Names go into request paths as they are: one that no object can have (`..`, `/`) names nothing.
+    let valid = |n: &str| crate::naming::is_object_name(n);
+    if !valid(name) {
+        return Ok(None);
+    }
     if !target.kind.is_restore() {
         let nab = Api::<NonAdminBackup>::namespaced(client.clone(), namespace)
             .get_opt(name)
             .await
             .map_err(|e| fail(&format!("NonAdminBackup {namespace}/{name}"), e))?;
-        let Some(velero) = nab.and_then(|n| n.status?.velero_backup?.name) else {
+        let Some(velero) = nab.and_then(|n| n.status?.velero_backup?.name).filter(|n| valid(n)) else {
             return Ok(None);
         };
         let backup = backups
@@ -144,7 +149,7 @@ pub async fn fetch(
         .get_opt(name)
         .await
         .map_err(|e| fail(&format!("NonAdminRestore {namespace}/{name}"), e))?;
-    let Some(velero) = nar.and_then(|n| n.status?.velero_restore?.name) else {
+    let Some(velero) = nar.and_then(|n| n.status?.velero_restore?.name).filter(|n| valid(n)) else {
         return Ok(None);
     };
     let restores: Api<Restore> = Api::namespaced(client.clone(), velero_namespace);
@@ -155,7 +160,7 @@ pub async fn fetch(
     let Some(restore) = restore.filter(|r| NAR.owns(&r.metadata, namespace, name)) else {
         return Ok(None);
     };
-    let Some(backup_name) = restore.spec.backup_name.clone() else {
+    let Some(backup_name) = restore.spec.backup_name.clone().filter(|n| valid(n)) else {
         return Ok(None);
     };
     let backup = backups
@@ -352,6 +357,31 @@ mod tests {
         let r = restore(json!({"backupName": "team-a-nightly"}));
         let file = Exposure::of_restore(DownloadTargetKind::RestoreResourceList, "back", &r, &b);
         assert_eq!(answer(&a, "viewer", &file).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_name_no_object_can_have_is_not_looked_up() {
+        type Req = hyper::http::Request<kube::client::Body>;
+        type Resp = hyper::http::Response<kube::client::Body>;
+        let (service, mut handle) = tower_test::mock::pair::<Req, Resp>();
+        let client = kube::Client::new(service, "default");
+        for name in ["../../../api/v1/namespaces/team-b/secrets", "a/b", "", "Nightly"] {
+            for kind in [DownloadTargetKind::BackupContents, DownloadTargetKind::RestoreLog] {
+                let target = crate::api::NonAdminDownloadTarget {
+                    kind,
+                    name: name.into(),
+                };
+                // A request sent would wait for an answer the mock never gives.
+                let answer = tokio::time::timeout(
+                    std::time::Duration::from_secs(1),
+                    fetch(&client, "velero", "team-a", &target),
+                )
+                .await;
+                assert_eq!(answer, Ok(Ok(None)), "{name:?}: looked up");
+            }
+        }
+        drop(client);
+        assert!(handle.next_request().await.is_none(), "nothing asked of the API server");
     }
 
     #[tokio::test]
