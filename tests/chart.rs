@@ -314,10 +314,10 @@ fn webhooks_are_the_ones_nac_serves() {
         .iter()
         .chain(v["webhooks"].as_array().unwrap())
         .collect();
-    // The four mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
+    // The five mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
     // Plus the guard on Velero's unfinished Backups.
-    assert_eq!(hooks.len(), 6);
+    assert_eq!(hooks.len(), 7);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);

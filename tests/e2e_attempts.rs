@@ -1,8 +1,9 @@
 //! Attempts, with the real Velero and S3 server, to make Velero act beyond the requester's own rights (exec hooks,
 //! volume data, status written through a restore, existing objects overwritten, a tarball changed between nac's
-//! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects), each by a user
-//! with an ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The
-//! rules are `crate::rights::features`.
+//! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects, a file of a
+//! backup downloaded by a user who may not read what it holds, a schedule unpaused by a user with fewer rights),
+//! each by a user with an ordinary role, asserting that none succeeds and that a user who holds the right keeps the
+//! feature. The rules are `crate::rights::features`.
 #![cfg(feature = "e2e")]
 
 mod common;
@@ -28,6 +29,8 @@ backup:
 rights:
   backup: exclude
   restore: exclude
+downloads:
+  adminLocations: [default]
 ";
 
 static NAC: OnceCell<Env> = OnceCell::const_new();
@@ -796,4 +799,100 @@ async fn a_schedule_unpaused_by_a_viewer_runs_with_the_viewers_rights() {
         .delete("nightly", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// A NonAdminDownloadRequest of `kind` for `target`, as a tenant writes it.
+fn download_request(name: &str, kind: &str, target: &str) -> Value {
+    json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+           "metadata": {"name": name}, "spec": {"target": {"kind": kind, "name": target}}})
+}
+
+/// A `view` user of the namespace (with nac's editor role) asks for the contents and the log of a backup an `edit`
+/// user made, which holds the namespace's Secrets: refused at apply, naming the right. Past the webhook (created
+/// by nac's own identity, unstamped, or with a requester record naming the viewer) the reconciler refuses and no
+/// Velero DownloadRequest is made. The `edit` user gets their own backup's contents, Secrets included.
+#[tokio::test]
+async fn a_viewer_downloads_nothing_of_an_editors_backup_holding_secrets_and_the_editor_does() {
+    use nac::api::NonAdminDownloadRequest;
+    use nac::rights::REQUESTER_ANNOTATION;
+    let (ns, _, editor, admin) = tenant_with("att-dl", "edit").await;
+    let viewer_name = format!("view-{ns}");
+    bind_editor(&admin, &ns, &viewer_name).await;
+    bind(&admin, &ns, &viewer_name, "view").await;
+    may_soon(&admin, &ns, &viewer_name, "list", "", "configmaps").await;
+    let viewer = Cluster::load().as_user(&viewer_name).await;
+    tenant_secret(&admin, &ns, "app-token", None).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(editor.clone(), &ns);
+    create_nab(&editor, &ns, "everything", json!({})).await;
+    completed(&nabs, "everything").await;
+
+    let path = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadmindownloadrequests");
+    for kind in ["BackupContents", "BackupLog"] {
+        let name = format!("viewer-{}", kind.to_lowercase());
+        let (code, body, _) = create_raw(&viewer, &path, &download_request(&name, kind, "everything")).await;
+        assert_eq!(code, 403, "{kind}: {body}");
+        let msg = body["message"].as_str().unwrap();
+        // `view` lists no Secrets (nor a few other kinds, such as Leases): the refusal names each.
+        assert!(
+            msg.contains(&format!(
+                "NonAdminDownloadRequest refused: {kind} of NonAdminBackup everything exposes objects {viewer_name} \
+                 may not read in namespace {ns}: they may not list "
+            )) && msg.contains("list secrets"),
+            "{msg}"
+        );
+    }
+
+    // Past the webhook: unstamped (nac's own identity), or stamped with the viewer by whoever passes it.
+    let admins: Api<NonAdminDownloadRequest> = Api::namespaced(admin.clone(), &ns);
+    let unrecorded: NonAdminDownloadRequest =
+        serde_json::from_value(download_request("unrecorded", "BackupContents", "everything")).unwrap();
+    admins.create(&PostParams::default(), &unrecorded).await.unwrap();
+    let mut forged = download_request("forged", "BackupLog", "everything");
+    forged["metadata"]["annotations"] = json!({REQUESTER_ANNOTATION: json!({"username": viewer_name}).to_string()});
+    let forged: NonAdminDownloadRequest = serde_json::from_value(forged).unwrap();
+    admins.create(&PostParams::default(), &forged).await.unwrap();
+    for (name, says) in [
+        ("unrecorded", "has no record of who created it".to_string()),
+        (
+            "forged",
+            format!("BackupLog of NonAdminBackup everything exposes objects {viewer_name} may not read"),
+        ),
+    ] {
+        let n = wait_json(&admins, name, T, "refused", |n| n["status"]["phase"] == "BackingOff").await;
+        let c = condition(&n, "RequesterRightsExceeded").unwrap_or_else(|| panic!("{name}: {n}"));
+        assert_eq!(c["status"], "True", "{c}");
+        assert!(c["message"].as_str().unwrap().contains(&says), "{name}: {c}");
+        assert!(n["status"]["velero"].is_null(), "{name}: no URL: {n}");
+    }
+    // No Velero DownloadRequest for either, now or a moment later.
+    let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    for _ in 0..2 {
+        let made: Vec<String> = drs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|d| {
+                d.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(nac::naming::NADR_ORIGIN_NAMESPACE_ANNOTATION))
+                    .map(String::as_str)
+                    == Some(ns.as_str())
+            })
+            .filter_map(|d| d.metadata.name)
+            .collect();
+        assert!(made.is_empty(), "Velero DownloadRequests made: {made:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+
+    // The editor's own: the contents, with the Secret.
+    let mine: Api<NonAdminDownloadRequest> = Api::namespaced(editor.clone(), &ns);
+    let tarball = download(&mine, "mine", "BackupContents", "everything").await;
+    let listing = String::from_utf8_lossy(&tarball);
+    assert!(
+        listing.contains(&format!("resources/secrets/namespaces/{ns}/app-token.json")),
+        "the editor's backup holds the Secret"
+    );
 }

@@ -1257,6 +1257,7 @@ async fn an_object_without_spec_is_admitted_as_oadp_admits_it_and_checked_once_i
         ("NonAdminRestore", "nonadminrestores"),
         ("NonAdminBackupStorageLocation", "nonadminbackupstoragelocations"),
         ("NonAdminSchedule", "nonadminschedules"),
+        ("NonAdminDownloadRequest", "nonadmindownloadrequests"),
     ] {
         let bare = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": kind,
                           "metadata": {"name": "bare", "namespace": "team-a"}});
@@ -1579,4 +1580,102 @@ async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_lis
             .to_string()
             .contains("nonAdminBSL.allowedEndpoints.cidrs[0]")
     );
+}
+
+/// A NonAdminDownloadRequest review of `object` by `user` in team-a (UPDATE when `old` is given).
+fn nadr_review(user: &str, object: Value, old: Option<Value>) -> Value {
+    let mut r = nas_review(user, "team-a", object, old);
+    r["request"]["kind"]["kind"] = json!("NonAdminDownloadRequest");
+    r["request"]["resource"]["resource"] = json!("nonadmindownloadrequests");
+    r["request"]["name"] = json!("dl");
+    r
+}
+
+fn nadr(kind: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": "dl", "namespace": "team-a"},
+        "spec": {"target": {"kind": kind, "name": name}}
+    })
+}
+
+/// Download requests get their requester stamped, and are refused when the requester may not list what the file
+/// exposes ("restricted" lists no Secrets; the backup holds every kind). nac's record cannot be forged or changed.
+#[tokio::test]
+async fn a_download_request_is_stamped_and_refused_beyond_its_requesters_rights() {
+    use nac::rights::REQUESTER_ANNOTATION;
+    let s = TestServer::start(Some(STRICT_POLICY)).await;
+    let path = "/mutate/nonadmindownloadrequests";
+    let (_, out) = s
+        .post_json(
+            path,
+            &nadr_review("restricted", nadr("BackupContents", "nightly"), None),
+        )
+        .await;
+    let (message, fields) = denial(&out);
+    assert_eq!(fields, ["spec.target"], "{out}");
+    assert!(
+        message.contains(
+            "NonAdminDownloadRequest refused: BackupContents of NonAdminBackup nightly exposes objects restricted \
+             may not read in namespace team-a: they may not list secrets"
+        ),
+        "{out}"
+    );
+    // Who may list every kind gets it: the requester stamped, no identity label, no finalizer (uid identity).
+    let review = nadr_review("alice", nadr("BackupContents", "nightly"), None);
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let stamped = patched_object(&review, &out);
+    let who: Value = serde_json::from_str(
+        stamped["metadata"]["annotations"][REQUESTER_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(who["username"], "alice");
+    assert!(stamped["metadata"].get("labels").is_none(), "{stamped}");
+    assert!(stamped["metadata"].get("finalizers").is_none(), "{stamped}");
+    // A file not made yet: admitted, the reconciler checks once it exists. One that cannot be read: refused.
+    let review = nadr_review("restricted", nadr("BackupContents", "unfinished"), None);
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    let (_, out) = s
+        .post_json(path, &nadr_review("restricted", nadr("BackupLog", "broken"), None))
+        .await;
+    assert!(
+        resp(&out)["status"]["message"].as_str().unwrap().contains(
+            "nac cannot check whether restricted may read BackupLog of broken now (connection refused); retry"
+        ),
+        "{out}"
+    );
+    // A requester the user names is replaced by the user who asks.
+    let mut forged = nadr("BackupContents", "unfinished");
+    forged["metadata"]["annotations"] = json!({REQUESTER_ANNOTATION: "{\"username\":\"alice\"}"});
+    let review = nadr_review("restricted", forged, None);
+    let (_, out) = s.post_json(path, &review).await;
+    let who = patched_object(&review, &out)["metadata"]["annotations"][REQUESTER_ANNOTATION].clone();
+    assert!(who.as_str().unwrap().contains("\"restricted\""), "{out}");
+    assert!(resp(&out)["warnings"].to_string().contains("was replaced"), "{out}");
+    // Once stamped, not the user's to change or remove.
+    let mut old = nadr("BackupContents", "nightly");
+    old["metadata"]["annotations"] = json!({REQUESTER_ANNOTATION: "{\"username\":\"alice\"}"});
+    let mut changed = old.clone();
+    changed["metadata"]["annotations"][REQUESTER_ANNOTATION] = json!("{\"username\":\"root\"}");
+    let (_, out) = s
+        .post_json(path, &nadr_review("alice", changed, Some(old.clone())))
+        .await;
+    assert_eq!(
+        denial(&out).1,
+        [format!("metadata.annotations[{REQUESTER_ANNOTATION}]")],
+        "{out}"
+    );
+    // nac's own identity passes unstamped (the reconciler then refuses a request without a requester).
+    let review = nadr_review(
+        "system:serviceaccount:nac-system:nac",
+        nadr("BackupContents", "nightly"),
+        None,
+    );
+    let (_, out) = s.post_json(path, &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert!(resp(&out).get("patch").is_none(), "{out}");
 }

@@ -56,7 +56,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 11] = [
+    pub const ALL: [Endpoint; 13] = [
         Endpoint::Mutate(ProxyKind::BACKUP),
         Endpoint::Validate(ProxyKind::BACKUP),
         Endpoint::Mutate(ProxyKind::RESTORE),
@@ -65,6 +65,8 @@ impl Endpoint {
         Endpoint::Validate(ProxyKind::STORAGE_LOCATION),
         Endpoint::Mutate(ProxyKind::SCHEDULE),
         Endpoint::Validate(ProxyKind::SCHEDULE),
+        Endpoint::Mutate(ProxyKind::DOWNLOAD),
+        Endpoint::Validate(ProxyKind::DOWNLOAD),
         Endpoint::ValidatePolicy,
         Endpoint::Guard(GuardedKind::Backup),
         Endpoint::Guard(GuardedKind::PodVolumeBackup),

@@ -1,5 +1,5 @@
-//! Mutation and validation of NonAdminBackup, NonAdminRestore, NonAdminBackupStorageLocation and NonAdminSchedule
-//! objects.
+//! Mutation and validation of NonAdminBackup, NonAdminRestore, NonAdminBackupStorageLocation, NonAdminSchedule
+//! and NonAdminDownloadRequest objects.
 //!
 //! Mutating: applies the policy (enforced fields, own namespace, TTL defaults) on CREATE and stamps a fresh
 //! nacuuid label; on UPDATE keeps stored values for fields left out and puts a removed identity label back; then
@@ -8,6 +8,8 @@
 //! `deleteBackup`, and the identity label — nothing the current policy says can block controller updates.
 //! Schedules are the exception to immutability: their expression, pause and template are meant to be edited; an
 //! edited schedule is checked again like a new one, and whoever edited it becomes its requester.
+//! Download requests have no policy of their own and no identity label (their uid is their identity): they get
+//! their requester stamped and are refused when the requester may not read the file (`crate::rights::download`).
 
 use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
@@ -43,6 +45,8 @@ pub struct ProxyKind {
     synced: bool,
     /// The policy limits its wait-timeout annotation.
     waits: bool,
+    /// Identified by nac's nacuuid label (download requests are identified by their uid, as in OADP).
+    labeled: bool,
 }
 
 impl PartialEq for ProxyKind {
@@ -65,6 +69,7 @@ impl ProxyKind {
         acts_as_requester: true,
         synced: true,
         waits: false,
+        labeled: true,
     };
     pub const RESTORE: ProxyKind = ProxyKind {
         origin: &naming::NAR,
@@ -78,6 +83,7 @@ impl ProxyKind {
         acts_as_requester: true,
         synced: false,
         waits: true,
+        labeled: true,
     };
     pub const STORAGE_LOCATION: ProxyKind = ProxyKind {
         origin: &naming::NABSL,
@@ -91,6 +97,7 @@ impl ProxyKind {
         acts_as_requester: true,
         synced: false,
         waits: false,
+        labeled: true,
     };
     pub const SCHEDULE: ProxyKind = ProxyKind {
         origin: &naming::NAS,
@@ -105,9 +112,40 @@ impl ProxyKind {
         acts_as_requester: true,
         synced: false,
         waits: false,
+        labeled: true,
+    };
+    pub const DOWNLOAD: ProxyKind = ProxyKind {
+        origin: &naming::NADR,
+        mutate_path: "/mutate/nonadmindownloadrequests",
+        validate_path: "/validate/nonadmindownloadrequests",
+        spec_key: Some("target"),
+        backup_spec_path: None,
+        // No duration fields; the spec is immutable (a CRD rule).
+        go_fields: policy::zero::GoFields {
+            value_durations: &[],
+            pointer_durations: &[],
+        },
+        // No policy of its own: what it may reach is decided by its requester's rights (`stamp_rights`) and by
+        // the reconciler (the namespace's own backups, the locations the policy opens).
+        evaluate: |spec, _, _| Outcome {
+            spec: spec.clone(),
+            warnings: Vec::new(),
+            violations: Vec::new(),
+        },
+        edited: false,
+        acts_as_requester: true,
+        synced: false,
+        waits: false,
+        labeled: false,
     };
     /// The kinds with webhooks. Adding one adds its entry here.
-    pub const ALL: [ProxyKind; 4] = [Self::BACKUP, Self::RESTORE, Self::STORAGE_LOCATION, Self::SCHEDULE];
+    pub const ALL: [ProxyKind; 5] = [
+        Self::BACKUP,
+        Self::RESTORE,
+        Self::STORAGE_LOCATION,
+        Self::SCHEDULE,
+        Self::DOWNLOAD,
+    ];
 
     pub fn kind(&self) -> &'static str {
         self.origin.kind
@@ -336,7 +374,7 @@ pub(super) async fn mutate(
                 warnings.extend(default_skip(&mut patched, &policy));
             }
             let supplied = label(&p.object, label_key).map(str::to_string);
-            let keep = supplied.is_some() && is_privileged(state, req);
+            let keep = !kind.labeled || (supplied.is_some() && is_privileged(state, req));
             if !keep {
                 if let Some(v) = &supplied {
                     warnings.push(format!(
@@ -347,7 +385,9 @@ pub(super) async fn mutate(
                 set_label(&mut patched, label_key, id);
             }
             // The reconciler needs its finalizer anyway; adding it here saves it a write and a round trip.
-            add_finalizer(&mut patched, kind.finalizer());
+            if !kind.finalizer().is_empty() {
+                add_finalizer(&mut patched, kind.finalizer());
+            }
             if !is_privileged(state, req) && kind.acts_as_requester {
                 let who = Requester::from_user_info(&req.user_info);
                 let stamped = serde_json::to_string(&who).expect("requester serializes");
@@ -490,7 +530,7 @@ fn same_template(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
 /// original manifest works.
 fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Value) {
     let label_key = kind.identity_label();
-    if let (None, Some(old_id)) = (label(object, label_key), label(old, label_key)) {
+    if let (true, None, Some(old_id)) = (kind.labeled, label(object, label_key), label(old, label_key)) {
         set_label(patched, label_key, old_id.to_string());
     }
     for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
@@ -567,6 +607,10 @@ async fn stamp_rights(
         warnings.extend(restore_rights(state, policy.rights.restore, who, namespace, &spec).await?);
         return Ok(());
     }
+    if kind == ProxyKind::DOWNLOAD {
+        let target = spec_of(kind, patched).unwrap_or_default();
+        return download_rights(state, policy, who, namespace, target).await;
+    }
     if kind == ProxyKind::STORAGE_LOCATION {
         let spec = spec_of(kind, patched).unwrap_or_default();
         let refused = location_rules(state, policy, Some(who), namespace, &spec).await;
@@ -584,6 +628,54 @@ async fn stamp_rights(
     let v = serde_json::to_string(&record).expect("record serializes");
     set_annotation(patched, BACKUP_RIGHTS_ANNOTATION, v);
     Ok(())
+}
+
+/// A new download request's requester `who` may read what its file exposes (`crate::rights::download`). A file
+/// not made yet (its backup or restore unfinished) is admitted: the reconciler checks once it exists, and again
+/// before it asks Velero for any file.
+async fn download_rights(
+    state: &AdmissionState,
+    policy: &Policy,
+    who: &Requester,
+    namespace: &str,
+    target: Map<String, Value>,
+) -> Result<(), (String, String)> {
+    use crate::rights::download;
+    let field = download::FIELD.to_string();
+    let target: crate::api::NonAdminDownloadTarget = serde_json::from_value(Value::Object(target)).map_err(|e| {
+        (
+            field.clone(),
+            format!("NonAdminDownloadRequest {field} is not a download target (kind and name): {e}"),
+        )
+    })?;
+    let mode = download::mode(policy, target.kind);
+    if mode == RightsMode::Off {
+        return Ok(());
+    }
+    let fail = |e: String| {
+        (
+            field.clone(),
+            format!(
+                "NonAdminDownloadRequest refused: nac cannot check whether {} may read {} of {} now ({e}); retry",
+                who.username,
+                target.kind.as_str(),
+                target.name
+            ),
+        )
+    };
+    let no_cluster = || "nac runs without a connection to the cluster".to_string();
+    let lookup = state.locations.as_deref().ok_or_else(|| fail(no_cluster()))?;
+    let Some(file) = lookup.download_file(namespace, &target).await.map_err(fail)? else {
+        return Ok(());
+    };
+    let access = state.access.as_deref().ok_or_else(|| fail(no_cluster()))?;
+    match download::check(access, Some(who), namespace, &file, mode)
+        .await
+        .map_err(fail)?
+    {
+        Ok(()) => Ok(()),
+        Err(message) => Err((field, message)),
+    }
 }
 
 /// The validating rules applied to `req` with its object replaced by `patched` (parsed as `p`).
@@ -1042,7 +1134,7 @@ fn validate_parsed(
                 .iter()
                 .map(|v| (v.field.clone(), v.message.clone()))
                 .collect();
-            if let Some(id) = label(&p.object, label_key) {
+            if let Some(id) = label(&p.object, label_key).filter(|_| kind.labeled) {
                 if !privileged && !naming::is_nacuuid_for(id, p.namespace, &p.name) {
                     violations.push((
                         label_field.clone(),
@@ -1082,7 +1174,10 @@ fn validate_parsed(
                     let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
                     violations.extend(outcome.violations.into_iter().map(|v| (v.field, v.message)));
                 }
-            } else if let Some(path) = policy::first_changed_field(old_spec, &p.spec) {
+            } else if let Some(path) = policy::first_changed_field(old_spec, &p.spec)
+                // A download request's CRD rule refuses any change of its spec, in its own words.
+                .filter(|_| kind != ProxyKind::DOWNLOAD)
+            {
                 let field = format!("{}{path}", kind.spec_path());
                 violations.push((
                     field.clone(),
@@ -1134,7 +1229,7 @@ fn validate_parsed(
                 }
             }
             let (old_id, new_id) = (label(old_obj, label_key), label(&p.object, label_key));
-            if old_id != new_id && !privileged {
+            if old_id != new_id && !privileged && kind.labeled {
                 violations.push((
                     label_field,
                     format!(

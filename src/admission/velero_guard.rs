@@ -97,6 +97,16 @@ pub trait LocationLookup: Send + Sync {
     fn schedules_in<'a>(&'a self, _namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
     }
+
+    /// What the file a download request of `namespace` names exposes (`crate::rights::download::fetch`); `None`
+    /// while it is not made yet.
+    fn download_file<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _target: &'a crate::api::NonAdminDownloadTarget,
+    ) -> BoxFuture<'a, Result<Option<crate::rights::download::Exposure>, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
 }
 
 /// The lookup against the API server.
@@ -132,6 +142,18 @@ impl LocationLookup for KubeLocations {
             let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
                 kube::Api::namespaced(kube::Client::from(self.0.clone()), namespace);
             api.get_opt(name).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn download_file<'a>(
+        &'a self,
+        namespace: &'a str,
+        target: &'a crate::api::NonAdminDownloadTarget,
+    ) -> BoxFuture<'a, Result<Option<crate::rights::download::Exposure>, String>> {
+        Box::pin(async move {
+            let client = kube::Client::from(self.0.clone());
+            let velero = self.0.namespace().unwrap_or_default();
+            crate::rights::download::fetch(&client, velero, namespace, target).await
         })
     }
 

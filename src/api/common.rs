@@ -117,6 +117,8 @@ pub mod condition {
         /// nac's own condition type for a file that cannot be had (True, reason Error, like OADP's refusals, so
         /// clients that wait for a True/Error condition stop waiting).
         pub const UNAVAILABLE: &str = "DownloadUnavailable";
+        /// nac's own condition type: the requester may not read what the file exposes (`crate::rights::download`).
+        pub const REQUESTER_RIGHTS_EXCEEDED: &str = "RequesterRightsExceeded";
     }
 
     /// NonAdminBackupStorageLocation's and its approval requests': OADP's, so its tooling and users' scripts

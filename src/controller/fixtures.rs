@@ -984,11 +984,17 @@ async fn a_schedule_is_two_writes_and_a_third_to_consume_its_skip() {
 }
 
 /// A NonAdminDownloadRequest's budget: its Velero DownloadRequest, then (once Velero answers) one status write
-/// with the URL; no read, no Event.
+/// with the URL; no Event. Two reads before the Velero DownloadRequest: the NonAdminBackup and its Velero Backup
+/// whole (the stores keep compact copies without the resource lists), whose kinds the requester's rights are
+/// checked against (`crate::rights::download`).
 #[tokio::test]
-async fn a_download_request_is_two_writes() {
+async fn a_download_request_is_two_writes_and_two_reads() {
     let (mut f, handle) = fixture("downloads: {adminLocations: [default]}");
     completed_source(&mut f, "Completed");
+    f.reads.insert(
+        NAB_PATH.to_string(),
+        serde_json::to_value(created_nab(json!({}))).unwrap(),
+    );
     let bsl: crate::velero::BackupStorageLocation = serde_json::from_value(json!({
         "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
         "metadata": {"name": "default", "namespace": "openshift-adp"},
@@ -998,7 +1004,8 @@ async fn a_download_request_is_two_writes() {
     f.locations.apply_watcher_event(&Event::Apply(bsl));
     let request: NonAdminDownloadRequest = serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
-        "metadata": {"name": "log", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1"},
+        "metadata": {"name": "log", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1",
+                     "annotations": {crate::rights::REQUESTER_ANNOTATION: json!({"username": "alice"}).to_string()}},
         "spec": {"target": {"kind": "BackupLog", "name": "nightly"}}
     }))
     .unwrap();
@@ -1006,14 +1013,18 @@ async fn a_download_request_is_two_writes() {
     let (calls, events, _, handle) = drive_on(handle, request.clone(), f.reads.clone(), reconcile).await;
     assert_eq!(
         calls,
-        vec![call(
-            Method::POST,
-            "/apis/velero.io/v1/namespaces/openshift-adp/downloadrequests"
-        )]
+        vec![
+            call(Method::GET, NAB_PATH),
+            call(Method::GET, VELERO_BACKUP),
+            call(
+                Method::POST,
+                "/apis/velero.io/v1/namespaces/openshift-adp/downloadrequests"
+            )
+        ]
     );
     assert_eq!(events, 0);
     // Velero answers; its watch event brings the request back.
-    let mut answered: crate::velero::DownloadRequest = serde_json::from_value(calls[0].answer.clone()).unwrap();
+    let mut answered: crate::velero::DownloadRequest = serde_json::from_value(calls[2].answer.clone()).unwrap();
     let expires = k8s_openapi::jiff::Timestamp::now() + std::time::Duration::from_secs(600);
     answered.status = Some(crate::velero::DownloadRequestStatus {
         phase: Some("Processed".into()),
@@ -1036,6 +1047,61 @@ async fn a_download_request_is_two_writes() {
         calls[0].body
     );
     assert_eq!(events, 0);
+}
+
+/// A download request whose requester may not read what the file exposes (mallory lists no Secrets), or that
+/// has no requester recorded (it did not pass nac's webhook): refused in its status, with a Warning Event, and no
+/// Velero DownloadRequest is made.
+#[tokio::test]
+async fn a_download_request_beyond_its_requesters_rights_makes_no_velero_download_request() {
+    for (who, says) in [
+        (
+            Some("mallory"),
+            "mallory may not read in namespace team-a: they may not list secrets",
+        ),
+        (None, "has no record of who created it"),
+    ] {
+        let (mut f, handle) = fixture("downloads: {adminLocations: [default]}");
+        completed_source(&mut f, "Completed");
+        f.reads.insert(
+            NAB_PATH.to_string(),
+            serde_json::to_value(created_nab(json!({}))).unwrap(),
+        );
+        let bsl: crate::velero::BackupStorageLocation = serde_json::from_value(json!({
+            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": "default", "namespace": "openshift-adp"},
+            "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}}
+        }))
+        .unwrap();
+        f.locations.apply_watcher_event(&Event::Apply(bsl));
+        let mut request = json!({
+            "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+            "metadata": {"name": "contents", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1"},
+            "spec": {"target": {"kind": "BackupContents", "name": "nightly"}}
+        });
+        if let Some(u) = who {
+            request["metadata"]["annotations"] =
+                json!({crate::rights::REQUESTER_ANNOTATION: json!({"username": u}).to_string()});
+        }
+        let request: NonAdminDownloadRequest = serde_json::from_value(request).unwrap();
+        let reconcile = |o| super::kind::reconcile(o, f.nadr.clone());
+        let (calls, events, _, _) = drive_on(handle, request, f.reads.clone(), reconcile).await;
+        let status = "/apis/oadp.openshift.io/v1alpha1/namespaces/team-a/nonadmindownloadrequests/contents/status";
+        assert_eq!(
+            calls,
+            vec![
+                call(Method::GET, NAB_PATH),
+                call(Method::GET, VELERO_BACKUP),
+                call(Method::PUT, status)
+            ],
+            "{who:?}"
+        );
+        let c = &calls[2].body["status"]["conditions"][0];
+        assert_eq!(c["type"], "RequesterRightsExceeded", "{c}");
+        assert_eq!(calls[2].body["status"]["phase"], "BackingOff");
+        assert!(c["message"].as_str().unwrap().contains(says), "{c}");
+        assert_eq!(events, 1, "{who:?}");
+    }
 }
 
 /// A NonAdminBackupStorageLocation's budget (once per location, approval not required), as it stands: its status

@@ -90,6 +90,12 @@ pub fn render(
         "nonadminschedules",
     ));
     out.push_str("  reinvocationPolicy: Never\n");
+    out.push_str(&proxy_hook(
+        "mnadr.nac.oadp.openshift.io",
+        "/mutate/nonadmindownloadrequests",
+        "nonadmindownloadrequests",
+    ));
+    out.push_str("  reinvocationPolicy: Never\n");
     out.push_str("---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n");
     out.push_str("metadata:\n  name: nac-validating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
     // The tenant kinds are decided by the mutating call alone (it applies the validating rules to its result):
@@ -163,7 +169,7 @@ mod tests {
         let y = super::render("https://127.0.0.1:9443/", b"PEM", "nac-system", "velero", 5, None);
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
-        assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 4);
+        assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 5);
         assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 2);
         assert_eq!(
             docs[1]["webhooks"][1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],

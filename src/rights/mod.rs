@@ -8,6 +8,7 @@
 
 pub mod contents;
 pub mod credential;
+pub mod download;
 pub mod features;
 pub mod occupancy;
 pub mod rbac;

@@ -264,6 +264,29 @@ impl nac::admission::LocationLookup for FakeLocations {
             Ok(Some(s))
         })
     }
+
+    /// team-a's NonAdminBackup `nightly`: a finished backup of every kind; `unfinished` has no Velero Backup yet;
+    /// `broken` cannot be read; anything else: none.
+    fn download_file<'a>(
+        &'a self,
+        namespace: &'a str,
+        target: &'a nac::api::NonAdminDownloadTarget,
+    ) -> futures::future::BoxFuture<'a, Result<Option<nac::rights::download::Exposure>, String>> {
+        Box::pin(async move {
+            match (namespace, target.name.as_str()) {
+                ("team-a", "nightly") => {
+                    let b = nac::velero::Backup::new("team-a-nightly", Default::default());
+                    Ok(Some(nac::rights::download::Exposure::of_backup(
+                        target.kind,
+                        &target.name,
+                        &b,
+                    )))
+                }
+                (_, "broken") => Err("connection refused".into()),
+                _ => Ok(None),
+            }
+        })
+    }
 }
 
 /// The Velero Schedule [`FakeLocations`] knows.

@@ -64,6 +64,8 @@ pub enum Stage {
     Unavailable(String),
     /// The backup is on an admin location the policy does not open for downloads.
     LocationClosed,
+    /// The requester may not read what the file exposes (the message names the right; `crate::rights::download`).
+    Refused(String),
     /// Velero has the DownloadRequest but has not answered yet.
     Requested(String),
     /// Velero's answer.
@@ -83,6 +85,7 @@ pub fn plan(
         Stage::NoRestore => (NAR_NOT_AVAILABLE, true, ERROR, NAR_NOT_AVAILABLE_MSG, BackingOff),
         Stage::LocationClosed => (BSL_NOT_USED, true, ERROR, BSL_NOT_USED_MSG, BackingOff),
         Stage::Unavailable(msg) => (UNAVAILABLE, true, ERROR, msg.as_str(), BackingOff),
+        Stage::Refused(msg) => (REQUESTER_RIGHTS_EXCEEDED, true, ERROR, msg.as_str(), BackingOff),
         Stage::NotFinished(msg) => (PROCESSED, false, NOT_FINISHED, msg.as_str(), New),
         Stage::Requested(msg) => (PROCESSED, false, REQUESTED, msg.as_str(), New),
         Stage::Processed(velero) => {
@@ -403,7 +406,12 @@ impl Kind for NonAdminDownloadRequest {
         let wanted = build(&obj, &ctx.opts.velero_namespace, &resolved);
         let dr = match ctx.own.velero.get(&ctx.velero_ref(&dr_name)) {
             Some(d) => (*d).clone(),
-            None => create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?,
+            None => {
+                if let Some(action) = refuse_unless_allowed(api, &obj, ctx, &policy).await? {
+                    return Ok(action);
+                }
+                create_or_get(&dr_api, &wanted, &ctx.metrics, "DownloadRequest").await?
+            }
         };
         if !NADR.owns(&dr.metadata, &ns, &obj.name_any())
             || NADR.nacuuid(&dr.metadata) != Some(uid.as_str())
@@ -433,6 +441,50 @@ impl Kind for NonAdminDownloadRequest {
     async fn cleanup(_api: &Api<Self>, _obj: Arc<Self>, _ctx: &Ctx) -> Result<Action, Error> {
         Ok(Action::await_change())
     }
+}
+
+/// The request's requester (recorded by nac's webhook) may read what its file exposes (`crate::rights::download`):
+/// asked again here, before the Velero DownloadRequest is made, as the webhook's answer may be old, a request
+/// made before its backup finished was not checked there, and one that did not pass the webhook has no requester.
+/// Refused: the status says why and nothing is made (`Some(action)`); an answer nac cannot get is retried.
+async fn refuse_unless_allowed(
+    api: &Api<NonAdminDownloadRequest>,
+    obj: &NonAdminDownloadRequest,
+    ctx: &Ctx,
+    policy: &Policy,
+) -> Result<Option<Action>, Error> {
+    use crate::rights::{download, Requester, RightsMode, REQUESTER_ANNOTATION};
+    let ns = obj.namespace().unwrap_or_default();
+    let target = &obj.spec.target;
+    let mode = download::mode(policy, target.kind);
+    if mode == RightsMode::Off {
+        return Ok(None);
+    }
+    let file = download::fetch(&ctx.client, &ctx.opts.velero_namespace, &ns, target)
+        .await
+        .map_err(Error::NotReady)?
+        .ok_or_else(|| {
+            // `resolve` found it in the stores a moment ago: changed since; the change reconciles again.
+            Error::NotReady(format!(
+                "the Velero objects of {} {} changed while nac read them",
+                target.kind.as_str(),
+                target.name
+            ))
+        })?;
+    // An annotation nac cannot read is no record of who asked.
+    let who: Option<Requester> = obj
+        .annotations()
+        .get(REQUESTER_ANNOTATION)
+        .and_then(|v| serde_json::from_str(v).ok());
+    let answer = download::check(ctx.access.as_ref(), who.as_ref(), &ns, &file, mode)
+        .await
+        .map_err(Error::NotReady)?;
+    let Err(msg) = answer else {
+        return Ok(None);
+    };
+    tracing::warn!(object = %key_of(obj), message = %msg, "download request refused");
+    Stage::Refused(msg).write(api, obj, ctx).await?;
+    Ok(Some(Action::await_change()))
 }
 
 /// A reconcile at `at` (the URL's expiration), when the request goes.
@@ -783,6 +835,19 @@ mod tests {
         assert_eq!(
             plan(Some(&s), &Stage::NoBackup, now).phase,
             Some(NonAdminPhase::Created)
+        );
+        // Refused for the requester's rights: a True/Error condition naming the right, BackingOff.
+        let s = plan(None, &Stage::Refused("viewer may not list secrets".into()), now);
+        assert_eq!(s.phase, Some(NonAdminPhase::BackingOff));
+        let c = &s.conditions[0];
+        assert_eq!(
+            (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            ),
+            (REQUESTER_RIGHTS_EXCEEDED, "True", ERROR, "viewer may not list secrets")
         );
         let s = plan(None, &Stage::NotFinished("waiting".into()), now);
         assert_eq!(s.phase, Some(NonAdminPhase::New));
