@@ -293,7 +293,7 @@ mod tests {
         assert!(matches!(e, FetchError::Refused(_)), "{e}");
         assert!(
             e.to_string()
-                .contains("host rebound.test resolves to 169.254.169.254: 169.254.169.254 is a cloud metadata"),
+                .contains("host rebound.test resolves to 169.254.169.254, which is not allowed"),
             "{e}"
         );
         assert_eq!(seen.load(Ordering::SeqCst), 1, "only the allowed fetch connected");

@@ -344,8 +344,9 @@ async fn nac_takes_over_what_oadps_controller_left_and_redoes_nothing() {
     settle().await;
     let adoption = writes(&env.nac).await;
 
-    // Nothing re-done: no Velero Backup or Restore made or deleted, the approved location's Velero BSL and Secret
-    // copy not rewritten.
+    // Nothing re-done: no Velero Backup or Restore made or deleted, the approved location's Velero BSL not
+    // rewritten. Its Secret copy (the tenant's bytes, as OADP's controller copies them) is rewritten once, into the
+    // file nac writes from the static keys it accepted.
     assert_eq!(versions::<Backup>(&admin, &ns).await, backups_before, "Velero Backups");
     assert_eq!(
         versions::<Restore>(&admin, &ns).await,
@@ -358,7 +359,16 @@ async fn nac_takes_over_what_oadps_controller_left_and_redoes_nothing() {
         "Velero BSLs"
     );
     let copies_after = versions::<k8s_openapi::api::core::v1::Secret>(&admin, &ns).await;
-    assert_eq!(copies_after, copies_before, "the Secret copy");
+    assert_eq!(copies_after.len(), copies_before.len(), "the Secret copy");
+    assert_ne!(copies_after, copies_before, "the Secret copy rewritten into nac's file");
+    let copy = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), VELERO_NAMESPACE)
+        .get(&own)
+        .await
+        .unwrap();
+    assert_eq!(
+        copy.data.unwrap()["cloud"].0,
+        b"[default]\naws_access_key_id=tenant\naws_secret_access_key=tenant-secret\n".to_vec()
+    );
     // Statuses rewritten only where nac's view differs: the backup over maxTtl (the refusal), the one OADP's sync
     // made (nac's Accepted condition); the rest, and the restore that ran, not written at all.
     let nab_now = tenant_versions(&admin, &ns, "NonAdminBackup").await;

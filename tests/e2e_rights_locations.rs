@@ -433,7 +433,14 @@ async fn a_credential_that_would_run_a_command_or_move_the_endpoint_never_reache
         .await
         .unwrap();
     let copied = String::from_utf8(copy.data.unwrap()["cloud"].0.clone()).unwrap();
-    assert_eq!(copied, format!("[default]\n{keys}"));
+    assert_eq!(
+        copied,
+        format!(
+            "[default]\naws_access_key_id={}\naws_secret_access_key={}\n",
+            c.get("S3_ACCESS_KEY"),
+            c.get("S3_SECRET_KEY")
+        )
+    );
     secrets
         .patch(
             "app-s3",

@@ -844,12 +844,15 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .to_string()
         .contains("NonAdminBackupStorageLocation not found in the namespace"));
 
-    // Credential rotation reaches the copy within seconds (the file nac writes from the keys: here the same keys
+    // Credential rotation reaches the copy within seconds: the file nac writes from the keys (here the same keys
     // and a region added).
-    let rotated = format!(
-        "{}region = {}\n",
-        s3_credentials(None),
-        Cluster::load().get("S3_REGION")
+    let c = Cluster::load();
+    let rotated = format!("{}region = {}\n", s3_credentials(None), c.get("S3_REGION"));
+    let written = format!(
+        "[default]\naws_access_key_id={}\naws_secret_access_key={}\nregion={}\n",
+        c.get("S3_ACCESS_KEY"),
+        c.get("S3_SECRET_KEY"),
+        c.get("S3_REGION")
     );
     Api::<Secret>::namespaced(admin.clone(), &ns)
         .patch(
@@ -861,7 +864,7 @@ async fn a_tenants_own_storage_location_approved_used_rotated_revoked_and_delete
         .unwrap();
     wait_for(&copies, &uuid, Duration::from_secs(20), "rotated copy", |s| {
         let d = s?.data.as_ref()?.get("cloud")?;
-        (d.0 == rotated.as_bytes()).then_some(())
+        (d.0 == written.as_bytes()).then_some(())
     })
     .await;
     wait_json(&nabsls, "own", T, "SecretUpdated", |n| {

@@ -1551,8 +1551,8 @@ async fn storage_location_endpoints_are_judged_at_apply_by_address_and_allow_lis
     assert_eq!(resp(&out)["allowed"], false);
     assert!(
         message(&out).contains(
-            "host metadata.internal resolves to 169.254.169.254: 169.254.169.254 is a cloud metadata service (AWS, \
-             GCP, Azure, OpenStack): tenants' endpoints may not reach it whatever the networks or CIDRs allowed"
+            "host metadata.internal resolves to 169.254.169.254, which is not allowed (policy \
+             nonAdminBSL.allowedEndpoints allows hosts [127.0.0.1] and cidrs [203.0.113.0/24])"
         ),
         "{}",
         message(&out)

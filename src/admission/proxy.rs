@@ -1079,7 +1079,8 @@ async fn credential_content(
             return Some((
                 field,
                 format!(
-                    "NonAdminBackupStorageLocation refused: nac cannot read Secret {secret:?} in namespace                      {namespace} to check its credential now ({e}); retry"
+                    "NonAdminBackupStorageLocation refused: nac cannot read Secret {secret:?} in namespace \
+                     {namespace} to check its credential now ({e}); retry"
                 ),
             ))
         }
@@ -1215,7 +1216,9 @@ fn validate_parsed(
             }
             let me = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
             for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
+                // Only an edit that makes its user the requester re-records them (a pause alone does not).
                 let restamped = edited
+                    && !only_paused(old_spec, &p.spec)
                     && annotation(&p.object, key).is_some()
                     && (key != REQUESTER_ANNOTATION || annotation(&p.object, key) == Some(me.as_str()));
                 if annotation(old_obj, key) != annotation(&p.object, key) && !privileged && !restamped {

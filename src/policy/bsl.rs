@@ -387,6 +387,16 @@ fn provider_and_config(out: &mut Outcome, rules: &NonAdminBsl) {
                     allowed.join(", ")
                 ),
             );
+        } else if k == "region" && !v.as_str().is_some_and(credential_file::is_region) {
+            // Velero's repository code builds the storage's host name from it (`s3-<region>.amazonaws.com`).
+            deny(
+                out,
+                "config.region",
+                format!(
+                    "{NABSL} {PREFIX}.config.region {} is not a region (letters, digits, - and _)",
+                    display_value(v)
+                ),
+            );
         } else if k == "profile" {
             let ok = v.as_str().is_some_and(credential_file::is_profile_name);
             if !ok {
@@ -708,6 +718,47 @@ mod tests {
         assert_eq!(tenant_prefix("team-a", Some("")), "team-a");
         assert_eq!(tenant_prefix("team-a", Some("../../team-b")), "team-a/team-b");
         assert_eq!(tenant_prefix("team-a", Some("a//./b")), "team-a/a/b");
+    }
+
+    #[test]
+    fn config_keys_are_an_allow_list_and_the_provider_is_aws() {
+        let p = policy("nonAdminBSL: {enabled: true}");
+        let with = |config: Value| {
+            let mut s = good();
+            s.insert("config".into(), config);
+            evaluate_bsl(&s, &p)
+        };
+        assert!(with(json!({"region": "eu-west-1", "s3ForcePathStyle": "true", "profile": "team"})).allowed());
+        for (config, says) in [
+            (
+                json!({"customerKeyEncryptionSecret": "cloud/key"}),
+                "names a Secret in Velero's namespace",
+            ),
+            (
+                json!({"CredentialsFile": "/credentials/cloud"}),
+                "names a file in Velero's container",
+            ),
+            (
+                json!({"kmsKeyId": "k"}),
+                "config.kmsKeyId is refused: a tenant's location may set region",
+            ),
+            (json!({"Region": "eu-west-1"}), "config.Region is refused"),
+            (json!({"region": "x@10.0.0.5:8443#"}), "is not a region"),
+            (json!({"profile": "a]\n[b"}), "is not a profile name"),
+        ] {
+            let out = with(config.clone());
+            assert!(out.message().contains(says), "{config}: {}", out.message());
+        }
+        let mut s = good();
+        s.insert("provider".into(), json!("gcp"));
+        assert!(evaluate_bsl(&s, &p).message().contains("provider \"gcp\" is refused"));
+        // The admin opens a key; never one that reads Velero's own files or Secrets.
+        let opened = policy("nonAdminBSL: {enabled: true, allowedConfigKeys: [kmsKeyId]}");
+        let mut s = good();
+        s.insert("config".into(), json!({"kmsKeyId": "k"}));
+        assert!(evaluate_bsl(&s, &opened).allowed());
+        assert!(Policy::parse("nonAdminBSL: {allowedConfigKeys: [credentialsFile]}").is_err());
+        assert!(Policy::parse("nonAdminBSL: {enforceBSLSpec: {provider: azure}}").is_err());
     }
 
     #[test]

@@ -409,7 +409,8 @@ async fn decide_creates(
             out.exclude(
                 &k.filter_name(),
                 format!(
-                    "{} are RBAC objects: nac restores them only as {}.{RBAC}, whose binding and escalation rules                      it checks",
+                    "{} are RBAC objects: nac restores them only as {}.{RBAC}, whose binding and escalation rules \
+                     it checks",
                     k.filter_name(),
                     k.resource
                 ),

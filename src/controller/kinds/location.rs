@@ -790,7 +790,9 @@ async fn sync_secret(
                     "Secret {vns}/{nacuuid} belongs to another NonAdminBackupStorageLocation; refusing to use it"
                 )));
             }
-            if have.type_ == wanted.type_ && (have.data == wanted.data || same_keys(&have, &wanted, &cred.key)) {
+            // Kept only as nac wrote it: a copy of the tenant's bytes (OADP's controller made such copies) is
+            // rewritten once, since the SDK may read bytes otherwise than nac does.
+            if have.type_ == wanted.type_ && have.data == wanted.data {
                 return Ok(Ok(Synced::Unchanged));
             }
             let mut next = have.clone();
@@ -804,36 +806,6 @@ async fn sync_secret(
             tracing::info!(object = %key_of(obj), secret = %nacuuid, "Secret copy updated");
             Ok(Ok(Synced::Updated))
         }
-    }
-}
-
-/// Whether a copy nac did not write byte for byte (one OADP's controller made, the tenant's bytes) holds only
-/// `key`, and there static keys alone, the same nac's file holds: then Velero reads the same credential, and
-/// taking over an OADP installation rewrites no copy. Anything else in it is replaced by nac's file.
-fn same_keys(have: &Secret, wanted: &Secret, key: &str) -> bool {
-    use crate::policy::credential_file::aws_static_keys;
-    let one = |s: &Secret| {
-        s.data
-            .as_ref()
-            .filter(|d| d.len() == 1)
-            .and_then(|d| d.get(key))
-            .map(|v| v.0.clone())
-    };
-    let (Some(have), Some(wanted)) = (one(have), one(wanted)) else {
-        return false;
-    };
-    // nac's file names the profile it holds: read both as that profile.
-    let profile = std::str::from_utf8(&wanted)
-        .ok()
-        .and_then(|f| f.lines().next())
-        .and_then(|l| l.strip_prefix('[')?.strip_suffix(']'))
-        .map(str::to_string);
-    match (
-        aws_static_keys(&have, profile.as_deref()),
-        aws_static_keys(&wanted, profile.as_deref()),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }
 
@@ -1108,7 +1080,7 @@ mod tests {
         assert_eq!(data.len(), 1);
         assert_eq!(
             data["cloud"].0,
-            b"[default]\naws_access_key_id = A\naws_secret_access_key = B\n".to_vec()
+            b"[default]\naws_access_key_id=A\naws_secret_access_key=B\n".to_vec()
         );
         assert!(NABSL.owns(&copy.metadata, "team-a", "own"));
         // The profile the location selects; a refused credential names the Secret and the key.
@@ -1126,28 +1098,6 @@ mod tests {
             err.contains("\"credential_process\" (line 2, profile [default]) is not a static key"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn a_copy_with_the_same_static_keys_is_kept_and_any_other_is_replaced() {
-        let mine = |f: &str| build_secret_copy(&nabsl(), "u", "openshift-adp", "cloud", f.to_string());
-        let wanted = mine("[default]\naws_access_key_id = A\naws_secret_access_key = B\n");
-        // OADP's copy: the tenant's bytes, the same keys.
-        let oadps = mine("# theirs\n[default]\naws_access_key_id=A\naws_secret_access_key=B\n");
-        assert!(same_keys(&oadps, &wanted, "cloud"));
-        for other in [
-            "[default]\naws_access_key_id=A\naws_secret_access_key=C\n",
-            "[default]\naws_access_key_id=A\naws_secret_access_key=B\ncredential_process=x\n",
-            "[default]\naws_access_key_id=A\naws_secret_access_key=B\n[profile p]\nrole_arn=x\n",
-        ] {
-            assert!(!same_keys(&mine(other), &wanted, "cloud"), "{other}");
-        }
-        let mut two = oadps.clone();
-        two.data
-            .as_mut()
-            .unwrap()
-            .insert("other".into(), k8s_openapi::ByteString(b"x".to_vec()));
-        assert!(!same_keys(&two, &wanted, "cloud"));
     }
 
     #[test]

@@ -44,20 +44,37 @@ impl std::fmt::Debug for StaticKeys {
 }
 
 impl StaticKeys {
-    /// The credential file nac writes for Velero: one profile, static keys only.
+    /// The credential file nac writes for Velero: one profile, static keys only, `key=value` with values of
+    /// [`is_value`]'s characters, which the SDK's reader takes as they are (no comment, quote or space in them).
     pub fn render(&self) -> String {
         let mut out = format!(
-            "[{}]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            "[{}]\naws_access_key_id={}\naws_secret_access_key={}\n",
             self.profile, self.access_key_id, self.secret_access_key
         );
         if let Some(t) = &self.session_token {
-            out.push_str(&format!("aws_session_token = {t}\n"));
+            out.push_str(&format!("aws_session_token={t}\n"));
         }
         if let Some(r) = &self.region {
-            out.push_str(&format!("region = {r}\n"));
+            out.push_str(&format!("region={r}\n"));
         }
         out
     }
+}
+
+/// Whether `v` can be a key's value: ASCII letters, digits and `+/=._-@`. The SDK's INI reader cuts a value at
+/// ` #` or ` ;` and strips quotes, so a value such as `#x` or `""` would read as empty: both keys empty, the SDK
+/// falls back to Velero's own identity. Keys, secrets and session tokens of S3 and S3-compatible stores are
+/// base64 or alphanumeric.
+pub fn is_value(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'.' | b'_' | b'-' | b'@'))
+}
+
+/// Whether `v` can be a region: ASCII letters, digits, `-` and `_` (Velero's repository code builds a host name
+/// from it).
+pub fn is_region(v: &str) -> bool {
+    !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Whether `name` can be a profile's name: what nac writes back as `[name]` must read as that one section.
@@ -111,8 +128,10 @@ pub fn aws_static_keys(bytes: &[u8], profile: Option<&str>) -> Result<StaticKeys
             let Some(inner) = inner.strip_suffix(']') else {
                 return Err(format!("line {n} opens a section without closing it"));
             };
-            let inner = inner.trim();
-            let name = match inner.split_once(char::is_whitespace) {
+            let inner = inner.trim_matches([' ', '\t']);
+            // The SDK separates a section's type from its name by ASCII space or tab only: any other white space
+            // is part of a name (which is then not a profile name).
+            let name = match inner.split_once([' ', '\t']) {
                 None => inner,
                 Some(("profile", rest)) => rest.trim(),
                 Some((other, _)) => {
@@ -145,8 +164,21 @@ pub fn aws_static_keys(bytes: &[u8], profile: Option<&str>) -> Result<StaticKeys
         if value.len() > MAX_VALUE {
             return Err(format!("key {key} (line {n}) is longer than {MAX_VALUE} bytes"));
         }
-        if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("key {key} (line {n}) holds spaces or control characters"));
+        let fits = if key == "region" {
+            is_region(value)
+        } else {
+            is_value(value)
+        };
+        if !value.is_empty() && !fits {
+            return Err(format!(
+                "key {key} (line {n}) holds a character a {} may not hold (quotes, #, ;, spaces and the like, which \
+                 the SDK's reader would take as a comment or quote)",
+                if key == "region" {
+                    "region (letters, digits, - and _)"
+                } else {
+                    "key (letters, digits and +/=._-@)"
+                }
+            ));
         }
         if profile != wanted {
             continue;
@@ -184,7 +216,7 @@ mod tests {
         assert_eq!(k.secret_access_key, "s3cr3t/+=");
         assert_eq!(
             k.render(),
-            "[default]\naws_access_key_id = AKIA1\naws_secret_access_key = s3cr3t/+=\n"
+            "[default]\naws_access_key_id=AKIA1\naws_secret_access_key=s3cr3t/+=\n"
         );
         // Comments, CRLF, a named profile in either form, a token and a region; other profiles are not copied.
         let file = "# mine\r\n[default]\r\naws_access_key_id=A\r\naws_secret_access_key=B\r\n\r\n; other\n\
@@ -193,7 +225,7 @@ mod tests {
         let k = aws_static_keys(file.as_bytes(), Some("team")).unwrap();
         assert_eq!(
             k.render(),
-            "[team]\naws_access_key_id = C\naws_secret_access_key = D\naws_session_token = T\nregion = eu-west-1\n"
+            "[team]\naws_access_key_id=C\naws_secret_access_key=D\naws_session_token=T\nregion=eu-west-1\n"
         );
         assert!(!format!("{k:?}").contains('D'), "{k:?}");
     }
@@ -244,7 +276,29 @@ mod tests {
             ("[default]\naws_access_key_id=A\naws_access_key_id=B\n", "set twice"),
             (
                 "[default]\naws_access_key_id=A B\naws_secret_access_key=B\n",
-                "spaces or control characters",
+                "holds a character a key",
+            ),
+            // Values the SDK's reader would take as a comment or a quote: empty keys, Velero's own identity.
+            (
+                "[default]\naws_access_key_id=#x\naws_secret_access_key=;y\n",
+                "holds a character a key",
+            ),
+            (
+                "[default]\naws_access_key_id=\"\"\naws_secret_access_key=''\n",
+                "holds a character a key",
+            ),
+            (
+                "[default]\naws_access_key_id=A\naws_secret_access_key=B\naws_session_token=\"\n",
+                "holds a character",
+            ),
+            (
+                "[default]\naws_access_key_id=A\naws_secret_access_key=B\nregion=x@10.0.0.5:8443#\n",
+                "region",
+            ),
+            // A section the SDK names otherwise (no ASCII space between type and name).
+            (
+                "[profile\u{a0}default]\naws_access_key_id=A\naws_secret_access_key=B\n",
+                "is not a profile name",
             ),
             ("[default\naws_access_key_id=A\n", "without closing it"),
             ("[default]\njust words\n", "neither a section"),

@@ -215,7 +215,12 @@ pub const METADATA: &[(&str, &str)] = &[
         "169.254.170.2/32",
         "a cloud metadata service (AWS container credentials)",
     ),
+    ("169.254.170.23/32", "a cloud metadata service (AWS EKS Pod Identity)"),
     ("fd00:ec2::254/128", "a cloud metadata service (AWS, IPv6)"),
+    (
+        "fd00:ec2::23/128",
+        "a cloud metadata service (AWS EKS Pod Identity, IPv6)",
+    ),
     ("fd20:ce::254/128", "a cloud metadata service (GCP, IPv6)"),
     ("100.100.100.200/32", "a cloud metadata service (Alibaba Cloud)"),
     ("168.63.129.16/32", "a cloud platform service (Azure WireServer)"),
@@ -243,12 +248,13 @@ fn protected(ip: IpAddr, net: &Network) -> Option<String> {
     })
 }
 
-/// The IPv4 address an IPv6 address reaches through NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`).
+/// The IPv4 address an IPv6 address reaches through NAT64 (`64:ff9b::/96`, the local-use `64:ff9b:1::/48`) or
+/// 6to4 (`2002::/16`).
 fn embedded_v4(ip: IpAddr) -> Option<IpAddr> {
     let IpAddr::V6(v6) = ip else { return None };
     let s = v6.segments();
     let o = v6.octets();
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
         return Some(IpAddr::from([o[12], o[13], o[14], o[15]]));
     }
     (s[0] == 0x2002).then(|| IpAddr::from([o[2], o[3], o[4], o[5]]))
@@ -361,7 +367,19 @@ fn by_allow_list(host: &Host, allowed: &AllowedEndpoints, net: &Network) -> Opti
     // A CIDR never opens a metadata service or a node: only the address itself, listed in hosts. (Without CIDRs,
     // anything hosts does not name is refused below anyway.)
     if let (false, Ok(addrs)) = (allowed.cidrs.is_empty(), addresses(host, net)) {
-        if let Some(why) = addrs.into_iter().find_map(|ip| protected(ip, net).map(|w| (ip, w))) {
+        let always = |ip: IpAddr| always_refused(ip).map(|(n, what)| format!("{ip} is in {n}, {what}"));
+        let opened = |ip: &IpAddr| allowed.cidrs.iter().any(|c| c.contains(ip));
+        let named = |ip: &IpAddr| {
+            allowed
+                .cidrs
+                .iter()
+                .any(|c| c.prefix_len() == c.max_prefix_len() && c.addr() == *ip)
+        };
+        if let Some(why) = addrs
+            .into_iter()
+            .filter(|ip| opened(ip) && !named(ip))
+            .find_map(|ip| protected(ip, net).or_else(|| always(ip)).map(|w| (ip, w)))
+        {
             return Some(protected_refusal(host, why));
         }
     }
@@ -430,7 +448,7 @@ fn protected_refusal(host: &Host, (ip, why): (IpAddr, String)) -> String {
     };
     format!(
         "{lead}{why}: tenants' endpoints may not reach it whatever the networks or CIDRs allowed (only the \
-         address itself in policy {SECTION}.hosts allows it)"
+         address itself in policy {SECTION}, in hosts or as a single-address CIDR, allows it)"
     )
 }
 
@@ -503,7 +521,7 @@ mod tests {
             "NonAdminBackupStorageLocation spec.backupStorageLocationSpec.config.s3Url \"http://169.254.169.254/latest\" \
              is refused: 169.254.169.254 is a cloud metadata service (AWS, GCP, Azure, OpenStack): tenants' \
              endpoints may not reach it whatever the networks or CIDRs allowed (only the address itself in policy \
-             nonAdminBSL.allowedEndpoints.hosts allows it)"
+             nonAdminBSL.allowedEndpoints, in hosts or as a single-address CIDR, allows it)"
         );
         // A public address, by name or as an address, passes; no endpoint at all passes.
         assert!(refusal(&p, &spec(json!({"s3Url": "https://s3.example.com"})), &n).is_none());
@@ -593,6 +611,15 @@ mod tests {
             assert!(refusal(&wide, &spec(json!({"s3Url": url})), &n).is_some(), "{url}");
         }
         assert_eq!(refusal(&wide, &spec(json!({"s3Url": "http://203.0.113.9"})), &n), None);
+        // Nor does 0.0.0.0/0 open loopback or link-local: only the address in hosts.
+        let all = policy("  allowedEndpoints:\n    cidrs: ['0.0.0.0/0', '::/0']\n");
+        for url in [
+            "http://127.0.0.1:9000",
+            "http://169.254.1.1",
+            "http://[64:ff9b:1::a9fe:aa17]",
+        ] {
+            assert!(refusal(&all, &spec(json!({"s3Url": url})), &n).is_some(), "{url}");
+        }
         let listed = policy("  allowedEndpoints:\n    hosts: [168.63.129.16]\n    cidrs: [192.0.2.0/24]\n");
         assert_eq!(
             refusal(&listed, &spec(json!({"s3Url": "http://168.63.129.16"})), &n),
