@@ -111,6 +111,10 @@ pub const UNCHECKED_RESOURCES_RESTORED: &str = "UncheckedResourcesRestored";
 pub const RESTORED_AS_CHECKED: &str = "RestoredAsChecked";
 /// Its reason when Velero's restore resource list could not be read.
 pub const RESTORE_NOT_VERIFIED: &str = "RestoreNotVerified";
+/// Accepted=False reason of a restore refused because its backup's tarball, on a tenant's own storage location,
+/// holds items Velero would restore outside the namespace (Namespaces, DataUploads, VolumeSnapshotContents,
+/// other cluster-scoped items, items of other namespaces).
+pub const BACKUP_HOLDS_FOREIGN_ITEMS: &str = "BackupHoldsItemsOutsideNamespace";
 
 /// A condition on a finished backup or restore that Velero ended with errors or warnings: the first of Velero's
 /// messages for the namespace, read from its results file once the final phase is in the status (an Event says so

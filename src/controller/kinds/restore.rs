@@ -588,18 +588,26 @@ async fn check_rights(
             ))
         }
     };
+    let storage = storage_of(backup, ctx);
+    // Velero restores these whatever the restore includes (namespaces from the tarball, DataUploads and
+    // VolumeSnapshotContents always): from storage the tenant writes, none of them is trusted.
+    if storage == Storage::Tenant && contents.foreign.total > 0 {
+        return Ok(Admission::Refuse {
+            reason: status::BACKUP_HOLDS_FOREIGN_ITEMS,
+            message: format!(
+                "NonAdminRestore refused: the contents of Velero Backup {}, on a storage location the tenant \
+                 controls, hold {} item(s) Velero would restore outside namespace {ns} whatever the restore \
+                 includes: {}",
+                backup.name_any(),
+                contents.foreign.total,
+                contents.foreign.describe()
+            ),
+        });
+    }
     let mut map = to_map(&spec);
-    let rights = decide(
-        ctx.access.as_ref(),
-        &who,
-        &ns,
-        &map,
-        &contents,
-        mode,
-        storage_of(backup, ctx),
-    )
-    .await
-    .map_err(Error::NotReady)?;
+    let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode, storage)
+        .await
+        .map_err(Error::NotReady)?;
     if rights.limits() {
         tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
         if mode == RightsMode::Deny {
