@@ -446,19 +446,33 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
     let tarball = bucket_dir(&backup).join(format!("{backup}.tar.gz"));
     let original = std::fs::read(&tarball).unwrap();
     // What whoever controls the storage writes once nac has read the tarball: a RoleBinding of the user to
-    // `admin`, which nac never saw.
-    let changed = with_entries(
-        &original,
-        item_entries(
-            "rolebindings.rbac.authorization.k8s.io",
-            &ns,
-            "planted",
-            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": {"name": "planted", "namespace": ns},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
-        ),
+    // `admin`, which nac never saw; and a DataUpload in a new namespace, privileged by the Namespace object
+    // beside it, which Velero restores whatever the restore includes (nac's check after the restore must find it
+    // from the API server: Velero's resource list comes from the same storage).
+    let swapped_ns = format!("{ns}-swapped");
+    let mut extra = item_entries(
+        "rolebindings.rbac.authorization.k8s.io",
+        &ns,
+        "planted",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "planted", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
     );
+    extra.push((
+        format!("resources/namespaces/cluster/{swapped_ns}.json"),
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": swapped_ns, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}))
+        .unwrap(),
+    ));
+    extra.push((
+        format!("resources/datauploads.velero.io/namespaces/{swapped_ns}/planted.json"),
+        serde_json::to_vec(&json!({"apiVersion": "velero.io/v2alpha1", "kind": "DataUpload",
+            "metadata": {"name": "planted", "namespace": swapped_ns},
+            "spec": {"snapshotType": "CSI", "sourceNamespace": swapped_ns, "sourcePVC": "data"}}))
+        .unwrap(),
+    ));
+    let changed = with_entries(&original, extra);
 
     let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
     let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
@@ -534,10 +548,22 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
         !condition_of(n, "ResourcesOutsideRights").1.is_empty()
     })
     .await;
+    // The namespace Velero made from the changed tarball, found from the API server (the resource list alone
+    // would give UncheckedResourcesRestored).
     assert_eq!(
         condition_of(&n, "ResourcesOutsideRights"),
-        ("False".into(), "RestoredAsChecked".into()),
+        ("True".into(), "RestoredOutsideNamespace".into()),
         "{n:#}"
+    );
+    let message = condition(&n, "ResourcesOutsideRights").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "namespaces {swapped_ns} (outside the namespace: for the cluster administrator)"
+        )),
+        "{message}"
     );
     assert!(
         cms.get_opt("plain").await.unwrap().is_some(),

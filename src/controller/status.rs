@@ -109,8 +109,12 @@ pub const RESOURCES_OUTSIDE_RIGHTS: &str = "ResourcesOutsideRights";
 pub const UNCHECKED_RESOURCES_RESTORED: &str = "UncheckedResourcesRestored";
 /// Its reason when every item Velero restored is of a kind nac allowed.
 pub const RESTORED_AS_CHECKED: &str = "RestoredAsChecked";
-/// Its reason when Velero's restore resource list could not be read.
+/// Its reason (status True: not known to be clean) while what Velero made cannot be confirmed from the API server;
+/// nac tries again with backoff, a Warning Event says so and `nac_restores_not_verified` counts the tries.
 pub const RESTORE_NOT_VERIFIED: &str = "RestoreNotVerified";
+/// Its reason when the API server shows objects Velero made in this restore outside the restore's namespace (a
+/// Namespace, a DataUpload, ...): for the cluster administrator.
+pub const RESTORED_OUTSIDE_NAMESPACE: &str = "RestoredOutsideNamespace";
 /// Accepted=False reason of a restore refused because its backup's tarball, on a tenant's own storage location,
 /// holds items Velero would restore outside the namespace (Namespaces, DataUploads, VolumeSnapshotContents,
 /// other cluster-scoped items, items of other namespaces).
@@ -701,6 +705,7 @@ mod tests {
             source_warning: None,
             left_out: None,
             verdict: None,
+            verify_retry: None,
             results: Default::default(),
             data_downloads: Default::default(),
             pod_volume_restores: Default::default(),
