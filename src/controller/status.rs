@@ -336,7 +336,9 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
         VELERO_RESULTS,
     ] {
         if let Some(("True", reason, message)) = cond(new, warning) {
-            if !matches!(cond(old, warning), Some(("True", ..))) {
+            // Once when it turns True, and again when its reason changes (a restore not verified at first, then
+            // found to hold what is outside the namespace).
+            if !matches!(cond(old, warning), Some(("True", r, _)) if r == reason) {
                 out.push(note(true, reason, message));
             }
         }
@@ -457,6 +459,40 @@ mod tests {
 
     fn reasons(n: &[Note]) -> Vec<&str> {
         n.iter().map(|n| n.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_warning_condition_is_an_event_when_it_turns_true_and_when_its_reason_changes() {
+        fn summary(conditions: &[Condition]) -> Summary<'_> {
+            Summary {
+                phase: None,
+                conditions,
+                velero_phase: None,
+                failure: None,
+                velero_name: None,
+                errors: 0,
+                warnings: 0,
+            }
+        }
+        let with = |reason: &str| {
+            let mut cs = Vec::new();
+            set_condition(&mut cs, RESOURCES_OUTSIDE_RIGHTS, true, reason, "m", t(0));
+            cs
+        };
+        let notes_between = |old: &[Condition], new: &[Condition]| -> Vec<String> {
+            reasons(&summary_notes("Restore", &summary(old), &summary(new)))
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        };
+        let unverified = with(RESTORE_NOT_VERIFIED);
+        let outside = with(RESTORED_OUTSIDE_NAMESPACE);
+        assert_eq!(notes_between(&[], &unverified), [RESTORE_NOT_VERIFIED]);
+        assert!(
+            notes_between(&unverified, &unverified).is_empty(),
+            "a retry is no new event"
+        );
+        assert_eq!(notes_between(&unverified, &outside), [RESTORED_OUTSIDE_NAMESPACE]);
     }
 
     #[test]
