@@ -100,8 +100,9 @@ pub struct RestoreView {
     /// DataDownloads and PodVolumeRestores of the restore by phase.
     pub data_downloads: PhaseTally,
     pub pod_volume_restores: PhaseTally,
-    /// What nac found comparing Velero's restore resource list with the kinds it allowed, once the restore is
-    /// finished: (anything outside them, reason, message).
+    /// What nac found comparing what Velero made (the API server's objects labelled with the restore, and its
+    /// resource list) with the kinds it allowed in the namespace, once the restore is finished: (anything outside
+    /// them, or not verifiable, reason, message).
     pub verdict: Option<(bool, &'static str, String)>,
     /// When to verify again: what Velero made could not be confirmed now.
     pub verify_retry: Option<std::time::Duration>,
