@@ -59,6 +59,7 @@ pub struct Metrics {
     pub sync_writes: Family<KindLabels, Counter>,
     pub occupancy_lists: Counter,
     pub queue_stalled: Gauge,
+    pub restores_not_verified: Counter,
 }
 
 fn latency_buckets() -> Histogram {
@@ -97,6 +98,7 @@ impl Metrics {
             sync_writes: Family::default(),
             occupancy_lists: Counter::default(),
             queue_stalled: Gauge::default(),
+            restores_not_verified: Counter::default(),
             registry: Registry::default(),
         };
         // The metrics are of several types, so a table of (name, help, metric) is a macro, not a loop.
@@ -130,6 +132,11 @@ impl Metrics {
                 "1 while Velero's backup queue has stood still (backups queued, none running) for longer than \
                  controllers.queue_stall_secs",
                 m.queue_stalled.clone();
+            "restores_not_verified",
+                "Checks of a finished restore that could not confirm from the API server what Velero made (each \
+                 is tried again with backoff; the NonAdminRestore shows ResourcesOutsideRights=True \
+                 RestoreNotVerified meanwhile)",
+                m.restores_not_verified.clone();
         }
         Metrics { registry, ..m }
     }

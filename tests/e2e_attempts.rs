@@ -1,9 +1,10 @@
 //! Attempts, with the real Velero and S3 server, to make Velero act beyond the requester's own rights (exec hooks,
 //! volume data, status written through a restore, existing objects overwritten, a tarball changed between nac's
-//! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects, a file of a
-//! backup downloaded by a user who may not read what it holds, a schedule unpaused by a user with fewer rights),
-//! each by a user with an ordinary role, asserting that none succeeds and that a user who holds the right keeps the
-//! feature. The rules are `crate::rights::features`.
+//! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects, a tarball in a
+//! tenant's own bucket naming a new privileged namespace and a DataUpload, a file of a backup downloaded by a user
+//! who may not read what it holds, a schedule unpaused by a user with fewer rights), each by a user with an
+//! ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The rules
+//! are `crate::rights::features`.
 #![cfg(feature = "e2e")]
 
 mod common;
@@ -26,6 +27,10 @@ enforceBackupSpec:
   storageLocation: default
 backup:
   maxTtl: 2160h
+nonAdminBSL:
+  enabled: true
+  requireApproval: true
+  allowedEndpoints: {hosts: [127.0.0.1]}
 rights:
   backup: exclude
   restore: exclude
@@ -444,19 +449,33 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
     let tarball = bucket_dir(&backup).join(format!("{backup}.tar.gz"));
     let original = std::fs::read(&tarball).unwrap();
     // What whoever controls the storage writes once nac has read the tarball: a RoleBinding of the user to
-    // `admin`, which nac never saw.
-    let changed = with_entries(
-        &original,
-        item_entries(
-            "rolebindings.rbac.authorization.k8s.io",
-            &ns,
-            "planted",
-            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": {"name": "planted", "namespace": ns},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
-        ),
+    // `admin`, which nac never saw; and a DataUpload in a new namespace, privileged by the Namespace object
+    // beside it, which Velero restores whatever the restore includes (nac's check after the restore must find it
+    // from the API server: Velero's resource list comes from the same storage).
+    let swapped_ns = format!("{ns}-swapped");
+    let mut extra = item_entries(
+        "rolebindings.rbac.authorization.k8s.io",
+        &ns,
+        "planted",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "planted", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
     );
+    extra.push((
+        format!("resources/namespaces/cluster/{swapped_ns}.json"),
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": swapped_ns, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}))
+        .unwrap(),
+    ));
+    extra.push((
+        format!("resources/datauploads.velero.io/namespaces/{swapped_ns}/planted.json"),
+        serde_json::to_vec(&json!({"apiVersion": "velero.io/v2alpha1", "kind": "DataUpload",
+            "metadata": {"name": "planted", "namespace": swapped_ns},
+            "spec": {"snapshotType": "CSI", "sourceNamespace": swapped_ns, "sourcePVC": "data"}}))
+        .unwrap(),
+    ));
+    let changed = with_entries(&original, extra);
 
     let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
     let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
@@ -532,10 +551,22 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
         !condition_of(n, "ResourcesOutsideRights").1.is_empty()
     })
     .await;
+    // The namespace Velero made from the changed tarball, found from the API server (the resource list alone
+    // would give UncheckedResourcesRestored).
     assert_eq!(
         condition_of(&n, "ResourcesOutsideRights"),
-        ("False".into(), "RestoredAsChecked".into()),
+        ("True".into(), "RestoredOutsideNamespace".into()),
         "{n:#}"
+    );
+    let message = condition(&n, "ResourcesOutsideRights").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "namespaces {swapped_ns} (outside the namespace: for the cluster administrator)"
+        )),
+        "{message}"
     );
     assert!(
         cms.get_opt("plain").await.unwrap().is_some(),
@@ -895,4 +926,108 @@ async fn a_viewer_downloads_nothing_of_an_editors_backup_holding_secrets_and_the
         listing.contains(&format!("resources/secrets/namespaces/{ns}/app-token.json")),
         "the editor's backup holds the Secret"
     );
+}
+
+/// What Velero restores whatever a restore includes (Velero v1.18 `pkg/restore/restore.go`): every DataUpload in
+/// the tarball, in any namespace, and before it the item's namespace, created from the tarball's Namespace object
+/// with its labels. A tenant who writes their own bucket adds both to a backup of theirs: a namespace that would be
+/// created privileged. nac refuses the restore, and nothing outside the tenant's namespace is created.
+#[tokio::test]
+async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_outside_theirs() {
+    let (ns, _user, client, admin) = tenant_with("att-nsx", "edit").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    create_nab(
+        &client,
+        &ns,
+        "offsite",
+        json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
+    )
+    .await;
+    let backup = completed(&nabs, "offsite").await["status"]["veleroBackup"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cms.delete("plain", &DeleteParams::default()).await.unwrap();
+
+    // What the tenant writes into their own bucket: namespace `evil` (privileged) and a DataUpload in it.
+    let evil = format!("{ns}-evil");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": evil, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}});
+    let data_upload = json!({"apiVersion": "velero.io/v2alpha1", "kind": "DataUpload",
+        "metadata": {"name": "planted", "namespace": evil},
+        "spec": {"snapshotType": "CSI", "sourceNamespace": evil, "sourcePVC": "data", "operationTimeout": "10m"}});
+    let tarball = backup_dir_in(&bucket, &format!("{ns}/p"), &backup).join(format!("{backup}.tar.gz"));
+    let original = std::fs::read(&tarball).unwrap();
+    let mut extra = vec![
+        (
+            format!("resources/namespaces/cluster/{evil}.json"),
+            serde_json::to_vec(&namespace).unwrap(),
+        ),
+        (
+            format!("resources/namespaces/v1-preferredversion/cluster/{evil}.json"),
+            serde_json::to_vec(&namespace).unwrap(),
+        ),
+    ];
+    let body = serde_json::to_vec(&data_upload).unwrap();
+    extra.push((
+        format!("resources/datauploads.velero.io/namespaces/{evil}/planted.json"),
+        body.clone(),
+    ));
+    extra.push((
+        format!("resources/datauploads.velero.io/v2alpha1-preferredversion/namespaces/{evil}/planted.json"),
+        body,
+    ));
+    std::fs::write(&tarball, with_entries(&original, extra)).unwrap();
+
+    let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
+    create_nar(&client, &ns, "planted", json!({"backupName": "offsite"})).await;
+    // Refused, or (without the check) restored by Velero: either way the outcome is final.
+    let n = wait_json(&nars, "planted", T, "refused or restored", |n| {
+        n["status"]["phase"] == "BackingOff"
+            || matches!(
+                n["status"]["veleroRestore"]["status"]["phase"].as_str(),
+                Some("Completed" | "PartiallyFailed" | "Failed")
+            )
+    })
+    .await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    let created = namespaces.get_opt(&evil).await.unwrap();
+    assert!(
+        created.is_none(),
+        "Velero created namespace {evil} from the tenant's tarball: {:?}",
+        created.map(|c| (c.metadata.labels, c.metadata.managed_fields))
+    );
+    let uploads: Api<nac::velero::DataUpload> = Api::all(admin.clone());
+    let planted: Vec<_> = uploads
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|d| d.metadata.name.as_deref() == Some("planted"))
+        .map(|d| d.metadata.namespace)
+        .collect();
+    assert!(planted.is_empty(), "DataUploads restored: {planted:?}");
+    let accepted = condition(&n, "Accepted").unwrap();
+    assert_eq!(
+        (accepted["status"].as_str(), accepted["reason"].as_str()),
+        (Some("False"), Some("BackupHoldsItemsOutsideNamespace")),
+        "{n:#}"
+    );
+    let message = accepted["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("namespaces {evil} (cluster-scoped)"))
+            && message.contains(&format!("datauploads.velero.io {evil}/planted")),
+        "{message}"
+    );
+    let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
+    let made = velero_restores_of(&restores, &ns).await;
+    assert!(made.is_empty(), "Velero Restores made: {made:?}");
 }

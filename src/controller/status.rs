@@ -109,8 +109,16 @@ pub const RESOURCES_OUTSIDE_RIGHTS: &str = "ResourcesOutsideRights";
 pub const UNCHECKED_RESOURCES_RESTORED: &str = "UncheckedResourcesRestored";
 /// Its reason when every item Velero restored is of a kind nac allowed.
 pub const RESTORED_AS_CHECKED: &str = "RestoredAsChecked";
-/// Its reason when Velero's restore resource list could not be read.
+/// Its reason (status True: not known to be clean) while what Velero made cannot be confirmed from the API server;
+/// nac tries again with backoff, a Warning Event says so and `nac_restores_not_verified` counts the tries.
 pub const RESTORE_NOT_VERIFIED: &str = "RestoreNotVerified";
+/// Its reason when the API server shows objects Velero made in this restore outside the restore's namespace (a
+/// Namespace, a DataUpload, ...): for the cluster administrator.
+pub const RESTORED_OUTSIDE_NAMESPACE: &str = "RestoredOutsideNamespace";
+/// Accepted=False reason of a restore refused because its backup's tarball, on a tenant's own storage location,
+/// holds items Velero would restore outside the namespace (Namespaces, DataUploads, VolumeSnapshotContents,
+/// other cluster-scoped items, items of other namespaces).
+pub const BACKUP_HOLDS_FOREIGN_ITEMS: &str = "BackupHoldsItemsOutsideNamespace";
 
 /// A condition on a finished backup or restore that Velero ended with errors or warnings: the first of Velero's
 /// messages for the namespace, read from its results file once the final phase is in the status (an Event says so
@@ -328,7 +336,9 @@ fn summary_notes(kind: &str, old: &Summary, new: &Summary) -> Vec<Note> {
         VELERO_RESULTS,
     ] {
         if let Some(("True", reason, message)) = cond(new, warning) {
-            if !matches!(cond(old, warning), Some(("True", ..))) {
+            // Once when it turns True, and again when its reason changes (a restore not verified at first, then
+            // found to hold what is outside the namespace).
+            if !matches!(cond(old, warning), Some(("True", r, _)) if r == reason) {
                 out.push(note(true, reason, message));
             }
         }
@@ -449,6 +459,40 @@ mod tests {
 
     fn reasons(n: &[Note]) -> Vec<&str> {
         n.iter().map(|n| n.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_warning_condition_is_an_event_when_it_turns_true_and_when_its_reason_changes() {
+        fn summary(conditions: &[Condition]) -> Summary<'_> {
+            Summary {
+                phase: None,
+                conditions,
+                velero_phase: None,
+                failure: None,
+                velero_name: None,
+                errors: 0,
+                warnings: 0,
+            }
+        }
+        let with = |reason: &str| {
+            let mut cs = Vec::new();
+            set_condition(&mut cs, RESOURCES_OUTSIDE_RIGHTS, true, reason, "m", t(0));
+            cs
+        };
+        let notes_between = |old: &[Condition], new: &[Condition]| -> Vec<String> {
+            reasons(&summary_notes("Restore", &summary(old), &summary(new)))
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        };
+        let unverified = with(RESTORE_NOT_VERIFIED);
+        let outside = with(RESTORED_OUTSIDE_NAMESPACE);
+        assert_eq!(notes_between(&[], &unverified), [RESTORE_NOT_VERIFIED]);
+        assert!(
+            notes_between(&unverified, &unverified).is_empty(),
+            "a retry is no new event"
+        );
+        assert_eq!(notes_between(&unverified, &outside), [RESTORED_OUTSIDE_NAMESPACE]);
     }
 
     #[test]
@@ -697,6 +741,7 @@ mod tests {
             source_warning: None,
             left_out: None,
             verdict: None,
+            verify_retry: None,
             results: Default::default(),
             data_downloads: Default::default(),
             pod_volume_restores: Default::default(),

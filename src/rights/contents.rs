@@ -24,6 +24,67 @@ pub struct Contents {
     pub roles: Vec<Item<Vec<PolicyRule>>>,
     /// RoleBindings and the role each refers to.
     pub role_bindings: Vec<Item<RoleRef>>,
+    /// What the backup holds beyond the namespace's own items (see [`Foreign`]).
+    pub foreign: Foreign,
+}
+
+/// Most items of [`Foreign`] named in a refusal (the rest are counted).
+pub const FOREIGN_NAMED: usize = 20;
+
+/// Items of a backup that Velero would restore even when a restore includes neither their kind nor their
+/// namespace (Velero v1.18 `pkg/restore/restore.go`: `resourceMustHave` restores every DataUpload and
+/// VolumeSnapshotContent whatever `includedResources`/`includedNamespaces` say, and an item's namespace is
+/// created first from `resources/namespaces/cluster/<ns>.json`, labels and annotations included), or that lie
+/// outside the namespace: cluster-scoped items, items of other namespaces, DataUploads and
+/// VolumeSnapshotContents anywhere. The namespace's own Namespace object is not one of them: the restore's
+/// namespace exists (the NonAdminRestore is in it), so Velero never creates it from the tarball.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Foreign {
+    /// The first [`FOREIGN_NAMED`] of them, as `resource.group namespace/name` (cluster-scoped: `name`).
+    pub named: Vec<String>,
+    /// How many there are in all.
+    pub total: usize,
+}
+
+impl Foreign {
+    fn add(&mut self, group_resource: &str, namespace: &str, name: &str) {
+        self.total += 1;
+        if self.named.len() < FOREIGN_NAMED {
+            let at = if namespace.is_empty() {
+                format!("{name} (cluster-scoped)")
+            } else {
+                format!("{namespace}/{name}")
+            };
+            self.named.push(format!("{group_resource} {at}"));
+        }
+    }
+
+    /// The items as a sentence's list: the named ones, then how many more.
+    pub fn describe(&self) -> String {
+        let mut s = self.named.join(", ");
+        if self.total > self.named.len() {
+            s.push_str(&format!(" and {} more", self.total - self.named.len()));
+        }
+        s
+    }
+}
+
+/// Kinds Velero restores whatever a restore includes (its `resourceMustHave`).
+const ALWAYS_RESTORED: [&str; 2] = [
+    "datauploads.velero.io",
+    "volumesnapshotcontents.snapshot.storage.k8s.io",
+];
+
+/// Whether the item at (`group_resource`, `ns`, `name`) is foreign to a restore into `namespace`.
+fn foreign(group_resource: &str, ns: &str, name: &str, namespace: &str) -> bool {
+    if ALWAYS_RESTORED.contains(&group_resource) {
+        return true;
+    }
+    if ns.is_empty() {
+        // The namespace's own Namespace object: it exists, so Velero does not create it.
+        return !(group_resource == "namespaces" && name == namespace);
+    }
+    ns != namespace
 }
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -40,10 +101,12 @@ pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, 
     let mut out = Contents::default();
     for entry in crate::manifest::tar_entries(&mut archive, limits)? {
         let (path, mut entry) = entry?;
-        // Cluster-scoped items have no namespace: never this one.
         let Some((group_resource, ns, name)) = crate::manifest::parse_path(&path) else {
             continue;
         };
+        if foreign(&group_resource, &ns, &name, namespace) {
+            out.foreign.add(&group_resource, &ns, &name);
+        }
         if ns != namespace {
             continue;
         }
@@ -180,6 +243,70 @@ pub mod tests {
             .as_ref()
             .unwrap_err()
             .contains("not a valid object"));
+    }
+
+    #[test]
+    fn what_velero_restores_beyond_the_namespace_is_reported_and_the_namespace_itself_is_not() {
+        let own = tarball(&[
+            ("resources/namespaces/cluster/team-a.json", json!({})),
+            (
+                "resources/namespaces/v1-preferredversion/cluster/team-a.json",
+                json!({}),
+            ),
+            ("resources/configmaps/namespaces/team-a/cfg.json", json!({})),
+        ]);
+        let c = scan(own.as_slice(), "team-a", &Limits::default()).unwrap();
+        assert_eq!(c.foreign, Foreign::default(), "a namespace's own backup is not foreign");
+
+        let crafted = tarball(&[
+            ("resources/namespaces/cluster/team-a.json", json!({})),
+            ("resources/namespaces/cluster/evil.json", json!({})),
+            ("resources/configmaps/namespaces/evil/cfg.json", json!({})),
+            (
+                "resources/datauploads.velero.io/v2alpha1-preferredversion/namespaces/openshift-adp/du.json",
+                json!({}),
+            ),
+            ("resources/datauploads.velero.io/namespaces/team-a/mine.json", json!({})),
+            (
+                "resources/volumesnapshotcontents.snapshot.storage.k8s.io/cluster/vsc.json",
+                json!({}),
+            ),
+            (
+                "resources/clusterrolebindings.rbac.authorization.k8s.io/cluster/all.json",
+                json!({}),
+            ),
+            ("resources/configmaps/namespaces/team-a/cfg.json", json!({})),
+        ]);
+        let c = scan(crafted.as_slice(), "team-a", &Limits::default()).unwrap();
+        assert_eq!(
+            c.foreign.named,
+            [
+                "namespaces evil (cluster-scoped)",
+                "configmaps evil/cfg",
+                "datauploads.velero.io openshift-adp/du",
+                "datauploads.velero.io team-a/mine",
+                "volumesnapshotcontents.snapshot.storage.k8s.io vsc (cluster-scoped)",
+                "clusterrolebindings.rbac.authorization.k8s.io all (cluster-scoped)",
+            ]
+        );
+        assert_eq!(c.foreign.total, 6);
+        assert!(c.kinds.contains(&("".into(), "configmaps".into())));
+    }
+
+    #[test]
+    fn many_foreign_items_are_counted_and_only_the_first_named() {
+        let entries: Vec<(String, Value)> = (0..FOREIGN_NAMED + 5)
+            .map(|i| (format!("resources/namespaces/cluster/ns-{i}.json"), json!({})))
+            .collect();
+        let refs: Vec<(&str, Value)> = entries.iter().map(|(p, v)| (p.as_str(), v.clone())).collect();
+        let c = scan(tarball(&refs).as_slice(), "team-a", &Limits::default()).unwrap();
+        assert_eq!(c.foreign.named.len(), FOREIGN_NAMED);
+        assert_eq!(c.foreign.total, FOREIGN_NAMED + 5);
+        assert!(
+            c.foreign.describe().ends_with(" and 5 more"),
+            "{}",
+            c.foreign.describe()
+        );
     }
 
     #[test]

@@ -669,6 +669,15 @@ impl KubeAccess {
 
 /// The cluster's namespaced kinds that can be listed, in their preferred versions.
 pub async fn discover(client: &kube::Client) -> Result<Vec<Kind>, String> {
+    Ok(discover_scoped(client)
+        .await?
+        .into_iter()
+        .filter_map(|(k, namespaced)| namespaced.then_some(k))
+        .collect())
+}
+
+/// The cluster's kinds that can be listed, namespaced (`true`) or cluster-scoped, in their preferred versions.
+pub async fn discover_scoped(client: &kube::Client) -> Result<Vec<(Kind, bool)>, String> {
     let fail = |e: kube::Error| format!("discovery of the cluster's resource kinds failed: {e}");
     // Resource lists rather than kube's Discovery: they carry the short names Velero's filters accept.
     let mut lists = Vec::new();
@@ -688,21 +697,25 @@ pub async fn discover(client: &kube::Client) -> Result<Vec<Kind>, String> {
             None => (String::new(), list.group_version.clone()),
         };
         for r in list.resources {
-            if !r.namespaced || r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
+            if r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
                 continue;
             }
-            out.push(Kind {
-                group: group.clone(),
-                version: version.clone(),
-                singular: if r.singular_name.is_empty() {
-                    r.kind.to_ascii_lowercase()
-                } else {
-                    r.singular_name.clone()
+            let namespaced = r.namespaced;
+            out.push((
+                Kind {
+                    group: group.clone(),
+                    version: version.clone(),
+                    singular: if r.singular_name.is_empty() {
+                        r.kind.to_ascii_lowercase()
+                    } else {
+                        r.singular_name.clone()
+                    },
+                    resource: r.name,
+                    kind: r.kind,
+                    short_names: r.short_names.unwrap_or_default(),
                 },
-                resource: r.name,
-                kind: r.kind,
-                short_names: r.short_names.unwrap_or_default(),
-            });
+                namespaced,
+            ));
         }
     }
     Ok(out)

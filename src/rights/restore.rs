@@ -376,6 +376,74 @@ pub fn made_by(vr: &ObjectMeta, obj: &ObjectMeta) -> Result<(), &'static str> {
     }
 }
 
+/// An object the API server shows: its kind, whether the kind is namespaced, its metadata.
+pub struct Shown<'a> {
+    pub kind: &'a Kind,
+    pub namespaced: bool,
+    pub meta: &'a ObjectMeta,
+}
+
+/// Kinds Velero makes in its own namespace to restore a restore's volumes (nac counts them for the status): made
+/// by Velero for the restore, not restored from the tarball.
+const VELERO_MACHINERY: [&str; 2] = ["datadownloads.velero.io", "podvolumerestores.velero.io"];
+
+/// Of the objects the API server shows labelled as made by a restore into `namespace`, those outside it: cluster-
+/// scoped objects and objects of other namespaces (Velero's included), but for Velero's own machinery for volumes
+/// in `velero_namespace` and, when claims were allowed (`claims`), the PersistentVolumes Velero makes for them.
+/// The first [`LISTED`] are kept, all are counted.
+pub fn made_outside(
+    shown: &[Shown<'_>],
+    namespace: &str,
+    velero_namespace: &str,
+    claims: bool,
+) -> (Vec<Unchecked>, usize) {
+    let mut kept = Vec::new();
+    let mut total = 0;
+    for s in shown {
+        let ns = s.meta.namespace.clone().unwrap_or_default();
+        let filter = s.kind.filter_name();
+        let allowed = if s.namespaced {
+            ns == namespace || (ns == velero_namespace && VELERO_MACHINERY.contains(&filter.as_str()))
+        } else {
+            claims && filter == "persistentvolumes"
+        };
+        if allowed {
+            continue;
+        }
+        total += 1;
+        if kept.len() < LISTED {
+            kept.push(Unchecked {
+                gvk: format!("{}/{}", s.kind.api_resource().api_version, s.kind.kind),
+                kind: Some(s.kind.clone()),
+                namespace: if s.namespaced { ns } else { String::new() },
+                name: s.meta.name.clone().unwrap_or_default(),
+            });
+        }
+    }
+    (kept, total)
+}
+
+/// The field manager of Velero's API clients (its user agent, `velero-server/<version> ...` for the server, up to
+/// the `/`): how the API server records what Velero wrote.
+pub const VELERO_MANAGER_PREFIX: &str = "velero";
+
+/// Whether the API server shows Namespace `ns` created by Velero between `from` and `to` (a restore's run): Velero
+/// creates an item's namespace (`kube.EnsureNamespaceExistsAndIsReady`) from the tarball's Namespace object,
+/// without its restore labels, so the label cannot find it; its creation time and Velero's field manager do.
+pub fn namespace_created_by_velero(
+    ns: &ObjectMeta,
+    from: k8s_openapi::jiff::Timestamp,
+    to: k8s_openapi::jiff::Timestamp,
+) -> bool {
+    let in_run = ns.creation_timestamp.as_ref().is_some_and(|t| t.0 >= from && t.0 <= to);
+    let by_velero = ns.managed_fields.iter().flatten().any(|f| {
+        f.manager
+            .as_deref()
+            .is_some_and(|m| m.starts_with(VELERO_MANAGER_PREFIX))
+    });
+    in_run && by_velero
+}
+
 /// The creates of [`decide`]: the kinds `who` may not create, and the RBAC objects they could not create
 /// themselves.
 async fn decide_creates(
@@ -847,6 +915,104 @@ mod tests {
         assert_eq!(listed.items, 200_001);
         assert_eq!(listed.unchecked_total, 200_000);
         assert_eq!(listed.unchecked.len(), LISTED);
+    }
+
+    #[test]
+    fn what_velero_made_outside_the_namespace_is_found_and_its_volume_machinery_is_not() {
+        let meta = |ns: Option<&str>, name: &str| -> ObjectMeta {
+            serde_json::from_value(json!({"name": name, "namespace": ns})).unwrap()
+        };
+        let cm = Kind::new("", "configmaps", "ConfigMap", &["cm"]);
+        let ns_kind = Kind::new("", "namespaces", "Namespace", &["ns"]);
+        let pv = Kind::new("", "persistentvolumes", "PersistentVolume", &["pv"]);
+        let du = Kind::new("velero.io", "datauploads", "DataUpload", &[]);
+        let dd = Kind::new("velero.io", "datadownloads", "DataDownload", &[]);
+        let metas = [
+            meta(Some("team-a"), "own"),
+            meta(Some("openshift-adp"), "dd-1"),
+            meta(None, "pv-1"),
+            meta(None, "evil"),
+            meta(Some("openshift-adp"), "du-1"),
+            meta(Some("team-b"), "theirs"),
+        ];
+        let shown = [
+            Shown {
+                kind: &cm,
+                namespaced: true,
+                meta: &metas[0],
+            },
+            Shown {
+                kind: &dd,
+                namespaced: true,
+                meta: &metas[1],
+            },
+            Shown {
+                kind: &pv,
+                namespaced: false,
+                meta: &metas[2],
+            },
+            Shown {
+                kind: &ns_kind,
+                namespaced: false,
+                meta: &metas[3],
+            },
+            Shown {
+                kind: &du,
+                namespaced: true,
+                meta: &metas[4],
+            },
+            Shown {
+                kind: &cm,
+                namespaced: true,
+                meta: &metas[5],
+            },
+        ];
+        let (found, total) = made_outside(&shown, "team-a", "openshift-adp", true);
+        let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                "namespaces evil",
+                "datauploads.velero.io openshift-adp/du-1",
+                "configmaps team-b/theirs"
+            ]
+        );
+        assert_eq!(total, 3);
+        // Without claims allowed, a PersistentVolume Velero made is outside too.
+        let (found, _) = made_outside(&shown, "team-a", "openshift-adp", false);
+        assert_eq!(found[0].to_string(), "persistentvolumes pv-1");
+    }
+
+    #[test]
+    fn a_namespace_velero_created_during_the_restore_is_known_by_its_manager_and_time() {
+        let at = |s: &str| s.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
+        let ns = |manager: &str, created: &str| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "evil", "creationTimestamp": created,
+                "managedFields": [{"manager": manager, "operation": "Update", "apiVersion": "v1"}]}))
+            .unwrap()
+        };
+        let (from, to) = (at("2026-11-28T10:00:00Z"), at("2026-11-28T10:00:10Z"));
+        assert!(namespace_created_by_velero(
+            &ns("velero-server", "2026-11-28T10:00:05Z"),
+            from,
+            to
+        ));
+        // Someone else's namespace made meanwhile, or Velero's made before or after the run.
+        assert!(!namespace_created_by_velero(
+            &ns("kubectl-create", "2026-11-28T10:00:05Z"),
+            from,
+            to
+        ));
+        assert!(!namespace_created_by_velero(
+            &ns("velero-server", "2026-11-28T09:59:59Z"),
+            from,
+            to
+        ));
+        assert!(!namespace_created_by_velero(
+            &ns("velero-server", "2026-11-28T10:00:11Z"),
+            from,
+            to
+        ));
     }
 
     #[test]

@@ -26,8 +26,8 @@ use crate::controller::kind::{self, set_status, Build, Kind};
 use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Mirrors, Placed, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT,
-    RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORE_NOT_VERIFIED, UNCHECKED_RESOURCES_RESTORED, VELERO_RESULTS,
-    WAITING_FOR_BACKUP,
+    RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORED_OUTSIDE_NAMESPACE, RESTORE_NOT_VERIFIED,
+    UNCHECKED_RESOURCES_RESTORED, VELERO_RESULTS, WAITING_FOR_BACKUP,
 };
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
@@ -100,9 +100,12 @@ pub struct RestoreView {
     /// DataDownloads and PodVolumeRestores of the restore by phase.
     pub data_downloads: PhaseTally,
     pub pod_volume_restores: PhaseTally,
-    /// What nac found comparing Velero's restore resource list with the kinds it allowed, once the restore is
-    /// finished: (anything outside them, reason, message).
+    /// What nac found comparing what Velero made (the API server's objects labelled with the restore, and its
+    /// resource list) with the kinds it allowed in the namespace, once the restore is finished: (anything outside
+    /// them, or not verifiable, reason, message).
     pub verdict: Option<(bool, &'static str, String)>,
+    /// When to verify again: what Velero made could not be confirmed now.
+    pub verify_retry: Option<std::time::Duration>,
     /// What reading Velero's results gave now (the `VeleroResults` condition).
     pub results: Results,
 }
@@ -137,7 +140,11 @@ impl Mirrors for NonAdminRestore {
 
     /// A results read that got no answer is tried again (`results_condition` gives up in time).
     fn retry_after(v: &RestoreView) -> Option<std::time::Duration> {
-        matches!(v.results, Results::Pending).then_some(RESULTS_RETRY)
+        let results = matches!(v.results, Results::Pending).then_some(RESULTS_RETRY);
+        match (results, v.verify_retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn mirror(s: &mut NonAdminRestoreStatus, vr: &RestoreView) {
@@ -274,10 +281,11 @@ impl Tenant for NonAdminRestore {
             .backup_name
             .as_deref()
             .and_then(|b| ctx.view.get::<Backup>().get(&ctx.velero_ref(b)));
-        let verdict = verify(ctx, nar, vr, source.as_deref()).await;
+        let (verdict, verify_retry) = verify(ctx, nar, vr, source.as_deref()).await;
         let results = results_of(ctx, nar, vr, source.as_deref()).await;
         RestoreView {
             verdict,
+            verify_retry,
             results,
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             data_downloads,
@@ -381,65 +389,116 @@ async fn delete_status_guard(nar: &NonAdminRestore, vr: &Restore, ctx: &Ctx) -> 
     Ok(())
 }
 
-/// Once a bound restore is finished: Velero's restore resource list compared with the kinds nac checked and
-/// allowed, and what is outside them removed where nac may (`None`: not finished, not bound, or compared
-/// before, as the NonAdminRestore's condition records).
+/// Once a bound restore is finished: what Velero made, confirmed from the API server (objects labelled with the
+/// Velero Restore's name, and namespaces Velero created while it ran), and Velero's restore resource list, both
+/// compared with the kinds nac checked and allowed in the namespace; what is outside them removed where nac may
+/// (in the namespace, made in this restore), the rest named for the cluster administrator. `None`: not finished,
+/// not bound, or verified before, as the NonAdminRestore's condition records. A check the API server cannot
+/// answer is `RestoreNotVerified` (True: not known to be clean), with a Warning Event and a metric, and is tried
+/// again after the returned delay; it is never recorded as verified.
 async fn verify(
     ctx: &Ctx,
     nar: &NonAdminRestore,
     vr: &Restore,
     backup: Option<&Backup>,
-) -> Option<(bool, &'static str, String)> {
-    let done = nar
-        .status
-        .as_ref()
-        .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == RESOURCES_OUTSIDE_RIGHTS));
+) -> (Option<(bool, &'static str, String)>, Option<std::time::Duration>) {
+    let done = nar.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == RESOURCES_OUTSIDE_RIGHTS && c.reason != RESTORE_NOT_VERIFIED)
+    });
     let phase = vr.status.as_ref().and_then(|s| s.phase.as_deref());
     if done || !matches!(phase, Some("Completed" | "PartiallyFailed")) {
-        return None;
+        return (None, None);
     }
-    let rights = RestoreRights::of(vr.metadata.annotations.as_ref()).filter(|r| !r.included.is_empty())?;
+    let Some(rights) = RestoreRights::of(vr.metadata.annotations.as_ref()).filter(|r| !r.included.is_empty()) else {
+        return (None, None);
+    };
     let ns = nar.namespace().unwrap_or_default();
     let key = format!("verify-{}", nar.uid().unwrap_or_else(|| nar.name_any()));
+    let unverified = |why: String| {
+        tracing::warn!(nar = %key_of(nar), error = %why, "what Velero restored cannot be verified; trying again");
+        ctx.metrics.restores_not_verified.inc();
+        let finished = vr
+            .status
+            .as_ref()
+            .and_then(|s| s.completion_timestamp.as_deref())
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        (
+            Some((
+                true,
+                RESTORE_NOT_VERIFIED,
+                format!(
+                    "nac cannot confirm from the API server what Velero made in this restore, so it is not known \
+                     to hold only what nac checked; nac tries again: {why}"
+                ),
+            )),
+            Some(verify_backoff(finished, Timestamp::now())),
+        )
+    };
     let kinds = match ctx.access.kinds().await {
         Ok(k) => k,
-        Err(e) => {
-            tracing::info!(nar = %key_of(nar), error = %e, "kinds not known yet");
-            return None;
-        }
+        Err(e) => return unverified(e),
     };
-    let listed = match restored_list(ctx, &ctx.view, vr, backup, &key).await {
-        Ok(text) => text.and_then(|t| crate::rights::restore::unchecked_in(&t, &ns, &rights.included, &kinds)),
+    let claims = rights.included.iter().any(|k| k == "persistentvolumeclaims");
+    let (outside, outside_total) = match made_outside_namespace(ctx, vr, &ns, claims).await {
+        Ok(found) => found,
+        Err(why) => return unverified(why),
+    };
+    // Velero's list names the items it restored in the namespace, kinds included; in a tenant's bucket it can be
+    // forged, so it only adds to what the API server shows (what it names is removed only when labelled as made by
+    // this restore), and a list that cannot be read takes nothing away from the API server's answer.
+    let (mut unchecked, mut unchecked_total, mut items, mut list_note) = (Vec::new(), 0, None, String::new());
+    match restored_list(ctx, &ctx.view, vr, backup, &key).await {
+        Ok(Ok(text)) => match crate::rights::restore::unchecked_in(&text, &ns, &rights.included, &kinds) {
+            Ok(l) => {
+                items = Some(l.items);
+                unchecked_total = l.unchecked_total;
+                unchecked = l.unchecked;
+            }
+            Err(why) => list_note = format!("; Velero's resource list of the restore was not used: {why}"),
+        },
+        Ok(Err(why)) => list_note = format!("; Velero's resource list of the restore was not used: {why}"),
         // Velero or the storage not answering now: the next reconcile asks again.
         Err(e) => {
             tracing::info!(nar = %key_of(nar), error = %e, "restore resource list not read yet");
-            return None;
+            return (None, Some(RESULTS_RETRY));
         }
-    };
-    let listed = match listed {
-        Ok(l) => l,
-        Err(why) => {
-            return Some((
-                false,
-                RESTORE_NOT_VERIFIED,
-                format!("Velero's resource list of the restore cannot be read: {why}"),
-            ))
-        }
-    };
-    if listed.unchecked_total == 0 {
-        return Some((
-            false,
-            RESTORED_AS_CHECKED,
-            format!(
-                "every item Velero restored ({}) is of a kind nac checked against {}'s rights",
-                listed.items, rights.requester
-            ),
-        ));
     }
-    tracing::warn!(nar = %key_of(nar), items = listed.unchecked_total, "Velero restored items nac did not check");
+    for o in outside {
+        // The same item as the list names it (its kind unknown to nac when cluster-scoped): the API server's
+        // account of it replaces the list's.
+        let same = |u: &&mut crate::rights::restore::Unchecked| {
+            (&u.gvk, &u.namespace, &u.name) == (&o.gvk, &o.namespace, &o.name)
+        };
+        match unchecked.iter_mut().find(same) {
+            Some(u) => *u = o,
+            None => {
+                unchecked.push(o);
+                unchecked_total += 1;
+            }
+        }
+    }
+    let outside_seen = outside_total > 0;
+    if unchecked_total == 0 {
+        let items = items.map(|n| format!(" ({n})")).unwrap_or_default();
+        return (
+            Some((
+                false,
+                RESTORED_AS_CHECKED,
+                format!(
+                    "every item Velero restored{items} is of a kind nac checked against {}'s rights, and the API \
+                     server shows nothing Velero made in this restore outside namespace {ns}{list_note}",
+                    rights.requester
+                ),
+            )),
+            None,
+        );
+    }
+    tracing::warn!(nar = %key_of(nar), items = unchecked_total, outside = outside_total, "Velero restored items nac did not check");
     let mut removed = Vec::new();
     let mut kept = Vec::new();
-    for u in &listed.unchecked {
+    for u in &unchecked {
         match (&u.kind, u.namespace == ns) {
             (Some(k), true) => {
                 let api: Api<kube::api::DynamicObject> =
@@ -453,14 +512,11 @@ async fn verify(
             _ => kept.push(format!("{u} (outside the namespace: for the cluster administrator)")),
         }
     }
-    if listed.unchecked_total > listed.unchecked.len() {
-        kept.push(format!(
-            "{} more, not looked at",
-            listed.unchecked_total - listed.unchecked.len()
-        ));
+    if unchecked_total > unchecked.len() {
+        kept.push(format!("{} more, not looked at", unchecked_total - unchecked.len()));
     }
     let mut message = format!(
-        "Velero restored what nac did not check against {}'s rights (allowed: {})",
+        "Velero restored what nac did not check against {}'s rights (allowed: {} in namespace {ns})",
         rights.requester,
         rights.included.join(", ")
     );
@@ -470,7 +526,114 @@ async fn verify(
     if !kept.is_empty() {
         message.push_str(&format!("; not removed: {}", kept.join(", ")));
     }
-    Some((true, UNCHECKED_RESOURCES_RESTORED, message))
+    message.push_str(&list_note);
+    let reason = if outside_seen {
+        RESTORED_OUTSIDE_NAMESPACE
+    } else {
+        UNCHECKED_RESOURCES_RESTORED
+    };
+    (Some((true, reason, message)), None)
+}
+
+/// When an unverifiable restore is checked again: half the time since it finished, within 15 s and 10 min (soon
+/// for a passing hitch, rarely for a lasting one).
+fn verify_backoff(finished: Option<Timestamp>, now: Timestamp) -> std::time::Duration {
+    let since = finished
+        .map(|f| now.duration_since(f).unsigned_abs())
+        .unwrap_or_default();
+    (since / 2).clamp(std::time::Duration::from_secs(15), std::time::Duration::from_secs(600))
+}
+
+/// How long after a restore's end a namespace it made may still be seen created (the API server's clock and
+/// Velero's completion time differ by up to a second; Velero stamps completion after its last create).
+const NAMESPACE_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the API server shows Velero made in the Velero Restore `vr` outside namespace `ns`: objects of every kind
+/// nac can list labelled `velero.io/restore-name=<vr>` (cluster-wide), and Namespaces Velero created while `vr`
+/// ran (they carry no restore label). `Err`: a kind could not be listed, so the answer is not whole.
+async fn made_outside_namespace(
+    ctx: &Ctx,
+    vr: &Restore,
+    ns: &str,
+    claims: bool,
+) -> Result<(Vec<crate::rights::restore::Unchecked>, usize), String> {
+    use crate::rights::restore::{made_outside, namespace_created_by_velero, Shown};
+    use futures::StreamExt;
+    use kube::api::{DynamicObject, ListParams};
+    let kinds = crate::rights::discover_scoped(&ctx.client).await?;
+    let label = crate::naming::velero_label_value(&vr.name_any()).into_owned();
+    let selector = format!("{}={label}", crate::naming::VELERO_RESTORE_NAME_LABEL);
+    // Owned futures (a kind, a client, a selector each): borrowed ones are not `Send` across the stream.
+    let futures: Vec<_> = kinds
+        .iter()
+        .cloned()
+        .map(|(k, namespaced)| {
+            let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &k.api_resource());
+            let selector = selector.clone();
+            async move {
+                let params = ListParams::default().labels(&selector);
+                match api.list_metadata(&params).await {
+                    Ok(l) => Ok(Some((k, namespaced, l.items))),
+                    // Gone since discovery, or not listable after all: nothing of it to show.
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 405 => Ok(None),
+                    Err(e) => Err(format!("listing {} labelled {selector}: {e}", k.filter_name())),
+                }
+            }
+        })
+        .collect();
+    let lists: Vec<Result<_, String>> = futures::stream::iter(futures).buffer_unordered(8).collect().await;
+    let mut metas = Vec::new();
+    for l in lists {
+        if let Some((k, namespaced, items)) = l? {
+            metas.extend(items.into_iter().map(|o| (k.clone(), namespaced, o.metadata)));
+        }
+    }
+    let shown: Vec<Shown<'_>> = metas
+        .iter()
+        .map(|(kind, namespaced, meta)| Shown {
+            kind,
+            namespaced: *namespaced,
+            meta,
+        })
+        .collect();
+    let (mut outside, mut total) = made_outside(&shown, ns, &ctx.opts.velero_namespace, claims);
+    let from = vr.creation_timestamp().map(|t| t.0).unwrap_or(Timestamp::UNIX_EPOCH);
+    let to = vr
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_timestamp.as_deref())
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .unwrap_or_else(Timestamp::now)
+        .checked_add(NAMESPACE_SLACK)
+        .unwrap_or(Timestamp::MAX);
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
+    let all = namespaces
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing namespaces: {e}"))?;
+    let ns_kind = kinds
+        .iter()
+        .find(|(k, _)| k.group.is_empty() && k.resource == "namespaces")
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| crate::rights::Kind::new("", "namespaces", "Namespace", &["ns"]));
+    for n in all.items {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let listed = outside.iter().any(|u| {
+            u.namespace.is_empty() && u.name == name && u.kind.as_ref().is_some_and(|k| k.resource == "namespaces")
+        });
+        if name != ns && !listed && namespace_created_by_velero(&n.metadata, from, to) {
+            total += 1;
+            if outside.len() < crate::rights::restore::LISTED {
+                outside.push(crate::rights::restore::Unchecked {
+                    gvk: "v1/Namespace".into(),
+                    kind: Some(ns_kind.clone()),
+                    namespace: String::new(),
+                    name,
+                });
+            }
+        }
+    }
+    Ok((outside, total))
 }
 
 /// Deletes `name` when it is what Velero made in the Velero Restore `vr` (`rights::restore::made_by`), in the
@@ -588,18 +751,26 @@ async fn check_rights(
             ))
         }
     };
+    let storage = storage_of(backup, ctx);
+    // Velero restores these whatever the restore includes (namespaces from the tarball, DataUploads and
+    // VolumeSnapshotContents always): from storage the tenant writes, none of them is trusted.
+    if storage == Storage::Tenant && contents.foreign.total > 0 {
+        return Ok(Admission::Refuse {
+            reason: status::BACKUP_HOLDS_FOREIGN_ITEMS,
+            message: format!(
+                "NonAdminRestore refused: the contents of Velero Backup {}, on a storage location the tenant \
+                 controls, hold {} item(s) Velero would restore outside namespace {ns} whatever the restore \
+                 includes: {}",
+                backup.name_any(),
+                contents.foreign.total,
+                contents.foreign.describe()
+            ),
+        });
+    }
     let mut map = to_map(&spec);
-    let rights = decide(
-        ctx.access.as_ref(),
-        &who,
-        &ns,
-        &map,
-        &contents,
-        mode,
-        storage_of(backup, ctx),
-    )
-    .await
-    .map_err(Error::NotReady)?;
+    let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode, storage)
+        .await
+        .map_err(Error::NotReady)?;
     if rights.limits() {
         tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
         if mode == RightsMode::Deny {
@@ -1160,5 +1331,22 @@ mod tests {
         assert!(
             matches!(judge(&source(Some(deleting), None, None), &rules), Source::Unusable(m) if m.contains("being deleted"))
         );
+    }
+
+    #[test]
+    fn an_unverifiable_restore_is_checked_again_sooner_when_it_finished_recently() {
+        use std::time::Duration;
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let now = at("2026-11-28T12:00:00Z");
+        assert_eq!(verify_backoff(Some(now), now), Duration::from_secs(15));
+        assert_eq!(
+            verify_backoff(Some(at("2026-11-28T11:58:00Z")), now),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            verify_backoff(Some(at("2026-11-27T12:00:00Z")), now),
+            Duration::from_secs(600)
+        );
+        assert_eq!(verify_backoff(None, now), Duration::from_secs(15));
     }
 }
