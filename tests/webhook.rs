@@ -1130,6 +1130,27 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
     assert!(denial(&out)
         .1
         .contains(&format!("metadata.annotations[{REQUESTER_ANNOTATION}]")));
+    // Nor with a pause, which records no one: the user's own name or a rights record of theirs is refused there.
+    let mut forged = created.clone();
+    forged["spec"]["paused"] = json!(true);
+    forged["metadata"]["annotations"][REQUESTER_ANNOTATION] =
+        json!("{\"username\":\"bob\",\"groups\":[\"system:authenticated\"]}");
+    forged["metadata"]["annotations"][nac::rights::BACKUP_RIGHTS_ANNOTATION] = json!("{\"mode\":\"off\"}");
+    let (_, out) = s
+        .post_json(
+            "/validate/nonadminschedules",
+            &nas_review("bob", "team-a", forged, Some(created.clone())),
+        )
+        .await;
+    let fields = denial(&out).1;
+    assert!(
+        fields.contains(&format!("metadata.annotations[{REQUESTER_ANNOTATION}]"))
+            && fields.contains(&format!(
+                "metadata.annotations[{}]",
+                nac::rights::BACKUP_RIGHTS_ANNOTATION
+            )),
+        "{out}"
+    );
 }
 
 #[tokio::test]
