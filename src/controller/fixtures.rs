@@ -983,12 +983,9 @@ async fn a_schedule_is_two_writes_and_a_third_to_consume_its_skip() {
     }
 }
 
-/// A NonAdminDownloadRequest's budget: its Velero DownloadRequest, then (once Velero answers) one status write
-/// with the URL; no Event. Two reads before the Velero DownloadRequest: the NonAdminBackup and its Velero Backup
-/// whole (the stores keep compact copies without the resource lists), whose kinds the requester's rights are
-/// checked against (`crate::rights::download`).
-#[tokio::test]
-async fn a_download_request_is_two_writes_and_two_reads() {
+/// A fixture for download requests: a completed NonAdminBackup `nightly` whose Velero Backup is on the admin's
+/// location `default`, which the policy opens to downloads.
+fn download_fixture() -> (Fixture, ApiHandle) {
     let (mut f, handle) = fixture("downloads: {adminLocations: [default]}");
     completed_source(&mut f, "Completed");
     f.reads.insert(
@@ -1002,6 +999,16 @@ async fn a_download_request_is_two_writes_and_two_reads() {
     }))
     .unwrap();
     f.locations.apply_watcher_event(&Event::Apply(bsl));
+    (f, handle)
+}
+
+/// A NonAdminDownloadRequest's budget: its Velero DownloadRequest, then (once Velero answers) one status write
+/// with the URL; no Event. Two reads before the Velero DownloadRequest: the NonAdminBackup and its Velero Backup
+/// whole (the stores keep compact copies without the resource lists), whose kinds the requester's rights are
+/// checked against (`crate::rights::download`).
+#[tokio::test]
+async fn a_download_request_is_two_writes_and_two_reads() {
+    let (mut f, handle) = download_fixture();
     let request: NonAdminDownloadRequest = serde_json::from_value(json!({
         "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
         "metadata": {"name": "log", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1",
@@ -1061,19 +1068,7 @@ async fn a_download_request_beyond_its_requesters_rights_makes_no_velero_downloa
         ),
         (None, "has no record of who created it"),
     ] {
-        let (mut f, handle) = fixture("downloads: {adminLocations: [default]}");
-        completed_source(&mut f, "Completed");
-        f.reads.insert(
-            NAB_PATH.to_string(),
-            serde_json::to_value(created_nab(json!({}))).unwrap(),
-        );
-        let bsl: crate::velero::BackupStorageLocation = serde_json::from_value(json!({
-            "apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "default", "namespace": "openshift-adp"},
-            "spec": {"provider": "aws", "objectStorage": {"bucket": "b"}}
-        }))
-        .unwrap();
-        f.locations.apply_watcher_event(&Event::Apply(bsl));
+        let (f, handle) = download_fixture();
         let mut request = json!({
             "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
             "metadata": {"name": "contents", "namespace": "team-a", "uid": "nadr-uid", "resourceVersion": "1"},
