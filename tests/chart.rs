@@ -316,8 +316,8 @@ fn webhooks_are_the_ones_nac_serves() {
         .collect();
     // The five mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
-    // Plus the guard on Velero's unfinished Backups.
-    assert_eq!(hooks.len(), 7);
+    // Plus the guards on Velero's unfinished Backups and on the VolumeSnapshotContents Velero creates for a backup.
+    assert_eq!(hooks.len(), 8);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);
@@ -573,6 +573,11 @@ fn rbac_is_least_privilege() {
             (set(&[""]), set(&["secrets"]), set(&["get", "list", "watch"])),
             (set(&["", "events.k8s.io"]), set(&["events"]), set(&["create", "patch"])),
             (set(&[""]), set(&["namespaces"]), set(&["get", "list", "watch"])),
+            (
+                set(&["snapshot.storage.k8s.io"]),
+                set(&["volumesnapshotcontents"]),
+                set(&["list", "watch"])
+            ),
             (
                 set(&["authorization.k8s.io"]),
                 set(&["subjectaccessreviews"]),

@@ -1,8 +1,9 @@
 //! Attempts, with the real Velero and S3 server, to make Velero act beyond the requester's own rights (exec hooks,
 //! volume data, status written through a restore, existing objects overwritten, a tarball changed between nac's
 //! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects, a tarball in a
-//! tenant's own bucket naming a new privileged namespace and a DataUpload, a file of a backup downloaded by a user
-//! who may not read what it holds, a schedule unpaused by a user with fewer rights), each by a user with an
+//! tenant's own bucket naming a new privileged namespace and a DataUpload, a tarball in a tenant's own bucket naming
+//! another snapshot for Velero to delete, a file of a backup downloaded by a user who may not read what it holds, a
+//! schedule unpaused by a user with fewer rights), each by a user with an
 //! ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The rules
 //! are `crate::rights::features`.
 #![cfg(feature = "e2e")]
@@ -1030,4 +1031,140 @@ async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_ou
     let restores: Api<Restore> = Api::namespaced(admin, VELERO_NAMESPACE);
     let made = velero_restores_of(&restores, &ns).await;
     assert!(made.is_empty(), "Velero Restores made: {made:?}");
+}
+
+/// Deleting a backup, Velero (v1.18 `internal/delete/actions/csi`) creates for each VolumeSnapshotContent in its
+/// tarball labelled with the backup a new one for the item's snapshot handle, with `deletionPolicy: Delete`, and
+/// deletes it: the CSI driver deletes that snapshot. A tenant who writes their own bucket adds one naming a
+/// snapshot that is not theirs. nac admits only what it recorded from the cluster while the backup ran: the other
+/// snapshot's content is never created; the backup's own is (no CSI driver runs here, so Velero's contents are
+/// what shows it).
+#[tokio::test]
+async fn a_tarball_in_a_tenants_bucket_naming_another_snapshot_makes_velero_delete_only_the_backups_own() {
+    use futures::StreamExt;
+    use nac::velero::snapshot::{VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
+    let (ns, _user, client, admin) = tenant_with("att-vsc", "edit").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    let mut backups = Vec::new();
+    for name in ["mine", "forged"] {
+        create_nab(
+            &client,
+            &ns,
+            name,
+            json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
+        )
+        .await;
+        let vb = completed(&nabs, name).await["status"]["veleroBackup"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        backups.push(vb);
+    }
+    let (mine, forged) = (backups[0].clone(), backups[1].clone());
+    let (own_handle, other_handle) = (format!("{ns}-own-snapshot"), format!("{ns}-another-tenants-snapshot"));
+
+    // The cluster as a CSI backup leaves it (no driver runs here): the snapshot controller made a content for the
+    // backup's snapshot, which Velero labelled with the backup's name. nac records it on the Velero Backup.
+    let contents: Api<VolumeSnapshotContent> = Api::all(admin.clone());
+    let made = |name: &str, handle: &str| -> VolumeSnapshotContent {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"driver": "hostpath.csi.k8s.io", "source": {"snapshotHandle": handle}, "deletionPolicy": "Retain",
+                "volumeSnapshotRef": {"name": "data", "namespace": ns}}
+        }))
+        .unwrap()
+    };
+    let own_content = format!("snapcontent-{ns}");
+    contents
+        .create(&PostParams::default(), &made(&own_content, &own_handle))
+        .await
+        .unwrap();
+    let label = json!({"metadata": {"labels": {"velero.io/backup-name": mine}}});
+    contents
+        .patch(&own_content, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let velero_backups: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    eventually(T, "nac recorded the backup's snapshot on its Velero Backup", || async {
+        let b = velero_backups.get(&mine).await.ok()?;
+        let record = b.metadata.annotations?.get(SNAPSHOTS_ANNOTATION)?.clone();
+        record.contains(&own_handle).then_some(())
+    })
+    .await;
+    contents.delete(&own_content, &DeleteParams::default()).await.unwrap();
+
+    // What the tenant writes into their bucket: each tarball names a snapshot content labelled with its backup,
+    // `forged`'s another tenant's snapshot, `mine`'s its own.
+    let item = |backup: &str, handle: &str| {
+        json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+            "metadata": {"name": format!("snapcontent-{backup}"), "labels": {"velero.io/backup-name": backup}},
+            "spec": {"driver": "hostpath.csi.k8s.io", "source": {"volumeHandle": "pv"}, "deletionPolicy": "Retain",
+                "volumeSnapshotRef": {"name": "data", "namespace": ns}},
+            "status": {"snapshotHandle": handle, "readyToUse": true}})
+    };
+    for (backup, handle) in [(&forged, &other_handle), (&mine, &own_handle)] {
+        let tarball = backup_dir_in(&bucket, &format!("{ns}/p"), backup).join(format!("{backup}.tar.gz"));
+        let original = std::fs::read(&tarball).unwrap();
+        let body = serde_json::to_vec(&item(backup, handle)).unwrap();
+        let path = |version: &str| {
+            format!(
+                "resources/volumesnapshotcontents.snapshot.storage.k8s.io/{version}cluster/snapcontent-{backup}.json"
+            )
+        };
+        let extra = vec![(path(""), body.clone()), (path("v1-preferredversion/"), body)];
+        std::fs::write(&tarball, with_entries(&original, extra)).unwrap();
+    }
+
+    // Every content created from now on, as the API server saw it.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let watch = {
+        let (seen, contents) = (seen.clone(), contents.clone());
+        tokio::spawn(async move {
+            let mut events = kube::runtime::watcher(contents, Default::default()).boxed();
+            while let Some(Ok(ev)) = events.next().await {
+                if let kube::runtime::watcher::Event::Apply(c) = ev {
+                    if let Some(s) = c.snapshot() {
+                        seen.lock().unwrap().push(s.snapshot_handle);
+                    }
+                }
+            }
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let delete_backup = json!({"spec": {"deleteBackup": true}});
+    for name in ["forged", "mine"] {
+        nabs.patch(name, &PatchParams::default(), &Patch::Merge(&delete_backup))
+            .await
+            .unwrap();
+        // Velero logs a refused item and goes on: the backup is deleted, with its files.
+        eventually(T, &format!("NonAdminBackup {name} deleted with its backup"), || async {
+            nabs.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+    }
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        !seen.contains(&other_handle),
+        "Velero created a content to delete another tenant's snapshot {other_handle} from the tenant's tarball: \
+         {seen:?}"
+    );
+    assert!(
+        seen.contains(&own_handle),
+        "Velero deleted the backup's own snapshot through a content: {seen:?}"
+    );
+    for backup in [&forged, &mine] {
+        let left = files_in(&bucket, &format!("{ns}/p"), backup);
+        assert!(
+            left.is_empty(),
+            "backup {backup}'s files deleted from the bucket: {left:?}"
+        );
+    }
 }

@@ -622,6 +622,103 @@ fn velero_review(kind: &str, resource: &str, spec: Value, status: Value, user: &
     })
 }
 
+fn snapshot_content_review(backup: &str, source: Value, annotations: Value, user: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "5f1b7c1e-0000-4000-8000-00000000c0de",
+            "kind": {"group": "snapshot.storage.k8s.io", "version": "v1", "kind": "VolumeSnapshotContent"},
+            "resource": {"group": "snapshot.storage.k8s.io", "version": "v1", "resource": "volumesnapshotcontents"},
+            "name": "vsc-1",
+            "operation": "CREATE",
+            "userInfo": {"username": user},
+            "object": {
+                "apiVersion": "snapshot.storage.k8s.io/v1",
+                "kind": "VolumeSnapshotContent",
+                "metadata": {"name": "vsc-1", "labels": {"velero.io/backup-name": backup}, "annotations": annotations},
+                "spec": {"driver": "d", "source": source, "deletionPolicy": "Delete",
+                    "volumeSnapshotRef": {"name": "n", "namespace": "ns"}}
+            },
+            "dryRun": false
+        }
+    })
+}
+
+/// Velero deleting a backup creates a VolumeSnapshotContent for each in the tarball labelled with the backup, with
+/// `deletionPolicy: Delete`: on a tenant's location only the snapshots nac recorded for the backup pass.
+#[tokio::test]
+async fn snapshot_contents_of_a_backup_on_a_tenant_location_are_only_those_it_made() {
+    let s = TestServer::start(Some("{}")).await;
+    let velero = "system:serviceaccount:velero:velero";
+    let path = "/validate/volumesnapshotcontents";
+    let review = |backup: &str, handle: &str| {
+        snapshot_content_review(backup, json!({"snapshotHandle": handle}), json!({}), velero)
+    };
+    let allowed = |out: &Value| resp(out)["allowed"].as_bool().unwrap();
+    let message = |out: &Value| resp(out)["status"]["message"].as_str().unwrap_or_default().to_string();
+    let (status, out) = s.post_json(path, &review("on-tenant", "mine")).await;
+    assert_eq!(status, 200);
+    assert!(allowed(&out), "the recorded snapshot: {out}");
+    let (_, out) = s.post_json(path, &review("on-tenant", "theirs")).await;
+    assert!(!allowed(&out), "{out}");
+    let msg = message(&out);
+    assert!(
+        msg.contains("VolumeSnapshotContent vsc-1 is refused")
+            && msg.contains("Velero Backup on-tenant is on storage location tenant-loc of namespace team-a")
+            && msg.contains("snapshot theirs of driver d is not among the 1 nac recorded"),
+        "{msg}"
+    );
+    // The recorded handle with another driver, another deletion Secret, or a volume to snapshot.
+    let mut other_driver = review("on-tenant", "mine");
+    other_driver["request"]["object"]["spec"]["driver"] = json!("e");
+    let secret = snapshot_content_review(
+        "on-tenant",
+        json!({"snapshotHandle": "mine"}),
+        json!({"snapshot.storage.kubernetes.io/deletion-secret-name": "admin-creds",
+            "snapshot.storage.kubernetes.io/deletion-secret-namespace": "kube-system"}),
+        velero,
+    );
+    let volume = snapshot_content_review("on-tenant", json!({"volumeHandle": "pv-of-b"}), json!({}), velero);
+    for (what, r) in [("driver", other_driver), ("secret", secret), ("volume", volume)] {
+        let (_, out) = s.post_json(path, &r).await;
+        assert!(!allowed(&out), "{what}: {out}");
+    }
+    // An admin's location, a backup that does not exist, nac itself, updates: not judged.
+    for r in [
+        review("on-admin", "theirs"),
+        review("gone", "theirs"),
+        snapshot_content_review(
+            "on-tenant",
+            json!({"snapshotHandle": "theirs"}),
+            json!({}),
+            "system:serviceaccount:nac-system:nac",
+        ),
+    ] {
+        let (_, out) = s.post_json(path, &r).await;
+        assert!(allowed(&out), "{out}");
+    }
+    let mut update = review("on-tenant", "theirs");
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    let (_, out) = s.post_json(path, &update).await;
+    assert!(allowed(&out), "{out}");
+    // Closed when the backup cannot be read or its record is not nac's.
+    for (backup, want) in [("broken", "connection refused"), ("garbled", "is not nac's record")] {
+        let (_, out) = s.post_json(path, &review(backup, "mine")).await;
+        assert!(!allowed(&out), "{out}");
+        assert!(message(&out).contains(want), "{}", message(&out));
+    }
+    // Another kind sent here is a configuration error, said so.
+    let mut wrong = review("on-tenant", "mine");
+    wrong["request"]["kind"]["kind"] = json!("VolumeSnapshot");
+    let (_, out) = s.post_json(path, &wrong).await;
+    assert!(
+        !allowed(&out) && message(&out).contains("check the webhook configuration"),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn unfinished_velero_objects_on_a_tenant_location_come_only_from_nac() {
     let s = TestServer::start(Some("{}")).await;
@@ -663,6 +760,20 @@ async fn unfinished_velero_objects_on_a_tenant_location_come_only_from_nac() {
         let (_, out) = s.post_json(path, &backup("tenant-loc", json!(phase), velero)).await;
         assert!(allowed(&out), "{phase}: {out}");
     }
+    // A finished one carrying nac's snapshot record (only nac writes it, after a backup ran): from the bucket.
+    let mut forged = backup("tenant-loc", json!("Completed"), velero);
+    forged["request"]["object"]["metadata"]["annotations"] =
+        json!({"nac.oadp.openshift.io/snapshot-contents": "[{\"driver\":\"d\",\"snapshotHandle\":\"theirs\"}]"});
+    let (_, out) = s.post_json(path, &forged).await;
+    assert!(!allowed(&out), "{out}");
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("carries annotation nac.oadp.openshift.io/snapshot-contents"),
+        "{msg}"
+    );
+    forged["request"]["object"]["spec"]["storageLocation"] = json!("admin-loc");
+    let (_, out) = s.post_json(path, &forged).await;
+    assert!(allowed(&out), "an admin's location: {out}");
     // nac's own backups; admin locations; the default location; a location that does not exist.
     let (_, out) = s
         .post_json(

@@ -53,10 +53,12 @@ pub enum Endpoint {
     ValidatePolicy,
     /// The guard on Velero's unfinished Backups and PodVolumeBackups (`velero_guard`).
     Guard(GuardedKind),
+    /// The guard on the VolumeSnapshotContents Velero creates for a backup (`velero_guard::review_snapshot_content`).
+    GuardSnapshots,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 13] = [
+    pub const ALL: [Endpoint; 14] = [
         Endpoint::Mutate(ProxyKind::BACKUP),
         Endpoint::Validate(ProxyKind::BACKUP),
         Endpoint::Mutate(ProxyKind::RESTORE),
@@ -70,6 +72,7 @@ impl Endpoint {
         Endpoint::ValidatePolicy,
         Endpoint::Guard(GuardedKind::Backup),
         Endpoint::Guard(GuardedKind::PodVolumeBackup),
+        Endpoint::GuardSnapshots,
     ];
 
     pub fn path(&self) -> &'static str {
@@ -79,6 +82,7 @@ impl Endpoint {
             Endpoint::ValidatePolicy => "/validate/policies",
             Endpoint::Guard(GuardedKind::Backup) => "/validate/velero-backups",
             Endpoint::Guard(GuardedKind::PodVolumeBackup) => "/validate/velero-podvolumebackups",
+            Endpoint::GuardSnapshots => "/validate/volumesnapshotcontents",
         }
     }
 }
@@ -134,6 +138,7 @@ pub async fn review(
         Endpoint::Validate(kind) => proxy::validate(state, kind, req).await,
         Endpoint::ValidatePolicy => configmap::validate(state, req),
         Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,
+        Endpoint::GuardSnapshots => velero_guard::review_snapshot_content(state, req).await,
     }
 }
 

@@ -15,7 +15,8 @@
 //! planted in the bucket could do no more).
 
 use super::{deny, AdmissionState};
-use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, NABSL};
+use crate::naming::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, NABSL, VELERO_BACKUP_NAME_LABEL};
+use crate::velero::snapshot::{self, VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -69,7 +70,16 @@ impl GuardedKind {
             .map(|p| format!("'{p}'"))
             .collect::<Vec<_>>()
             .join(", ");
-        format!("!has(object.status) || !has(object.status.phase) || !(object.status.phase in [{phases}])")
+        let unfinished =
+            format!("!has(object.status) || !has(object.status.phase) || !(object.status.phase in [{phases}])");
+        match self {
+            // A Backup carrying nac's snapshot record, whatever its phase (`carries_record`).
+            GuardedKind::Backup => format!(
+                "{unfinished} || (has(object.metadata.annotations) && '{SNAPSHOTS_ANNOTATION}' in \
+                 object.metadata.annotations)"
+            ),
+            GuardedKind::PodVolumeBackup => unfinished,
+        }
     }
 }
 
@@ -77,6 +87,12 @@ impl GuardedKind {
 /// (`None` when it does not exist), and how many NonAdminSchedules a namespace has (`schedule.maxPerNamespace`).
 pub trait LocationLookup: Send + Sync {
     fn location<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<ObjectMeta>, String>>;
+
+    /// The Velero Backup whose `velero.io/backup-name` label value is `label` (its name, or Velero's short form
+    /// of a longer one), `None` when there is none.
+    fn velero_backup<'a>(&'a self, _label: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Backup>, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
 
     /// The Velero Schedule `name` in Velero's namespace, `None` when it does not exist.
     fn velero_schedule<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Schedule>, String>> {
@@ -120,6 +136,27 @@ impl LocationLookup for KubeLocations {
                 .await
                 .map(|o| o.map(|m| m.metadata))
                 .map_err(|e| e.to_string())
+        })
+    }
+
+    fn velero_backup<'a>(&'a self, label: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Backup>, String>> {
+        Box::pin(async move {
+            let api: kube::Api<crate::velero::Backup> = kube::Api::namespaced(
+                kube::Client::from(self.0.clone()),
+                self.0.namespace().unwrap_or_default(),
+            );
+            if let Some(b) = api.get_opt(label).await.map_err(|e| e.to_string())? {
+                return Ok(Some(b));
+            }
+            if label.len() < crate::naming::MAX_NAME_LEN {
+                return Ok(None);
+            }
+            // Velero's short form of a longer name: looked for among all (rare: deleting or restoring such a backup).
+            let all = api.list(&Default::default()).await.map_err(|e| e.to_string())?;
+            Ok(all
+                .items
+                .into_iter()
+                .find(|b| crate::naming::velero_label_value(b.metadata.name.as_deref().unwrap_or_default()) == label))
         })
     }
 
@@ -209,7 +246,7 @@ fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<Dynam
         )));
     };
     let phase = object.data["status"]["phase"].as_str().unwrap_or("");
-    if kind.finished_phases().contains(&phase) {
+    if kind.finished_phases().contains(&phase) && !carries_record(kind, req) {
         return First::Done(Box::new(resp));
     }
     match &object.data["spec"][kind.location_field()] {
@@ -227,6 +264,18 @@ fn first(state: &AdmissionState, kind: GuardedKind, req: &AdmissionRequest<Dynam
             [],
         ))),
     }
+}
+
+/// Whether a Backup carries nac's record of the snapshots it made (`crate::velero::snapshot`). nac writes it on
+/// Backups it made, after they ran; a Backup created with it was not made by nac: on a tenant's location it comes
+/// from the tenant's bucket and would let Velero delete the snapshots it names.
+fn carries_record(kind: GuardedKind, req: &AdmissionRequest<DynamicObject>) -> bool {
+    kind == GuardedKind::Backup
+        && req
+            .object
+            .as_ref()
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(SNAPSHOTS_ANNOTATION))
 }
 
 /// The namespace owning a tenant's location (its NonAdminBackupStorageLocation's), or None for an admin's.
@@ -285,7 +334,8 @@ fn decide(
         // Velero fails an object whose location does not exist without reading anything.
         return resp;
     };
-    if tenant_namespace(meta).is_none() || run_ok {
+    let forged = carries_record(kind, req);
+    if tenant_namespace(meta).is_none() || (run_ok && !forged) {
         return resp;
     }
     let owner = NABSL
@@ -303,12 +353,20 @@ fn decide(
         .and_then(|o| o.data["status"]["phase"].as_str())
         .filter(|p| !p.is_empty())
         .unwrap_or("unset");
-    let message = format!(
-        "Velero {} {name} (phase {phase}) is refused on storage location {location}{owner}: on a tenant's location only \
-         nac starts backups; an unfinished one from anyone else can only come from the tenant's bucket through backup \
-         sync",
-        kind.kind()
-    );
+    let message = if forged {
+        format!(
+            "Velero Backup {name} is refused on storage location {location}{owner}: it carries annotation \
+             {SNAPSHOTS_ANNOTATION}, which only nac writes, on backups it made; created with it, it can only come from \
+             the tenant's bucket through backup sync"
+        )
+    } else {
+        format!(
+            "Velero {} {name} (phase {phase}) is refused on storage location {location}{owner}: on a tenant's location \
+             only nac starts backups; an unfinished one from anyone else can only come from the tenant's bucket \
+             through backup sync",
+            kind.kind()
+        )
+    };
     tracing::warn!(kind = kind.kind(), %name, %location, user = req.user_info.username.as_deref().unwrap_or(""), "refused an unfinished Velero object on a tenant location");
     let field = format!("spec.{}", kind.location_field());
     deny(resp, message.clone(), [(field, message)])
@@ -365,4 +423,121 @@ pub async fn review(
         _ => false,
     };
     decide(kind, req, &location, meta.as_ref(), run_ok)
+}
+
+/// Reviews a VolumeSnapshotContent labelled with a backup's name, as Velero creates one to delete a snapshot of the
+/// backup (or to restore from one): for a backup on a tenant's location, whose tarball the tenant writes, only a
+/// snapshot nac recorded for that backup while it ran (`crate::velero::snapshot`) is admitted, naming no volume
+/// and no other deletion Secret. Anything else is refused, so a rewritten tarball deletes no other snapshot.
+/// Fails closed when the backup or its location cannot be read.
+pub async fn review_snapshot_content(
+    state: &AdmissionState,
+    req: &AdmissionRequest<DynamicObject>,
+) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    if req.operation != Operation::Create || super::proxy::is_privileged(state, req) {
+        return resp;
+    }
+    if req.kind.group != "snapshot.storage.k8s.io" || req.kind.kind != "VolumeSnapshotContent" {
+        let message = format!(
+            "this webhook endpoint handles snapshot.storage.k8s.io VolumeSnapshotContent only, not {}/{}: check the \
+             webhook configuration",
+            req.kind.group, req.kind.kind
+        );
+        return deny(resp, message, []);
+    }
+    let content = match req
+        .object
+        .as_ref()
+        .map(|o| serde_json::to_value(o).and_then(serde_json::from_value))
+    {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return deny(resp, format!("VolumeSnapshotContent is not readable: {e}"), []),
+        None => return deny(resp, "VolumeSnapshotContent review has no object".to_string(), []),
+    };
+    let content: VolumeSnapshotContent = content;
+    let Some(backup) = content
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(VELERO_BACKUP_NAME_LABEL))
+    else {
+        return resp;
+    };
+    let name = content.metadata.name.clone().unwrap_or_else(|| req.name.clone());
+    let retry = |what: &str, e: String| {
+        deny(
+            AdmissionResponse::from(req),
+            format!("VolumeSnapshotContent {name} of backup {backup} cannot be checked now (reading {what} failed: {e}); retry"),
+            [],
+        )
+    };
+    let Some(lookup) = state.locations.as_ref() else {
+        return retry("the backup", "nac runs without a connection to the cluster".into());
+    };
+    let vb = match lookup.velero_backup(backup).await {
+        // No such backup: not Velero deleting or restoring one of nac's.
+        Ok(None) => return resp,
+        Ok(Some(vb)) => vb,
+        Err(e) => return retry("the Velero Backup", e),
+    };
+    let location = vb.spec.storage_location.clone().unwrap_or_default();
+    if location.is_empty() {
+        return resp;
+    }
+    let meta = match lookup.location(&location).await {
+        Ok(meta) => meta,
+        Err(e) => return retry("its storage location", e),
+    };
+    let Some(owner) = meta.as_ref().and_then(tenant_namespace) else {
+        return resp;
+    };
+    decide_snapshot_content(req, &name, &vb, &location, owner, &content)
+}
+
+/// The verdict on a VolumeSnapshotContent for Velero Backup `vb` on `location`, a tenant's (of namespace `owner`).
+fn decide_snapshot_content(
+    req: &AdmissionRequest<DynamicObject>,
+    name: &str,
+    vb: &crate::velero::Backup,
+    location: &str,
+    owner: &str,
+    content: &VolumeSnapshotContent,
+) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    let backup = vb.metadata.name.as_deref().unwrap_or_default();
+    let annotation = vb
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SNAPSHOTS_ANNOTATION));
+    let record = match annotation.map(|a| snapshot::parse(a)).transpose() {
+        Ok(r) => r.unwrap_or_default(),
+        Err(e) => return deny(resp, format!("Velero Backup {backup}: {e}"), []),
+    };
+    let refused = |why: String| {
+        let message = format!(
+            "VolumeSnapshotContent {name} is refused: Velero Backup {backup} is on storage location {location} of \
+             namespace {owner}, whose files the tenant writes, and {why}"
+        );
+        tracing::warn!(%name, %backup, %location, user = req.user_info.username.as_deref().unwrap_or(""), "refused a VolumeSnapshotContent of a backup on a tenant location");
+        deny(
+            AdmissionResponse::from(req),
+            message.clone(),
+            [("spec.source".to_string(), message)],
+        )
+    };
+    if content.spec.source.volume_handle.is_some() {
+        return refused("it would take a new snapshot of a volume".into());
+    }
+    let Some(wanted) = content.snapshot() else {
+        return refused("it names no snapshot handle and driver".into());
+    };
+    if record.contains(&wanted) {
+        return resp;
+    }
+    refused(format!(
+        "snapshot {wanted} is not among the {} nac recorded from the cluster while the backup ran",
+        record.len()
+    ))
 }

@@ -159,6 +159,36 @@ pub fn render(
             not_nac = not_nac("  "),
         ));
     }
+    // The VolumeSnapshotContents Velero creates for a backup (deleting one of its snapshots, or restoring from
+    // one): on a tenant's location only those nac recorded (admission/velero_guard.rs).
+    out.push_str(&format!(
+        r#"- name: vvolumesnapshotcontents.velero.nac.oadp.openshift.io
+  clientConfig:
+    url: {url}{path}
+    caBundle: {ca}
+  rules:
+  - apiGroups: ["snapshot.storage.k8s.io"]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["volumesnapshotcontents"]
+    scope: Cluster
+  objectSelector:
+    matchExpressions:
+    - key: {label}
+      operator: Exists
+{conditions}  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#,
+        path = Endpoint::GuardSnapshots.path(),
+        // Velero's label on what it makes for a backup.
+        label = "velero.io/backup-name",
+        conditions = own_user
+            .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
+            .unwrap_or_default(),
+    ));
     out
 }
 
@@ -170,7 +200,14 @@ mod tests {
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 5);
-        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 2);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        let snapshots = &docs[1]["webhooks"][2];
+        assert_eq!(snapshots["rules"][0]["resources"][0], "volumesnapshotcontents");
+        assert_eq!(
+            snapshots["objectSelector"]["matchExpressions"][0],
+            serde_json::json!({"key": "velero.io/backup-name", "operator": "Exists"})
+        );
+        assert!(snapshots.get("matchConditions").is_none());
         assert_eq!(
             docs[1]["webhooks"][1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
             "velero"
@@ -203,6 +240,7 @@ mod tests {
         let guard = &docs[1]["webhooks"][1];
         assert_eq!(guard["matchConditions"][0], not_nac);
         assert_eq!(guard["matchConditions"][1]["name"], "unfinished");
+        assert_eq!(docs[1]["webhooks"][2]["matchConditions"], serde_json::json!([not_nac]));
         // nac never writes the policy: its webhook is everyone's.
         assert!(docs[1]["webhooks"][0].get("matchConditions").is_none());
     }

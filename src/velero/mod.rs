@@ -8,6 +8,7 @@ mod hooks;
 mod other;
 mod restore;
 mod schedule;
+pub mod snapshot;
 pub mod validation;
 
 pub use backup::*;

@@ -241,6 +241,30 @@ impl nac::admission::LocationLookup for FakeLocations {
 
     /// `team-a-nightly-...`: a Velero Schedule nac made for team-a's NonAdminSchedule `nightly`, whose template
     /// is team-a's own namespace on its location `tenant-loc`.
+    /// Velero Backups: `on-tenant` on team-a's location, recording snapshot `mine` of driver `d`; `on-admin` on an
+    /// admin's location; `garbled` on team-a's with an unreadable record; `broken` cannot be read; others: none.
+    fn velero_backup<'a>(
+        &'a self,
+        label: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<nac::velero::Backup>, String>> {
+        Box::pin(async move {
+            let (location, record) = match label {
+                "on-tenant" => ("tenant-loc", r#"[{"driver":"d","snapshotHandle":"mine"}]"#),
+                "on-admin" => ("admin-loc", "[]"),
+                "garbled" => ("tenant-loc", "everything"),
+                "broken" => return Err("connection refused".into()),
+                _ => return Ok(None),
+            };
+            let b = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": label, "namespace": "velero",
+                    "annotations": {nac::velero::snapshot::SNAPSHOTS_ANNOTATION: record}},
+                "spec": {"storageLocation": location}
+            }))
+            .unwrap();
+            Ok(Some(b))
+        })
+    }
+
     fn velero_schedule<'a>(
         &'a self,
         name: &'a str,

@@ -5,6 +5,7 @@ pub mod after_init;
 pub mod counts;
 pub mod interner;
 pub mod queue;
+pub mod snapshots;
 pub mod synced;
 pub mod velero;
 pub mod watches;

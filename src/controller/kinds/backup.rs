@@ -19,6 +19,7 @@ use crate::controller::context::{key_of, Error, Shared, Watched};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
 use crate::controller::gc::{self, MadeBy};
+use crate::controller::index::snapshots::Snapshots;
 use crate::controller::index::velero::StoreCopy;
 use crate::controller::jobs::Jobs;
 use crate::controller::kind::{self, set_status, Build, Kind};
@@ -29,12 +30,14 @@ use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
 use crate::controller::watches;
 use crate::controller::write::{create_or_get, delete_if_present, CACHE_WAIT};
+use crate::naming::Tags;
 use crate::naming::{
     Origin, NAB, NABSL, NAB_ORIGIN_NACUUID_LABEL, NAB_SYNCED_FROM_NACUUID_LABEL, NAS, VELERO_BACKUP_NAME_LABEL,
     VELERO_BACKUP_UID_LABEL,
 };
 use crate::policy::{evaluate_backup, tenant_location, Policy};
 use crate::velero::exclusions::{add_backup_exclusions, to_map};
+use crate::velero::snapshot::{self, VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
 use crate::velero::{
     backup_phase_unfinished, Backup, BackupSpec, BackupStatus, BackupStorageLocation, DataUpload, DeleteBackupRequest,
     DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
@@ -55,6 +58,8 @@ pub struct State {
     pub queued: KindState<NonAdminBackup>,
     pub delete_requests: Watched<DeleteBackupRequest>,
     pub volumes: Volumes,
+    /// The snapshots Velero's VolumeSnapshotContents held for a backup, until recorded on it.
+    pub snapshots: Arc<Snapshots>,
 }
 
 impl Build for State {
@@ -106,6 +111,7 @@ impl Build for State {
             queued,
             delete_requests,
             volumes: Volumes::default(),
+            snapshots: Arc::default(),
         };
         let wiring = Wiring {
             queued: queued_wiring,
@@ -176,6 +182,8 @@ pub struct BackupView {
     pub location_gone: Option<String>,
     /// What reading Velero's results gave now (the `VeleroResults` condition).
     pub results: Results,
+    /// Snapshots of the backup's VolumeSnapshotContents whose record on the Velero Backup failed (retried).
+    pub snapshots_unrecorded: bool,
 }
 
 impl AsRef<Placed> for BackupView {
@@ -275,7 +283,7 @@ impl Mirrors for NonAdminBackup {
 
     /// A results read that got no answer is tried again (`results_condition` gives up in time).
     fn retry_after(v: &BackupView) -> Option<std::time::Duration> {
-        matches!(v.results, Results::Pending).then_some(RESULTS_RETRY)
+        (matches!(v.results, Results::Pending) || v.snapshots_unrecorded).then_some(RESULTS_RETRY)
     }
 
     fn mirror(s: &mut NonAdminBackupStatus, vb: &BackupView) {
@@ -415,8 +423,10 @@ impl Tenant for NonAdminBackup {
         let uploader_type = ctx.own.volumes.uploader(&name);
         let progress = ctx.own.volumes.progress(&name);
         let results = results_of(ctx, nab, vb).await;
+        let snapshots_unrecorded = !record_snapshots(ctx, vb).await;
         BackupView {
             results,
+            snapshots_unrecorded,
             placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
             data_uploads,
@@ -430,6 +440,78 @@ impl Tenant for NonAdminBackup {
                 .filter(|l| locations.synced.is_synced() && locations.get(&ctx.velero_ref(l)).is_none()),
         }
     }
+}
+
+/// Records on a finished Velero Backup of a tenant's location the snapshots its VolumeSnapshotContents held
+/// (`crate::velero::snapshot`: what Velero may delete for it, whatever the tarball in the tenant's bucket says).
+/// One write per such backup, none for others. False when the write failed (the reconcile tries again).
+async fn record_snapshots(ctx: &Ctx, vb: &Backup) -> bool {
+    let name = vb.name_any();
+    let label = crate::naming::velero_label_value(&name).into_owned();
+    let seen = ctx.own.snapshots.of(&label);
+    if seen.is_empty() || backup_phase_unfinished(vb.status.as_ref().and_then(|s| s.phase.as_deref())) {
+        return true;
+    }
+    let location = vb.spec.storage_location.as_deref().unwrap_or_default();
+    let tenants = crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location);
+    // On an admin's location the tarball is the admin's: nothing to record.
+    let mut record = match tenants {
+        Some(_) => vb
+            .annotation(SNAPSHOTS_ANNOTATION)
+            .and_then(|a| snapshot::parse(a).ok())
+            .unwrap_or_default(),
+        None => seen.clone(),
+    };
+    if seen.is_subset(&record) {
+        ctx.own.snapshots.recorded(&label, &seen);
+        return true;
+    }
+    record.extend(seen.iter().cloned());
+    let patch = serde_json::json!({"metadata": {"annotations": {SNAPSHOTS_ANNOTATION: snapshot::render(&record)}}});
+    ctx.metrics.write("Backup");
+    match ctx
+        .velero_api::<Backup>()
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.own.snapshots.recorded(&label, &seen);
+            tracing::info!(backup = %name, snapshots = record.len(), "snapshots of the backup recorded");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(backup = %name, error = %e, "recording the backup's snapshots failed; retrying");
+            false
+        }
+    }
+}
+
+/// Velero's VolumeSnapshotContents labelled with a backup's name: their snapshots go into the kind's
+/// [`Snapshots`], and the backup's NonAdminBackup is woken to record them. Where the cluster serves no snapshot
+/// API the watch keeps retrying, quietly.
+fn snapshot_stream(ctx: &Ctx) -> impl futures::Stream<Item = ()> + Send {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    let api: Api<VolumeSnapshotContent> = Api::all(ctx.client.clone());
+    let (snapshots, trigger) = (ctx.own.snapshots.clone(), ctx.own.queued.trigger.clone());
+    kube::runtime::watcher(api, watches::config().labels(VELERO_BACKUP_NAME_LABEL))
+        .default_backoff()
+        .filter_map(move |r| {
+            match r {
+                Ok(ev) => trigger.send(snapshots.apply(&ev)),
+                Err(kube::runtime::watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                    tracing::debug!("no VolumeSnapshotContents served; nothing to record")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, watch = "VolumeSnapshotContents", "watch error; retrying with backoff")
+                }
+            }
+            std::future::ready(None::<()>)
+        })
 }
 
 /// Velero's first messages of a backup it finished with errors or warnings, read once (`Counts::to_read`).
@@ -512,7 +594,11 @@ impl Kind for NonAdminBackup {
         // Per-volume progress of backups, counted for the NonAdminBackup status.
         tokio::join!(
             tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop.clone()),
-            crate::controller::background::standstill::watch(&ctx.shared, &ctx.own.queued, stop),
+            crate::controller::background::standstill::watch(&ctx.shared, &ctx.own.queued, stop.clone()),
+            futures::StreamExt::for_each(
+                futures::StreamExt::take_until(snapshot_stream(&ctx), stop.cancelled_owned()),
+                |_| async {}
+            ),
         );
     }
 
