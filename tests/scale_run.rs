@@ -81,12 +81,18 @@ fn backlog(metrics: &str) -> f64 {
 }
 
 /// Waits until nac has no NonAdminBackup reconcile waiting or running and its status writes have not changed
-/// for `quiet`; returns their count. (Quiet writes alone are not the end: a nac starved of CPU can stall for
+/// for `quiet` (failing after 30 minutes); returns their count. (Quiet writes alone are not the end: a nac starved of CPU can stall for
 /// longer than `quiet` with thousands of reconciles still queued.)
 async fn settled_status_writes(nac: &NacProcess, quiet: Duration) -> f64 {
     let mut last = writes_of(&nac.metrics_text().await, STATUS);
     let mut since = Instant::now();
+    // A run far past any measured settle time is a stuck nac, not a slow one.
+    let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "nac's NonAdminBackup reconciles never settled within 30 min (status writes {last})"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
         let metrics = nac.metrics_text().await;
         let now = writes_of(&metrics, STATUS);

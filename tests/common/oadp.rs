@@ -173,11 +173,16 @@ pub fn assert_same_writes(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, 
     assert_eq!(a, b, "{what}");
 }
 
-/// nac's writes once it has stopped writing (no change for two seconds): what an earlier step started (a
-/// finalizer's last retry, a late event) is not counted in the next one.
+/// nac's writes once it has stopped writing (no change for two seconds; failing after 120 s): what an earlier step
+/// started (a finalizer's last retry, a late event) is not counted in the next one.
 pub async fn quiet(nac: &NacProcess) -> BTreeMap<String, u64> {
     let mut last = writes(nac).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nac never stopped writing for two seconds within 120 s: {last:?}"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
         let now = writes(nac).await;
         if delta(&last, &now).is_empty() {
