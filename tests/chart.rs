@@ -658,6 +658,7 @@ fn rbac_is_least_privilege() {
                 set(&["datauploads", "podvolumebackups", "datadownloads", "podvolumerestores"]),
                 set(&["get", "list", "watch"])
             ),
+            (set(&["velero.io"]), set(&["volumesnapshotlocations"]), set(&["list"])),
             (
                 set(&[""]),
                 set(&["configmaps"]),

@@ -1043,6 +1043,8 @@ async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_ou
 async fn a_tarball_in_a_tenants_bucket_naming_another_snapshot_makes_velero_delete_only_the_backups_own() {
     use futures::StreamExt;
     use nac::velero::snapshot::{VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
+    // Not while another test gives Velero a VolumeSnapshotLocation (its deletions would wait for it).
+    let _one_at_a_time = STOPS.lock().await;
     let (ns, _user, client, admin) = tenant_with("att-vsc", "edit").await;
     let bucket = format!("loc-{ns}");
     create_bucket(&bucket);
@@ -1167,4 +1169,176 @@ async fn a_tarball_in_a_tenants_bucket_naming_another_snapshot_makes_velero_dele
             "backup {backup}'s files deleted from the bucket: {left:?}"
         );
     }
+}
+
+/// Velero's VolumeSnapshotLocation `name`, deleted on drop (also when the test fails): while it exists, tenants'
+/// backups on their own locations are deleted only when their files list no native snapshot.
+struct SnapshotLocation(String);
+
+impl Drop for SnapshotLocation {
+    fn drop(&mut self) {
+        let c = Cluster::load();
+        let _ = std::process::Command::new(c.get("KUBECTL"))
+            .args(["--kubeconfig", c.get("KUBECONFIG"), "-n", VELERO_NAMESPACE])
+            .args([
+                "delete",
+                "volumesnapshotlocation",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ])
+            .stdout(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Deleting a backup, Velero also deletes the native volume snapshots the backup's files list
+/// (`<backup>-volumesnapshots.json.gz`), each through the VolumeSnapshotLocation the list names, with that
+/// location's credentials. A tenant who writes their own bucket lists another's snapshot under the admin's location.
+/// Native snapshots leave nothing in the cluster for nac to record: where Velero has a VolumeSnapshotLocation, a
+/// list naming any refuses the deletion, and a backup whose list is empty is deleted as usual. The admin's EBS API
+/// is a listener on loopback here (the location's AWS config file points the plugin at it).
+#[tokio::test]
+async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_admins_snapshot_location() {
+    use std::io::Write as _;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The location exists for a while: the other tests that delete backups on tenants' locations wait.
+    let _one_at_a_time = STOPS.lock().await;
+    let (ns, _user, client, admin) = tenant_with("att-ebs", "edit").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
+    let mut backups = Vec::new();
+    for name in ["listed", "plain"] {
+        create_nab(
+            &client,
+            &ns,
+            name,
+            json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
+        )
+        .await;
+        let vb = completed(&nabs, name).await["status"]["veleroBackup"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        backups.push(vb);
+    }
+    let listed = backups[0].clone();
+
+    // The EC2 API of the admin's snapshot location: every request that reaches it.
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = api.local_addr().unwrap().port();
+    let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let server = {
+        let requests = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = api.accept().await {
+                let mut buf = vec![0u8; 65536];
+                let n = tokio::time::timeout(std::time::Duration::from_secs(2), c.read(&mut buf))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or(0);
+                requests
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                let _ = c
+                    .write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        })
+    };
+    let config = std::env::temp_dir().join(format!("{ns}-ebs-config"));
+    std::fs::write(
+        &config,
+        format!(
+            "[default]\naws_access_key_id = AKIAEXAMPLEADMIN\naws_secret_access_key = admin-secret\n\
+             endpoint_url = http://127.0.0.1:{port}\n"
+        ),
+    )
+    .unwrap();
+    let location_name = format!("ebs-{ns}");
+    let locations: Api<nac::velero::VolumeSnapshotLocation> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let location: nac::velero::VolumeSnapshotLocation = serde_json::from_value(json!({
+        "metadata": {"name": location_name},
+        "spec": {"provider": "aws", "config": {"region": "us-east-1", "credentialsFile": config.to_string_lossy()}}
+    }))
+    .unwrap();
+    locations.create(&PostParams::default(), &location).await.unwrap();
+    let _location = SnapshotLocation(location_name.clone());
+
+    // What the tenant writes into their bucket: backup `listed` made a snapshot through the admin's location.
+    let list_file =
+        backup_dir_in(&bucket, &format!("{ns}/p"), &listed).join(format!("{listed}-volumesnapshots.json.gz"));
+    let original = std::fs::read(&list_file).ok();
+    let list = json!([{"spec": {"backupName": listed, "location": location_name, "persistentVolumeName": "pv-b",
+        "providerVolumeID": "vol-b"}, "status": {"providerSnapshotID": "snap-another-tenants", "phase": "Completed"}}]);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(list.to_string().as_bytes()).unwrap();
+    std::fs::write(&list_file, gz.finish().unwrap()).unwrap();
+
+    let delete_backup = json!({"spec": {"deleteBackup": true}});
+    for name in ["listed", "plain"] {
+        nabs.patch(name, &PatchParams::default(), &Patch::Merge(&delete_backup))
+            .await
+            .unwrap();
+    }
+    // Its list empty, `plain` is deleted: the list is read, not a reason in itself.
+    eventually(T, "NonAdminBackup plain deleted with its backup", || async {
+        nabs.get_opt("plain").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    // Refused, or (without the check) processed by Velero: either way the outcome is final.
+    let refused = wait_json(&nabs, "listed", T, "the deletion refused or processed", |n| {
+        n.to_string().contains("is not deleted")
+            || n["status"]["veleroDeleteBackupRequest"]["status"]["phase"] == "Processed"
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let reached = requests.lock().unwrap().clone();
+    assert!(
+        reached.is_empty(),
+        "Velero called the admin's snapshot API for the tenant's list: {reached:?}"
+    );
+    let said = refused.to_string();
+    assert!(
+        said.contains(&format!("backup {listed} is not deleted"))
+            && said.contains(&format!("{location_name}/snap-another-tenants"))
+            && said.contains("Ask the cluster administrator"),
+        "{refused:#}"
+    );
+    let requests_api: Api<nac::velero::DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let made: Vec<_> = requests_api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| r.spec.backup_name == listed)
+        .collect();
+    assert!(made.is_empty(), "a DeleteBackupRequest for {listed}: {made:?}");
+
+    // The list as Velero wrote it, and no snapshot location: deleted.
+    match original {
+        Some(bytes) => std::fs::write(&list_file, bytes).unwrap(),
+        None => std::fs::remove_file(&list_file).unwrap(),
+    }
+    drop(_location);
+    let touch = json!({"metadata": {"annotations": {"touched": "1"}}});
+    eventually(T, "NonAdminBackup listed deleted once nothing is listed", || async {
+        let _ = nabs
+            .patch("listed", &PatchParams::default(), &Patch::Merge(&touch))
+            .await;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        nabs.get_opt("listed").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    server.abort();
+    let _ = std::fs::remove_file(&config);
 }

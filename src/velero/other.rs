@@ -60,6 +60,15 @@ macro_rules! phase_only_kind {
     };
 }
 
+/// A Velero VolumeSnapshotLocation: nac only asks whether Velero has any (deleting a backup on a tenant's location).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "velero.io", version = "v1", kind = "VolumeSnapshotLocation", namespaced)]
+pub struct VolumeSnapshotLocationSpec {
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Extra,
+}
+
 phase_only_kind!(DataUploadSpec, "DataUpload", "v2alpha1");
 phase_only_kind!(DataDownloadSpec, "DataDownload", "v2alpha1");
 phase_only_kind!(PodVolumeBackupSpec, "PodVolumeBackup", "v1");

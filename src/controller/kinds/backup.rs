@@ -40,7 +40,7 @@ use crate::velero::exclusions::{add_backup_exclusions, to_map};
 use crate::velero::snapshot::{self, VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
 use crate::velero::{
     backup_phase_unfinished, Backup, BackupSpec, BackupStatus, BackupStorageLocation, DataUpload, DeleteBackupRequest,
-    DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup,
+    DeleteBackupRequestSpec, DeleteBackupRequestStatus, PodVolumeBackup, VolumeSnapshotLocation,
 };
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::store::Writer;
@@ -1070,6 +1070,13 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
             if let Some(left) = since.and_then(|s| CACHE_WAIT.checked_sub(s)) {
                 return Ok(Action::requeue(left));
             }
+            if let Some(refusal) = native_snapshots_refusal(ctx, &vb, &nacuuid).await? {
+                let now = now_seconds();
+                set_status(api, nab, ctx, |s| deleting(s, &refusal, None, now)).await?;
+                tracing::warn!(nab = %key_of(nab), backup = %name, %refusal, "deleting the backup's data refused");
+                // Looked at again with the error backoff: only an admin's change (the locations, the files) helps.
+                return Err(Error::NotReady(refusal));
+            }
             let wanted = delete_backup_request(nab, &nacuuid, &vb);
             let r = create_or_get(
                 &ctx.velero_api::<DeleteBackupRequest>(),
@@ -1095,6 +1102,50 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
     Err(Error::Waiting(format!(
         "waiting for Velero to delete Backup {}/{name} (DeleteBackupRequest {})",
         ctx.opts.velero_namespace, view.name
+    )))
+}
+
+/// Why Velero may not delete backup `vb` with its data, if it may not: on a tenant's location, Velero also deletes
+/// the native volume snapshots the backup's files list (`volumesnapshots.json.gz`), through whichever of the admin's
+/// VolumeSnapshotLocations the list names. Native snapshots leave no object in the cluster, so nac has no record of
+/// them: where Velero has any VolumeSnapshotLocation, a list naming any snapshot refuses the deletion (no
+/// DeleteBackupRequest), as does a list nac cannot read. Elsewhere nothing is read.
+async fn native_snapshots_refusal(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> Result<Option<String>, Error> {
+    let location = vb.spec.storage_location.as_deref().unwrap_or_default();
+    let Some((ns, nabsl)) =
+        crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location)
+    else {
+        return Ok(None);
+    };
+    let vsls = ctx
+        .velero_api::<VolumeSnapshotLocation>()
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
+    if vsls.items.is_empty() {
+        return Ok(None);
+    }
+    let name = vb.name_any();
+    let listed =
+        crate::controller::contents::volume_snapshots(&ctx.shared, &ctx.view, vb, &format!("snapshots-{nacuuid}"))
+            .await?;
+    let why = match listed {
+        Ok(listed) if listed.is_empty() => return Ok(None),
+        Ok(listed) => {
+            let more = listed.len().saturating_sub(5);
+            let first = listed.into_iter().take(5).collect::<Vec<_>>().join(", ");
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("its files list native volume snapshots ({first}{more}) that nac cannot confirm it made")
+        }
+        Err(why) => format!("its list of native volume snapshots cannot be read ({why})"),
+    };
+    Ok(Some(format!(
+        "backup {name} is not deleted: it is on storage location {nabsl} of namespace {ns}, whose files the tenant \
+         writes, and {why}; Velero would delete them through the cluster's volume snapshot locations. Ask the \
+         cluster administrator to delete it"
     )))
 }
 
