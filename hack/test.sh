@@ -11,7 +11,7 @@
 #   suites   unit and handler tests; then three lanes side by side, each with its own environments (most of the
 #            suites' time is waiting: for Velero, which works through one backup at a time, for restarts):
 #              $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake): tests that play Velero, and the webhook and policy
-#                tests; then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
+#                tests, and a small scale run asserting the API budget per NonAdminBackup; then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
 #                end-to-end suite against what the chart installs ($E2E_CHART_CLUSTER_DIR, .cluster-e2e-chart);
 #                then the documentation's command blocks against a `make run` environment (.cluster-docs);
 #              $VELERO_CLUSTER_DIR (.cluster-velero, VELERO_MODE=real: the real Velero and S3 server; tenants' own
@@ -314,9 +314,9 @@ chart_tests=(e2e_webhooks e2e_controller e2e_policy e2e_ha) # against what the c
 real_tests=(e2e_velero e2e_rights_locations e2e_plugin e2e_migration_velero)
 # These stop and kill Velero's parts (e2e_attempts stops Velero to swap a tarball under it): an environment of their own.
 faults_tests=(e2e_velero_restarts e2e_faults e2e_attempts)
-measurements=(admission_bench scale_run velero_bench) # empty without the feature scale
+measurements=(admission_bench velero_bench) # empty without the feature scale
 unscheduled=$(awk '{print $1}' "$RUN/binaries" | grep -vxF -f <(printf '%s\n' "${unit_tests[@]}" "${fake_tests[@]}" \
-	"${real_tests[@]}" "${faults_tests[@]}" chart e2e_node "${measurements[@]}") || true)
+	"${real_tests[@]}" "${faults_tests[@]}" chart e2e_node scale_run "${measurements[@]}") || true)
 if [[ -n $unscheduled ]]; then
 	echo "test: test binaries that hack/test.sh does not run: $unscheduled (add them to a lane)" >&2
 	exit 1
@@ -341,6 +341,10 @@ fake_lane() {
 	await_go control-plane
 	up "$CLUSTER_DIR" fake
 	SUITE_NOTE="fake Velero" tests "${fake_tests[@]}"
+	# The write, read and review budget per NonAdminBackup, asserted on a small scale run (200 over 20 tenants; the
+	# figures printed): tests/scale_run.rs, as `make scale` runs it at 10,000.
+	SCALE_NAMESPACES=20 SCALE_PER_NAMESPACE=10 SCALE_RESTART_ROUNDS=0 TEST_ARGS=--nocapture \
+		SUITE_NOTE="fake Velero, 200 NonAdminBackups" tests scale_run
 	await_go helm
 	tests chart
 	local t
