@@ -51,9 +51,6 @@ pub async fn get(
     get_guarded(url, tls, None).await.map_err(|e| e.to_string())
 }
 
-/// How a missing file (HTTP 404) is said: what callers that read a missing file as empty look for.
-pub const NO_SUCH_FILE: &str = "HTTP 404, no such file";
-
 /// Why a guarded fetch did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -129,7 +126,7 @@ pub async fn get_guarded(
     }
     if res.status() == hyper::StatusCode::NOT_FOUND {
         return Err(FetchError::Missing(format!(
-            "downloading from {}: {NO_SUCH_FILE}",
+            "downloading from {}: HTTP 404, no such file",
             shown(url)
         )));
     }

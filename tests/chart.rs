@@ -316,8 +316,9 @@ fn webhooks_are_the_ones_nac_serves() {
         .collect();
     // The five mutating hooks and the policy's; the tenant kinds' validating endpoints are served but not
     // registered (the mutating call applies their rules).
-    // Plus the guards on Velero's unfinished Backups and on the VolumeSnapshotContents Velero creates for a backup.
-    assert_eq!(hooks.len(), 8);
+    // Plus the guards on Velero's unfinished Backups, on the VolumeSnapshotContents Velero creates for a backup, and
+    // on DeleteBackupRequests.
+    assert_eq!(hooks.len(), 9);
     for h in hooks {
         let svc = &h["clientConfig"]["service"];
         assert_eq!(svc["name"], RELEASE);

@@ -1194,10 +1194,11 @@ impl Drop for SnapshotLocation {
 
 /// Deleting a backup, Velero also deletes the native volume snapshots the backup's files list
 /// (`<backup>-volumesnapshots.json.gz`), each through the VolumeSnapshotLocation the list names, with that
-/// location's credentials. A tenant who writes their own bucket lists another's snapshot under the admin's location.
-/// Native snapshots leave nothing in the cluster for nac to record: where Velero has a VolumeSnapshotLocation, a
-/// list naming any refuses the deletion, and a backup whose list is empty is deleted as usual. The admin's EBS API
-/// is a listener on loopback here (the location's AWS config file points the plugin at it).
+/// location's credentials. A tenant who writes their own bucket lists another's snapshot under the admin's location,
+/// and can change the list up to the moment Velero reads it. So while Velero has a VolumeSnapshotLocation, no one's
+/// DeleteBackupRequest of a backup on a tenant's location is admitted (nac's, Velero's garbage collection's, an
+/// admin's), and nac says why; without one, the backup is deleted. The admin's EBS API is a listener on loopback
+/// here (the location's AWS config file points the plugin at it).
 #[tokio::test]
 async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_admins_snapshot_location() {
     use std::io::Write as _;
@@ -1213,22 +1214,17 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    let mut backups = Vec::new();
-    for name in ["listed", "plain"] {
-        create_nab(
-            &client,
-            &ns,
-            name,
-            json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
-        )
-        .await;
-        let vb = completed(&nabs, name).await["status"]["veleroBackup"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        backups.push(vb);
-    }
-    let listed = backups[0].clone();
+    create_nab(
+        &client,
+        &ns,
+        "listed",
+        json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
+    )
+    .await;
+    let listed = completed(&nabs, "listed").await["status"]["veleroBackup"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // The EC2 API of the admin's snapshot location: every request that reaches it.
     let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1271,9 +1267,9 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
     }))
     .unwrap();
     locations.create(&PostParams::default(), &location).await.unwrap();
-    let _location = SnapshotLocation(location_name.clone());
+    let snapshot_location = SnapshotLocation(location_name.clone());
 
-    // What the tenant writes into their bucket: backup `listed` made a snapshot through the admin's location.
+    // What the tenant writes into their bucket: the backup made a snapshot through the admin's location.
     let list_file =
         backup_dir_in(&bucket, &format!("{ns}/p"), &listed).join(format!("{listed}-volumesnapshots.json.gz"));
     let original = std::fs::read(&list_file).ok();
@@ -1283,18 +1279,19 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
     gz.write_all(list.to_string().as_bytes()).unwrap();
     std::fs::write(&list_file, gz.finish().unwrap()).unwrap();
 
+    // Asked by the tenant through nac, and by anyone straight from Velero (as its garbage collection does when a
+    // backup expires).
     let delete_backup = json!({"spec": {"deleteBackup": true}});
-    for name in ["listed", "plain"] {
-        nabs.patch(name, &PatchParams::default(), &Patch::Merge(&delete_backup))
-            .await
-            .unwrap();
-    }
-    // Its list empty, `plain` is deleted: the list is read, not a reason in itself.
-    eventually(T, "NonAdminBackup plain deleted with its backup", || async {
-        nabs.get_opt("plain").await.unwrap().is_none().then_some(())
-    })
-    .await;
-    // Refused, or (without the check) processed by Velero: either way the outcome is final.
+    nabs.patch("listed", &PatchParams::default(), &Patch::Merge(&delete_backup))
+        .await
+        .unwrap();
+    let requests_api: Api<nac::velero::DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    let direct: nac::velero::DeleteBackupRequest = serde_json::from_value(json!({
+        "metadata": {"name": format!("{listed}-expired")}, "spec": {"backupName": listed}
+    }))
+    .unwrap();
+    let made = requests_api.create(&PostParams::default(), &direct).await;
+    // Refused, or (without the guard) processed by Velero: either way the outcome is final.
     let refused = wait_json(&nabs, "listed", T, "the deletion refused or processed", |n| {
         n.to_string().contains("is not deleted")
             || n["status"]["veleroDeleteBackupRequest"]["status"]["phase"] == "Processed"
@@ -1306,15 +1303,18 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
         reached.is_empty(),
         "Velero called the admin's snapshot API for the tenant's list: {reached:?}"
     );
+    match made {
+        Err(kube::Error::Api(e)) => assert!(e.message.contains(&format!("backup {listed} is not deleted")), "{e:?}"),
+        other => panic!("a DeleteBackupRequest of the tenant's backup was admitted: {other:?}"),
+    }
     let said = refused.to_string();
     assert!(
         said.contains(&format!("backup {listed} is not deleted"))
-            && said.contains(&format!("{location_name}/snap-another-tenants"))
+            && said.contains(&format!("such as {location_name}"))
             && said.contains("Ask the cluster administrator"),
         "{refused:#}"
     );
-    let requests_api: Api<nac::velero::DeleteBackupRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    let made: Vec<_> = requests_api
+    let left: Vec<_> = requests_api
         .list(&Default::default())
         .await
         .unwrap()
@@ -1322,22 +1322,30 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
         .into_iter()
         .filter(|r| r.spec.backup_name == listed)
         .collect();
-    assert!(made.is_empty(), "a DeleteBackupRequest for {listed}: {made:?}");
+    assert!(left.is_empty(), "a DeleteBackupRequest for {listed}: {left:?}");
 
-    // The list as Velero wrote it, and no snapshot location: deleted.
+    // Without a snapshot location (and the list as Velero wrote it): deleted.
     match original {
         Some(bytes) => std::fs::write(&list_file, bytes).unwrap(),
         None => std::fs::remove_file(&list_file).unwrap(),
     }
-    drop(_location);
-    let touch = json!({"metadata": {"annotations": {"touched": "1"}}});
-    eventually(T, "NonAdminBackup listed deleted once nothing is listed", || async {
-        let _ = nabs
-            .patch("listed", &PatchParams::default(), &Patch::Merge(&touch))
-            .await;
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        nabs.get_opt("listed").await.unwrap().is_none().then_some(())
+    drop(snapshot_location);
+    eventually(T, "the snapshot location gone", || async {
+        locations.get_opt(&location_name).await.unwrap().is_none().then_some(())
     })
+    .await;
+    let touch = json!({"metadata": {"annotations": {"touched": "1"}}});
+    eventually(
+        T,
+        "NonAdminBackup listed deleted without a snapshot location",
+        || async {
+            let _ = nabs
+                .patch("listed", &PatchParams::default(), &Patch::Merge(&touch))
+                .await;
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            nabs.get_opt("listed").await.unwrap().is_none().then_some(())
+        },
+    )
     .await;
     server.abort();
     let _ = std::fs::remove_file(&config);

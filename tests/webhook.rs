@@ -684,10 +684,9 @@ async fn snapshot_contents_of_a_backup_on_a_tenant_location_are_only_those_it_ma
         let (_, out) = s.post_json(path, &r).await;
         assert!(!allowed(&out), "{what}: {out}");
     }
-    // An admin's location, a backup that does not exist, nac itself, updates: not judged.
+    // An admin's location, nac itself, updates: not judged.
     for r in [
         review("on-admin", "theirs"),
-        review("gone", "theirs"),
         snapshot_content_review(
             "on-tenant",
             json!({"snapshotHandle": "theirs"}),
@@ -703,8 +702,17 @@ async fn snapshot_contents_of_a_backup_on_a_tenant_location_are_only_those_it_ma
     update["request"]["oldObject"] = update["request"]["object"].clone();
     let (_, out) = s.post_json(path, &update).await;
     assert!(allowed(&out), "{out}");
-    // Closed when the backup cannot be read or its record is not nac's.
-    for (backup, want) in [("broken", "connection refused"), ("garbled", "is not nac's record")] {
+    // Closed when the backup or its location cannot be read or is gone (a tenant can make either go while Velero
+    // works from the tarball), or its record is not nac's.
+    for (backup, want) in [
+        ("broken", "connection refused"),
+        ("garbled", "is not nac's record"),
+        ("gone", "backup gone does not exist in Velero's namespace"),
+        (
+            "lost-location",
+            "storage location missing of backup lost-location does not exist",
+        ),
+    ] {
         let (_, out) = s.post_json(path, &review(backup, "mine")).await;
         assert!(!allowed(&out), "{out}");
         assert!(message(&out).contains(want), "{}", message(&out));
@@ -717,6 +725,50 @@ async fn snapshot_contents_of_a_backup_on_a_tenant_location_are_only_those_it_ma
         !allowed(&out) && message(&out).contains("check the webhook configuration"),
         "{out}"
     );
+}
+
+/// Whoever asks (nac, Velero's garbage collection, `velero backup delete`), a backup on a tenant's location is not
+/// deleted through Velero while it has a VolumeSnapshotLocation: the deletion would delete the native snapshots the
+/// backup's files, which the tenant writes, list.
+#[tokio::test]
+async fn delete_requests_of_a_backup_on_a_tenant_location_are_refused_while_velero_has_snapshot_locations() {
+    let s = TestServer::start(Some("{}")).await;
+    let path = "/validate/velero-deletebackuprequests";
+    let review = |backup: &str, user: &str| {
+        let mut r = velero_review(
+            "DeleteBackupRequest",
+            "deletebackuprequests",
+            json!({"backupName": backup}),
+            json!({}),
+            user,
+        );
+        r["request"]["object"].as_object_mut().unwrap().remove("status");
+        r
+    };
+    let allowed = |out: &Value| resp(out)["allowed"].as_bool().unwrap();
+    for user in [
+        "system:serviceaccount:velero:velero",
+        "system:serviceaccount:nac-system:nac",
+        "admin",
+    ] {
+        let (status, out) = s.post_json(path, &review("on-tenant", user)).await;
+        assert_eq!(status, 200);
+        assert!(!allowed(&out), "{user}: {out}");
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(
+                "backup on-tenant is not deleted: it is on storage location tenant-loc (own of namespace team-a)"
+            ) && msg.contains("such as ebs"),
+            "{msg}"
+        );
+    }
+    // An admin's location, a backup or location Velero will not find: Velero's to decide.
+    for backup in ["on-admin", "gone", "lost-location"] {
+        let (_, out) = s.post_json(path, &review(backup, "admin")).await;
+        assert!(allowed(&out), "{backup}: {out}");
+    }
+    let (_, out) = s.post_json(path, &review("broken", "admin")).await;
+    assert!(!allowed(&out), "{out}");
 }
 
 #[tokio::test]

@@ -55,10 +55,12 @@ pub enum Endpoint {
     Guard(GuardedKind),
     /// The guard on the VolumeSnapshotContents Velero creates for a backup (`velero_guard::review_snapshot_content`).
     GuardSnapshots,
+    /// The guard on Velero's DeleteBackupRequests (`velero_guard::review_delete_request`).
+    GuardDeleteRequests,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 14] = [
+    pub const ALL: [Endpoint; 15] = [
         Endpoint::Mutate(ProxyKind::BACKUP),
         Endpoint::Validate(ProxyKind::BACKUP),
         Endpoint::Mutate(ProxyKind::RESTORE),
@@ -73,6 +75,7 @@ impl Endpoint {
         Endpoint::Guard(GuardedKind::Backup),
         Endpoint::Guard(GuardedKind::PodVolumeBackup),
         Endpoint::GuardSnapshots,
+        Endpoint::GuardDeleteRequests,
     ];
 
     pub fn path(&self) -> &'static str {
@@ -83,6 +86,7 @@ impl Endpoint {
             Endpoint::Guard(GuardedKind::Backup) => "/validate/velero-backups",
             Endpoint::Guard(GuardedKind::PodVolumeBackup) => "/validate/velero-podvolumebackups",
             Endpoint::GuardSnapshots => "/validate/volumesnapshotcontents",
+            Endpoint::GuardDeleteRequests => "/validate/velero-deletebackuprequests",
         }
     }
 }
@@ -139,6 +143,7 @@ pub async fn review(
         Endpoint::ValidatePolicy => configmap::validate(state, req),
         Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,
         Endpoint::GuardSnapshots => velero_guard::review_snapshot_content(state, req).await,
+        Endpoint::GuardDeleteRequests => velero_guard::review_delete_request(state, req).await,
     }
 }
 

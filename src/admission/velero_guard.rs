@@ -94,6 +94,11 @@ pub trait LocationLookup: Send + Sync {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
     }
 
+    /// The name of a VolumeSnapshotLocation in Velero's namespace, `None` when there is none.
+    fn snapshot_location(&self) -> BoxFuture<'_, Result<Option<String>, String>> {
+        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
+    }
+
     /// The Velero Schedule `name` in Velero's namespace, `None` when it does not exist.
     fn velero_schedule<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, Result<Option<crate::velero::Schedule>, String>> {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
@@ -151,12 +156,34 @@ impl LocationLookup for KubeLocations {
             if label.len() < crate::naming::MAX_NAME_LEN {
                 return Ok(None);
             }
-            // Velero's short form of a longer name: looked for among all (rare: deleting or restoring such a backup).
-            let all = api.list(&Default::default()).await.map_err(|e| e.to_string())?;
-            Ok(all
+            // Velero's short form of a longer name (a scheduled run's): looked for among the names, then read.
+            let all = api
+                .list_metadata(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut named = all
                 .items
-                .into_iter()
-                .find(|b| crate::naming::velero_label_value(b.metadata.name.as_deref().unwrap_or_default()) == label))
+                .iter()
+                .filter_map(|b| b.metadata.name.as_deref())
+                .filter(|n| crate::naming::velero_label_value(n) == label);
+            let (Some(name), None) = (named.next(), named.next()) else {
+                return Ok(None);
+            };
+            api.get_opt(name).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn snapshot_location(&self) -> BoxFuture<'_, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let api: kube::Api<crate::velero::VolumeSnapshotLocation> = kube::Api::namespaced(
+                kube::Client::from(self.0.clone()),
+                self.0.namespace().unwrap_or_default(),
+            );
+            let list = api
+                .list_metadata(&kube::api::ListParams::default().limit(1))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(list.items.first().and_then(|l| l.metadata.name.clone()))
         })
     }
 
@@ -475,21 +502,29 @@ pub async fn review_snapshot_content(
     let Some(lookup) = state.locations.as_ref() else {
         return retry("the backup", "nac runs without a connection to the cluster".into());
     };
+    // Fails closed when the backup or its location is gone: both can be made to go while Velero works from a
+    // tarball it read (a tenant deletes their location; Velero deletes a backup whose files went).
+    let gone = |what: String| {
+        let message =
+            format!("VolumeSnapshotContent {name} is refused: {what}, so whose snapshot it is cannot be known");
+        deny(AdmissionResponse::from(req), message, [])
+    };
     let vb = match lookup.velero_backup(backup).await {
-        // No such backup: not Velero deleting or restoring one of nac's.
-        Ok(None) => return resp,
+        Ok(None) => return gone(format!("backup {backup} does not exist in Velero's namespace")),
         Ok(Some(vb)) => vb,
         Err(e) => return retry("the Velero Backup", e),
     };
     let location = vb.spec.storage_location.clone().unwrap_or_default();
     if location.is_empty() {
+        // Velero's default location: the admin's.
         return resp;
     }
     let meta = match lookup.location(&location).await {
-        Ok(meta) => meta,
+        Ok(Some(meta)) => meta,
+        Ok(None) => return gone(format!("storage location {location} of backup {backup} does not exist")),
         Err(e) => return retry("its storage location", e),
     };
-    let Some(owner) = meta.as_ref().and_then(tenant_namespace) else {
+    let Some(owner) = tenant_namespace(&meta) else {
         return resp;
     };
     decide_snapshot_content(req, &name, &vb, &location, owner, &content)
@@ -530,7 +565,8 @@ fn decide_snapshot_content(
     if content.spec.source.volume_handle.is_some() {
         return refused("it would take a new snapshot of a volume".into());
     }
-    let Some(wanted) = content.snapshot() else {
+    // What the driver acts on: the handle the new content names (a create carries no status).
+    let Some(wanted) = content.requested() else {
         return refused("it names no snapshot handle and driver".into());
     };
     if record.contains(&wanted) {
@@ -540,4 +576,66 @@ fn decide_snapshot_content(
         "snapshot {wanted} is not among the {} nac recorded from the cluster while the backup ran",
         record.len()
     ))
+}
+
+/// Reviews a Velero DeleteBackupRequest, whoever makes it (nac, Velero's garbage collection of expired backups,
+/// `velero backup delete`): a backup on a tenant's location is not deleted through Velero while Velero has a
+/// VolumeSnapshotLocation, since the deletion would delete the native snapshots the backup's files list, which the
+/// tenant writes (`crate::velero::snapshot::deletion_refused`). Fails closed when the lookups fail.
+pub async fn review_delete_request(state: &AdmissionState, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(req);
+    if req.operation != Operation::Create {
+        return resp;
+    }
+    if req.kind.group != "velero.io" || req.kind.kind != "DeleteBackupRequest" {
+        let message = format!(
+            "this webhook endpoint handles velero.io DeleteBackupRequest only, not {}/{}: check the webhook \
+             configuration",
+            req.kind.group, req.kind.kind
+        );
+        return deny(resp, message, []);
+    }
+    let Some(backup) = req.object.as_ref().and_then(|o| o.data["spec"]["backupName"].as_str()) else {
+        // Velero refuses a request without a backup name itself, touching nothing.
+        return resp;
+    };
+    let retry = |what: &str, e: String| {
+        deny(
+            AdmissionResponse::from(req),
+            format!(
+                "DeleteBackupRequest for backup {backup} cannot be checked now (reading {what} failed: {e}); retry"
+            ),
+            [],
+        )
+    };
+    let Some(lookup) = state.locations.as_ref() else {
+        return retry("the backup", "nac runs without a connection to the cluster".into());
+    };
+    let vb = match lookup.velero_backup(backup).await {
+        Ok(Some(vb)) => vb,
+        // Velero finds no backup, or no location, and deletes nothing.
+        Ok(None) => return resp,
+        Err(e) => return retry("the Velero Backup", e),
+    };
+    let location = vb.spec.storage_location.clone().unwrap_or_default();
+    if location.is_empty() {
+        return resp;
+    }
+    let meta = match lookup.location(&location).await {
+        Ok(Some(meta)) => meta,
+        Ok(None) => return resp,
+        Err(e) => return retry("its storage location", e),
+    };
+    let Some(owner) = tenant_namespace(&meta) else {
+        return resp;
+    };
+    let vsl = match lookup.snapshot_location().await {
+        Ok(None) => return resp,
+        Ok(Some(vsl)) => vsl,
+        Err(e) => return retry("Velero's volume snapshot locations", e),
+    };
+    let nabsl = NABSL.origin_of(&meta).map(|(_, n)| n).unwrap_or_default();
+    let message = snapshot::deletion_refused(backup, &format!("{location} ({nabsl} of namespace {owner})"), &vsl);
+    tracing::warn!(%backup, %location, user = req.user_info.username.as_deref().unwrap_or(""), "refused a DeleteBackupRequest of a backup on a tenant location");
+    deny(resp, message.clone(), [("spec.backupName".to_string(), message)])
 }

@@ -98,49 +98,6 @@ pub async fn restored_list(
     file.read(ctx, view, &restore.name_any(), backup, name).await
 }
 
-/// Most of a backup's native volume snapshot list nac reads, compressed.
-const MAX_VOLUME_SNAPSHOTS_BYTES: u64 = 1 << 20;
-
-/// The native volume snapshots the files of `backup` list (`<backup>-volumesnapshots.json.gz`, what Velero deletes
-/// with the backup through the VolumeSnapshotLocations the list names), as `location/providerSnapshotID`, read
-/// through a DownloadRequest named `name`. No file is an empty list, as Velero reads it. The inner `Err`: the list
-/// cannot be read (it will not change).
-pub async fn volume_snapshots(
-    ctx: &Shared,
-    view: &View,
-    backup: &Backup,
-    name: &str,
-) -> Result<Result<Vec<String>, String>, Error> {
-    let file = VeleroFile {
-        kind: "BackupVolumeSnapshots",
-        what: "the backup's volume snapshot list",
-        max: MAX_VOLUME_SNAPSHOTS_BYTES,
-        answer: RESTORE_WAIT,
-        read: READ_TIMEOUT,
-    };
-    let text = match file.read(ctx, view, &backup.name_any(), Some(backup), name).await? {
-        Ok(text) => text,
-        Err(why) if why.contains(crate::download::NO_SUCH_FILE) => return Ok(Ok(Vec::new())),
-        Err(why) => return Ok(Err(why)),
-    };
-    Ok(listed_snapshots(&text))
-}
-
-/// The snapshots a volume snapshot list (Velero's `[]*volume.Snapshot`, JSON) names: `location/providerSnapshotID`
-/// of each with an ID (Velero skips those without).
-pub fn listed_snapshots(text: &[u8]) -> Result<Vec<String>, String> {
-    let list: Option<Vec<serde_json::Value>> =
-        serde_json::from_slice(text).map_err(|e| format!("the backup's volume snapshot list is not Velero's: {e}"))?;
-    Ok(list
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|s| {
-            let id = s["status"]["providerSnapshotID"].as_str().filter(|i| !i.is_empty())?;
-            Some(format!("{}/{id}", s["spec"]["location"].as_str().unwrap_or_default()))
-        })
-        .collect())
-}
-
 /// Most of a backup's or restore's results file nac reads, compressed (4 MiB of messages uncompressed: thousands
 /// of items' warnings). The file may be a tenant's: it is parsed keeping only what the condition shows.
 const MAX_RESULTS_BYTES: u64 = 1 << 20;
@@ -764,18 +721,6 @@ async fn fetch_and_scan(
 mod tests {
     use super::*;
     use crate::controller::status::{ERRORS_REPORTED, RESULTS_NOT_READ, WARNINGS_REPORTED};
-
-    #[test]
-    fn a_volume_snapshot_list_names_each_snapshot_with_an_id_by_its_location() {
-        assert_eq!(listed_snapshots(b"null").unwrap(), Vec::<String>::new());
-        assert_eq!(listed_snapshots(b"[]").unwrap(), Vec::<String>::new());
-        let list = br#"[{"spec": {"location": "ebs", "persistentVolumeName": "pv"}, "status": {"providerSnapshotID": "snap-1"}},
-            {"spec": {"location": "ebs"}, "status": {"providerSnapshotID": ""}}, {"spec": {}, "status": {"providerSnapshotID": "snap-2"}}]"#;
-        assert_eq!(listed_snapshots(list).unwrap(), vec!["ebs/snap-1", "/snap-2"]);
-        assert!(listed_snapshots(b"{\"not\": \"a list\"}")
-            .unwrap_err()
-            .contains("not Velero's"));
-    }
 
     /// A storage on loopback that reads one request, sends `answer` (if any), then closes the connection or keeps
     /// it open in silence.

@@ -124,6 +124,15 @@ pub fn render(
   timeoutSeconds: {timeout_seconds}
 "#
     ));
+    out.push_str(&velero_hooks(url, &ca, velero_namespace, timeout_seconds, own_user));
+    out
+}
+
+/// The validating hooks in Velero's own path (admission/velero_guard.rs): its unfinished Backups, the
+/// VolumeSnapshotContents it creates for a backup, its DeleteBackupRequests.
+fn velero_hooks(url: &str, ca: &str, velero_namespace: &str, timeout_seconds: u32, own_user: Option<&str>) -> String {
+    let not_nac = |indent: &str| own_user.map(|u| not_by(u, indent)).unwrap_or_default();
+    let mut out = String::new();
     // Velero's unfinished Backups and PodVolumeBackups, so a tenant's bucket cannot start one (admission/velero_guard.rs);
     // the match condition keeps finished ones (every real sync) from calling nac at all.
     // PodVolumeBackups are served but not registered yet: Velero itself creates unfinished ones for nac's own fs
@@ -189,6 +198,30 @@ pub fn render(
             .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
             .unwrap_or_default(),
     ));
+    // Velero's DeleteBackupRequests, whoever makes them (nac's own too): a backup on a tenant's location is not
+    // deleted while Velero has a VolumeSnapshotLocation (admission/velero_guard.rs).
+    out.push_str(&format!(
+        r#"- name: vdeletebackuprequests.velero.nac.oadp.openshift.io
+  clientConfig:
+    url: {url}{path}
+    caBundle: {ca}
+  rules:
+  - apiGroups: ["velero.io"]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["deletebackuprequests"]
+    scope: Namespaced
+  namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {velero_namespace}
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#,
+        path = Endpoint::GuardDeleteRequests.path(),
+    ));
     out
 }
 
@@ -200,7 +233,11 @@ mod tests {
         let docs: Vec<serde_json::Value> = y.split("---\n").map(|d| serde_yaml::from_str(d).unwrap()).collect();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0]["webhooks"].as_array().unwrap().len(), 5);
-        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 3);
+        assert_eq!(docs[1]["webhooks"].as_array().unwrap().len(), 4);
+        assert!(
+            docs[1]["webhooks"][3].get("matchConditions").is_none(),
+            "nac's own requests too"
+        );
         let snapshots = &docs[1]["webhooks"][2];
         assert_eq!(snapshots["rules"][0]["resources"][0], "volumesnapshotcontents");
         assert_eq!(

@@ -84,12 +84,22 @@ impl VolumeSnapshotContent {
     /// The snapshot this content holds once the driver made it (`status.snapshotHandle`), or the one it names
     /// (`spec.source.snapshotHandle`, a pre-provisioned content).
     pub fn snapshot(&self) -> Option<SnapshotRef> {
-        let handle = self
-            .status
-            .as_ref()
-            .and_then(|s| s.snapshot_handle.as_deref())
-            .or(self.spec.source.snapshot_handle.as_deref())
-            .filter(|h| !h.is_empty())?;
+        let made = self.status.as_ref().and_then(|s| s.snapshot_handle.as_deref());
+        self.with_handle(made.or(self.spec.source.snapshot_handle.as_deref()))
+    }
+
+    /// The snapshot a new content asks the driver to act on: `spec.source.snapshotHandle` alone.
+    pub fn requested(&self) -> Option<SnapshotRef> {
+        self.with_handle(self.spec.source.snapshot_handle.as_deref())
+    }
+
+    /// The namespace of the VolumeSnapshot this content is bound to (`spec.volumeSnapshotRef.namespace`).
+    pub fn bound_namespace(&self) -> Option<&str> {
+        self.spec.extra.get("volumeSnapshotRef")?.get("namespace")?.as_str()
+    }
+
+    fn with_handle(&self, handle: Option<&str>) -> Option<SnapshotRef> {
+        let handle = handle.filter(|h| !h.is_empty())?;
         let annotation = |k| self.metadata.annotations.as_ref()?.get(k).map(String::as_str);
         let deletion_secret = match (annotation(DELETION_SECRET_NAMESPACE), annotation(DELETION_SECRET_NAME)) {
             (None, None) => None,
@@ -101,6 +111,17 @@ impl VolumeSnapshotContent {
             deletion_secret,
         })
     }
+}
+
+/// Why Velero may not delete backup `backup` of a tenant's location (`location`, as the message names it) while it
+/// has VolumeSnapshotLocation `vsl`: the deletion would also delete the native snapshots the backup's files list,
+/// which the tenant writes. The same words from nac's reconciler and from its guard on DeleteBackupRequests.
+pub fn deletion_refused(backup: &str, location: &str, vsl: &str) -> String {
+    format!(
+        "backup {backup} is not deleted: it is on storage location {location}, whose files the tenant writes, and \
+         Velero deleting it would also delete the native volume snapshots those files list, through the cluster's \
+         volume snapshot locations (such as {vsl}) with their credentials. Ask the cluster administrator"
+    )
 }
 
 /// The record as the annotation holds it: a JSON list, sorted.

@@ -242,7 +242,8 @@ impl nac::admission::LocationLookup for FakeLocations {
     /// `team-a-nightly-...`: a Velero Schedule nac made for team-a's NonAdminSchedule `nightly`, whose template
     /// is team-a's own namespace on its location `tenant-loc`.
     /// Velero Backups: `on-tenant` on team-a's location, recording snapshot `mine` of driver `d`; `on-admin` on an
-    /// admin's location; `garbled` on team-a's with an unreadable record; `broken` cannot be read; others: none.
+    /// admin's location; `garbled` on team-a's with an unreadable record; `lost-location` on a location that does
+    /// not exist; `broken` cannot be read; others: none.
     fn velero_backup<'a>(
         &'a self,
         label: &'a str,
@@ -252,6 +253,7 @@ impl nac::admission::LocationLookup for FakeLocations {
                 "on-tenant" => ("tenant-loc", r#"[{"driver":"d","snapshotHandle":"mine"}]"#),
                 "on-admin" => ("admin-loc", "[]"),
                 "garbled" => ("tenant-loc", "everything"),
+                "lost-location" => ("missing", "[]"),
                 "broken" => return Err("connection refused".into()),
                 _ => return Ok(None),
             };
@@ -263,6 +265,11 @@ impl nac::admission::LocationLookup for FakeLocations {
             .unwrap();
             Ok(Some(b))
         })
+    }
+
+    /// Velero has VolumeSnapshotLocation `ebs`.
+    fn snapshot_location(&self) -> futures::future::BoxFuture<'_, Result<Option<String>, String>> {
+        Box::pin(async { Ok(Some("ebs".to_string())) })
     }
 
     fn velero_schedule<'a>(

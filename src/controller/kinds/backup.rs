@@ -443,31 +443,43 @@ impl Tenant for NonAdminBackup {
 }
 
 /// Records on a finished Velero Backup of a tenant's location the snapshots its VolumeSnapshotContents held
-/// (`crate::velero::snapshot`: what Velero may delete for it, whatever the tarball in the tenant's bucket says).
-/// One write per such backup, none for others. False when the write failed (the reconcile tries again).
+/// (`crate::velero::snapshot`: what Velero may delete for it, whatever the tarball in the tenant's bucket says):
+/// those bound to VolumeSnapshots of the location's own namespace, none other. One write per such backup, made
+/// against the version read (a concurrent change is read again), none for other backups. False when the write
+/// failed (the reconcile tries again).
 async fn record_snapshots(ctx: &Ctx, vb: &Backup) -> bool {
     let name = vb.name_any();
     let label = crate::naming::velero_label_value(&name).into_owned();
-    let seen = ctx.own.snapshots.of(&label);
-    if seen.is_empty() || backup_phase_unfinished(vb.status.as_ref().and_then(|s| s.phase.as_deref())) {
+    if !ctx.own.snapshots.pending(&label)
+        || backup_phase_unfinished(vb.status.as_ref().and_then(|s| s.phase.as_deref()))
+    {
         return true;
     }
     let location = vb.spec.storage_location.as_deref().unwrap_or_default();
-    let tenants = crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location);
-    // On an admin's location the tarball is the admin's: nothing to record.
-    let mut record = match tenants {
-        Some(_) => vb
-            .annotation(SNAPSHOTS_ANNOTATION)
-            .and_then(|a| snapshot::parse(a).ok())
-            .unwrap_or_default(),
-        None => seen.clone(),
+    let Some((namespace, _)) =
+        crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location)
+    else {
+        // On an admin's location the tarball is the admin's: nothing to record.
+        ctx.own.snapshots.forget(&label);
+        return true;
     };
+    let (seen, others) = ctx.own.snapshots.of(&label, &namespace);
+    if !others.is_empty() {
+        tracing::warn!(backup = %name, %namespace, ?others, "contents labelled with the backup but bound outside its namespace: not recorded");
+    }
+    let mut record = vb
+        .annotation(SNAPSHOTS_ANNOTATION)
+        .and_then(|a| snapshot::parse(a).ok())
+        .unwrap_or_default();
     if seen.is_subset(&record) {
-        ctx.own.snapshots.recorded(&label, &seen);
+        ctx.own.snapshots.forget(&label);
         return true;
     }
     record.extend(seen.iter().cloned());
-    let patch = serde_json::json!({"metadata": {"annotations": {SNAPSHOTS_ANNOTATION: snapshot::render(&record)}}});
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": vb.metadata.resource_version,
+        "annotations": {SNAPSHOTS_ANNOTATION: snapshot::render(&record)},
+    }});
     ctx.metrics.write("Backup");
     match ctx
         .velero_api::<Backup>()
@@ -480,6 +492,9 @@ async fn record_snapshots(ctx: &Ctx, vb: &Backup) -> bool {
     {
         Ok(_) => {
             ctx.own.snapshots.recorded(&label, &seen);
+            if others.is_empty() {
+                ctx.own.snapshots.forget(&label);
+            }
             tracing::info!(backup = %name, snapshots = record.len(), "snapshots of the backup recorded");
             true
         }
@@ -498,11 +513,24 @@ fn snapshot_stream(ctx: &Ctx) -> impl futures::Stream<Item = ()> + Send {
     use kube::runtime::WatchStreamExt;
     let api: Api<VolumeSnapshotContent> = Api::all(ctx.client.clone());
     let (snapshots, trigger) = (ctx.own.snapshots.clone(), ctx.own.queued.trigger.clone());
+    let (velero, namespace) = (ctx.own.queued.velero.clone(), ctx.opts.velero_namespace.clone());
+    // A content of a backup nac did not make (an admin's, a synced one) is not kept.
+    let ours = move |label: &String| {
+        velero.get(&ObjectRef::new(label).within(&namespace)).is_some()
+            || (label.len() == crate::naming::MAX_NAME_LEN
+                && velero
+                    .find(|b| crate::naming::velero_label_value(&b.name_any()) == label.as_str())
+                    .is_some())
+    };
     kube::runtime::watcher(api, watches::config().labels(VELERO_BACKUP_NAME_LABEL))
         .default_backoff()
         .filter_map(move |r| {
             match r {
-                Ok(ev) => trigger.send(snapshots.apply(&ev)),
+                Ok(ev) => {
+                    let (ours, theirs): (Vec<String>, Vec<String>) = snapshots.apply(&ev).into_iter().partition(&ours);
+                    theirs.iter().for_each(|b| snapshots.forget(b));
+                    trigger.send(ours)
+                }
                 Err(kube::runtime::watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
                     tracing::debug!("no VolumeSnapshotContents served; nothing to record")
                 }
@@ -1070,7 +1098,7 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
             if let Some(left) = since.and_then(|s| CACHE_WAIT.checked_sub(s)) {
                 return Ok(Action::requeue(left));
             }
-            if let Some(refusal) = native_snapshots_refusal(ctx, &vb, &nacuuid).await? {
+            if let Some(refusal) = deletion_refusal(ctx, &vb).await? {
                 let now = now_seconds();
                 set_status(api, nab, ctx, |s| deleting(s, &refusal, None, now)).await?;
                 tracing::warn!(nab = %key_of(nab), backup = %name, %refusal, "deleting the backup's data refused");
@@ -1105,12 +1133,22 @@ async fn delete_backup_data(api: &Api<NonAdminBackup>, nab: &NonAdminBackup, ctx
     )))
 }
 
-/// Why Velero may not delete backup `vb` with its data, if it may not: on a tenant's location, Velero also deletes
-/// the native volume snapshots the backup's files list (`volumesnapshots.json.gz`), through whichever of the admin's
-/// VolumeSnapshotLocations the list names. Native snapshots leave no object in the cluster, so nac has no record of
-/// them: where Velero has any VolumeSnapshotLocation, a list naming any snapshot refuses the deletion (no
-/// DeleteBackupRequest), as does a list nac cannot read. Elsewhere nothing is read.
-async fn native_snapshots_refusal(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> Result<Option<String>, Error> {
+/// Why Velero may not delete backup `vb` with its data now, if it may not.
+///
+/// On a tenant's location Velero also deletes the native volume snapshots the backup's files list
+/// (`volumesnapshots.json.gz`), through whichever of the admin's VolumeSnapshotLocations the list names, with
+/// their credentials. Native snapshots leave nothing in the cluster to record, and the list can change in the
+/// tenant's bucket up to the moment Velero reads it: where Velero has any VolumeSnapshotLocation, a backup on a
+/// tenant's location is not deleted through Velero at all (the guard on DeleteBackupRequests refuses everyone's,
+/// `admission::velero_guard::review_delete_request`; nac says so first). And the snapshots nac saw the backup make
+/// are recorded before its deletion starts, so Velero may delete them.
+async fn deletion_refusal(ctx: &Ctx, vb: &Backup) -> Result<Option<String>, Error> {
+    let name = vb.name_any();
+    if ctx.own.snapshots.pending(&crate::naming::velero_label_value(&name)) {
+        return Err(Error::NotReady(format!(
+            "the snapshots of Velero Backup {name} are not recorded yet; deleting it once they are"
+        )));
+    }
     let location = vb.spec.storage_location.as_deref().unwrap_or_default();
     let Some((ns, nabsl)) =
         crate::controller::sync::tenant_location_of(&ctx.view, &ctx.opts.velero_namespace, location)
@@ -1121,31 +1159,13 @@ async fn native_snapshots_refusal(ctx: &Ctx, vb: &Backup, nacuuid: &str) -> Resu
         .velero_api::<VolumeSnapshotLocation>()
         .list_metadata(&kube::api::ListParams::default().limit(1))
         .await?;
-    if vsls.items.is_empty() {
+    let Some(vsl) = vsls.items.first() else {
         return Ok(None);
-    }
-    let name = vb.name_any();
-    let listed =
-        crate::controller::contents::volume_snapshots(&ctx.shared, &ctx.view, vb, &format!("snapshots-{nacuuid}"))
-            .await?;
-    let why = match listed {
-        Ok(listed) if listed.is_empty() => return Ok(None),
-        Ok(listed) => {
-            let more = listed.len().saturating_sub(5);
-            let first = listed.into_iter().take(5).collect::<Vec<_>>().join(", ");
-            let more = if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            };
-            format!("its files list native volume snapshots ({first}{more}) that nac cannot confirm it made")
-        }
-        Err(why) => format!("its list of native volume snapshots cannot be read ({why})"),
     };
-    Ok(Some(format!(
-        "backup {name} is not deleted: it is on storage location {nabsl} of namespace {ns}, whose files the tenant \
-         writes, and {why}; Velero would delete them through the cluster's volume snapshot locations. Ask the \
-         cluster administrator to delete it"
+    Ok(Some(snapshot::deletion_refused(
+        &name,
+        &format!("{nabsl} of namespace {ns}"),
+        &vsl.name_any(),
     )))
 }
 
