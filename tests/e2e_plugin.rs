@@ -7,7 +7,8 @@ mod common;
 use common::e2e::*;
 use common::velero::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::ResourceExt;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -155,25 +156,77 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     }
     assert!(!r.out.contains("v1/Secret:"), "{}", r.out);
     let nadrs: Api<nac::api::NonAdminDownloadRequest> = Api::namespaced(admin.clone(), &ns);
-    eventually(T, "the plugin's download requests deleted", || async {
-        nadrs
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    none_left(&nadrs, &Default::default(), "the plugin's download requests deleted").await;
 
     // logs: Velero's backup log, un-gzipped.
     let r = nac(&kc, &["backup", "logs", "first"]).await;
     assert!(r.ok, "{}", r.err);
     assert!(r.out.contains("app-config") && r.out.contains(&ns), "{}", r.out);
 
-    // Restore after losing a ConfigMap, waited for; described.
+    // A ConfigMap lost and another changed: the preview counts one to create and the changed one (and the rest)
+    // as existing, skipped; it changes nothing, makes no Velero Restore, and its NonAdminRestore is gone after.
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
     cms.delete("app-config", &DeleteParams::default()).await.unwrap();
+    let changed = serde_json::json!({"data": {"items": "changed"}});
+    cms.patch("app-data", &PatchParams::default(), &Patch::Merge(&changed))
+        .await
+        .unwrap();
+    let r = nac(&kc, &["restore", "preview", "first"]).await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .starts_with(&format!("Restore preview into namespace {ns} (nothing was changed):")),
+        "{}",
+        r.out
+    );
+    // KIND, CREATE, SKIP (EXISTS), LEFT OUT: cells three spaces or more apart.
+    let row = |kind: &str| -> Vec<String> {
+        let line = r.out.lines().find(|l| l.starts_with(&format!("{kind} ")));
+        let line = line.unwrap_or_else(|| panic!("no {kind} row:\n{}", r.out));
+        line.split("   ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        row("configmaps"),
+        ["configmaps", "1 (app-config)", "2 (app-data, kube-root-ca.crt)", "0"],
+        "{}",
+        r.out
+    );
+    assert_eq!(
+        row("deployments.apps"),
+        ["deployments.apps", "0", "1 (web)", "0"],
+        "{}",
+        r.out
+    );
+    assert_eq!(row("endpoints"), ["endpoints", "0", "0", "1 (web)"], "{}", r.out);
+    assert!(
+        r.out
+            .contains(&format!("  endpoints: user-{ns} may not create endpoints")),
+        "the missing right: {}",
+        r.out
+    );
+    assert!(!r.out.contains("secrets"), "excluded from the backup: {}", r.out);
+    assert!(r.out.contains("SKIP (EXISTS)"), "{}", r.out);
+    assert!(
+        cms.get_opt("app-config").await.unwrap().is_none(),
+        "the preview restored nothing"
+    );
+    assert_eq!(cms.get("app-data").await.unwrap().data.unwrap()["items"], "changed");
+    let nars: Api<nac::api::NonAdminRestore> = Api::namespaced(admin.clone(), &ns);
+    none_left(&nars, &Default::default(), "the preview's NonAdminRestore deleted").await;
+    let restores: Api<nac::velero::Restore> = Api::namespaced(admin.clone(), common::VELERO_NAMESPACE);
+    let made = restores.list(&Default::default()).await.unwrap().items;
+    assert!(
+        !made
+            .iter()
+            .any(|r| r.annotations().get(nac::naming::NAR_ORIGIN_NAMESPACE_ANNOTATION) == Some(&ns)),
+        "a Velero Restore for the preview"
+    );
+
+    // Restore after losing a ConfigMap, waited for; described.
     let r = nac(&kc, &["restore", "create", "back", "--from-backup", "first", "--wait"]).await;
     assert!(r.ok, "{}{}", r.out, r.err);
     assert!(r.out.contains("restore: Completed"), "{}", r.out);

@@ -268,15 +268,12 @@ async fn delete_backup_true_removes_the_data_from_the_bucket() {
     .await;
     // Velero removes the DeleteBackupRequest once done; nac leaves none behind either.
     let dbrs: Api<DeleteBackupRequest> = Api::namespaced(admin, VELERO_NAMESPACE);
-    eventually(T, "no DeleteBackupRequest left", || async {
-        let sel = format!("velero.io/backup-name={vb_name}");
-        dbrs.list(&ListParams::default().labels(&sel))
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
+    let sel = format!("velero.io/backup-name={vb_name}");
+    none_left(
+        &dbrs,
+        &ListParams::default().labels(&sel),
+        "no DeleteBackupRequest left",
+    )
     .await;
 }
 

@@ -493,6 +493,38 @@ async fn a_restores_wait_timeout_annotation_is_checked_against_the_policy() {
     assert_eq!(resp(&out)["allowed"], true, "{out}");
 }
 
+/// A preview stays a preview: its annotation cannot be removed (which would make a restore with its creator's
+/// rights), added to a restore, or changed; a create with it is admitted.
+#[tokio::test]
+async fn a_restores_preview_annotation_cannot_be_added_changed_or_removed() {
+    let s = TestServer::start(Some("{}")).await;
+    let with = |v: Option<&str>| {
+        let mut r = fixture("nar-create.json");
+        if let Some(v) = v {
+            r["request"]["object"]["metadata"]["annotations"] = json!({ nac::rights::preview::PREVIEW_ANNOTATION: v });
+        }
+        r
+    };
+    let (_, out) = s.post_json("/validate/nonadminrestores", &with(Some("true"))).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    for (old, new) in [
+        (Some("true"), None),
+        (None, Some("true")),
+        (Some("true"), Some("false")),
+    ] {
+        let mut update = with(new);
+        update["request"]["operation"] = json!("UPDATE");
+        update["request"]["oldObject"] = with(old)["request"]["object"].clone();
+        let (_, out) = s.post_json("/validate/nonadminrestores", &update).await;
+        assert_eq!(resp(&out)["allowed"], false, "{old:?} -> {new:?}: {out}");
+        let msg = resp(&out)["status"]["message"].as_str().unwrap();
+        assert!(msg.contains("a preview stays a preview"), "{msg}");
+        update["request"]["oldObject"] = update["request"]["object"].clone();
+        let (_, out) = s.post_json("/validate/nonadminrestores", &update).await;
+        assert_eq!(resp(&out)["allowed"], true, "unchanged: {out}");
+    }
+}
+
 /// A NonAdminBackupStorageLocation review made from the NAB fixture (same request shape, other kind).
 fn nabsl_review(spec: Value) -> Value {
     let mut review = fixture("nab-create.json");

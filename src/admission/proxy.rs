@@ -15,6 +15,7 @@ use super::{deny, with_warnings, AdmissionState};
 use crate::naming::{self, NAB_SYNCED_FROM_NACUUID_LABEL};
 use crate::policy::{self, Outcome, Policy};
 use crate::rights::occupancy::Seen;
+use crate::rights::preview::PREVIEW_ANNOTATION;
 use crate::rights::{BackupRights, Requester, RightsMode, BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
@@ -1213,6 +1214,18 @@ fn validate_parsed(
             }
             if let Some(policy) = state.policy.current() {
                 violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
+            }
+            // A preview made by one user must not become a restore made with their rights by another's edit.
+            let preview = |o: &Value| annotation(o, PREVIEW_ANNOTATION).map(str::to_string);
+            if kind.waits && preview(old_obj) != preview(&p.object) {
+                violations.push((
+                    format!("metadata.annotations[{PREVIEW_ANNOTATION}]"),
+                    format!(
+                        "{} annotation {PREVIEW_ANNOTATION} cannot be added, changed or removed after creation: a \
+                         preview stays a preview; create a new NonAdminRestore to restore",
+                        kind.kind()
+                    ),
+                ));
             }
             let me = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
             for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {

@@ -53,6 +53,9 @@ pub mod condition {
     pub const INVALID_RESTORE_SPEC: &str = "InvalidRestoreSpec";
     pub const RESTORE_ACCEPTED: &str = "RestoreAccepted";
     pub const RESTORE_SCHEDULED: &str = "RestoreScheduled";
+    /// nac's own: Accepted=True of a NonAdminRestore marked as a preview, once its table is in
+    /// `status.preview` (no Velero Restore is made).
+    pub const RESTORE_PREVIEWED: &str = "RestorePreviewed";
     pub const DELETION_PENDING: &str = "DeletionPending";
     pub const VELERO_BACKUP_NOT_FOUND: &str = "VeleroBackupNotFound";
     pub const VELERO_RESTORE_NOT_FOUND: &str = "VeleroRestoreNotFound";

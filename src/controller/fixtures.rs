@@ -96,13 +96,18 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let (locations, locations_writer) = reg.watched::<crate::velero::BackupStorageLocation>();
     let (nab, nab_wiring) = super::term::build::<NonAdminBackup>(&shared, &mut reg);
     let (mut nar, nar_wiring) = super::term::build::<NonAdminRestore>(&shared, &mut reg);
-    nar.contents = super::contents::ContentsSource::Fixed(crate::rights::contents::Contents {
-        kinds: [("", "configmaps"), ("", "pods")]
-            .iter()
-            .map(|(g, r)| (g.to_string(), r.to_string()))
-            .collect(),
-        ..Default::default()
-    });
+    let items = [
+        ("", "configmaps", "cfg"),
+        ("", "configmaps", "new-cfg"),
+        ("", "pods", "root"),
+    ];
+    let mut contents = crate::rights::contents::Contents::default();
+    for (g, r, n) in items {
+        let key = (g.to_string(), r.to_string());
+        contents.kinds.insert(key.clone());
+        contents.names.entry(key).or_default().insert(n.to_string());
+    }
+    nar.contents = super::contents::ContentsSource::Fixed(contents);
     let (nabsl, _) = super::term::build::<NonAdminBackupStorageLocation>(&shared, &mut reg);
     let (nadr, nadr_wiring) = super::term::build::<NonAdminDownloadRequest>(&shared, &mut reg);
     let (nas, _) = super::term::build::<NonAdminSchedule>(&shared, &mut reg);
@@ -816,6 +821,79 @@ async fn a_restore_leaves_out_what_its_requester_may_not_create_and_says_so() {
         assert_eq!(status["phase"], "BackingOff");
         assert!(status.to_string().contains("RequesterRightsExceeded"), "{status}");
     }
+}
+
+/// A preview is judged as the restore would be and changes nothing: the namespace's names listed (from the API
+/// server's cache) for the kinds the restore would write, one status write with the table, no Velero Restore,
+/// no resource modifier, no Event.
+#[tokio::test]
+async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothing() {
+    let (mut f, handle) = fixture("{}");
+    completed_source(&mut f, "Completed");
+    const CONFIGMAPS: &str = "/api/v1/namespaces/team-a/configmaps";
+    f.reads.insert(
+        CONFIGMAPS.into(),
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {},
+               "items": [{"metadata": {"name": "cfg"}}, {"metadata": {"name": "unrelated"}}]}),
+    );
+    let mut obj = nar_by("nightly", "mallory");
+    obj.metadata.generation = Some(1);
+    obj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    let (calls, events) = run_nar(&f, handle, obj.clone()).await;
+    assert_eq!(
+        calls,
+        vec![call(Method::GET, CONFIGMAPS), call(Method::PUT, NAR_STATUS)],
+        "pods are left out for mallory: only configmaps are listed"
+    );
+    assert_eq!(events, 0);
+    let status = &calls[1].body["status"];
+    assert_eq!(status["phase"], "New", "{status}");
+    let accepted = &status["conditions"][0];
+    assert_eq!(accepted["reason"], "RestorePreviewed");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .unwrap()
+            .contains("create 1, skip 1, update 0 and leave out 1 item(s)"),
+        "{accepted}"
+    );
+    let p = &status["preview"];
+    assert_eq!(p["observedGeneration"], 1);
+    assert_eq!(p["existingResourcePolicy"], "none");
+    assert_eq!(
+        p["kinds"],
+        json!([
+            {"kind": "configmaps", "create": {"count": 1, "names": ["new-cfg"]}, "skip": {"count": 1, "names": ["cfg"]}},
+            {"kind": "pods", "leftOut": {"count": 1, "names": ["root"]},
+             "reason": "mallory may not create pods (policy rights.restore: exclude)"}
+        ])
+    );
+
+    // Judged once for its generation: the next reconcile makes no call.
+    let mut judged = obj;
+    judged.status = serde_json::from_value(status.clone()).unwrap();
+    let (f, handle) = fixture("{}");
+    let (calls, _) = run_nar(&f, handle, judged).await;
+    assert_eq!(calls, vec![]);
+
+    // Where the restore would be refused (rights.restore: deny), the preview still has its table, and says so.
+    let (mut f, handle) = fixture("rights: {restore: deny}");
+    completed_source(&mut f, "Completed");
+    f.reads.insert(CONFIGMAPS.into(), json!({"items": []}));
+    let mut obj = nar_by("nightly", "mallory");
+    obj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    let (calls, _) = run_nar(&f, handle, obj).await;
+    assert_eq!(calls.last().unwrap().path, NAR_STATUS);
+    assert!(calls.iter().all(|c| c.method != Method::POST), "{calls:?}");
+    let p = &calls.last().unwrap().body["status"]["preview"];
+    assert!(p["refused"].as_str().unwrap().contains("pods left out"), "{p}");
+    assert_eq!(p["kinds"][0]["create"]["count"], 2, "{p}");
 }
 
 #[tokio::test]

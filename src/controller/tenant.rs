@@ -32,6 +32,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -179,6 +180,17 @@ pub trait Tenant: Mirrors {
         policy: &Policy,
         ctx: &Cx<Self::State>,
     ) -> impl Future<Output = Result<Admission<<Self::Velero as VeleroObject>::Spec>, Error>> + Send;
+
+    /// What to do with an admitted object instead of creating its Velero object (a restore preview: reported,
+    /// never made). `Continue` hands the spec on to be created.
+    fn divert(
+        _api: &Api<Self>,
+        _obj: &Self,
+        spec: <Self::Velero as VeleroObject>::Spec,
+        _ctx: &Cx<Self::State>,
+    ) -> impl Future<Output = Result<ControlFlow<Action, <Self::Velero as VeleroObject>::Spec>, Error>> + Send {
+        async { Ok(ControlFlow::Continue(spec)) }
+    }
 
     /// The Velero object for an admitted object, named by its nacuuid.
     fn build(
@@ -527,6 +539,10 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
             let left = w.until.duration_since(now).unsigned_abs();
             return Ok(Action::requeue(left.max(std::time::Duration::from_secs(1))));
         }
+    };
+    let spec = match K::divert(api, &obj, spec, ctx).await? {
+        ControlFlow::Break(action) => return Ok(action),
+        ControlFlow::Continue(spec) => spec,
     };
     let res = create_and_mirror(api, obj.clone(), spec, ctx).await;
     if res.is_err() {

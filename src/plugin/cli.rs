@@ -537,6 +537,65 @@ fn put_manifest(m: &crate::manifest::Manifest, output: ManifestOutput, file: Opt
     Ok(())
 }
 
+/// What a restore does, as `restore create` and `restore preview` take it.
+#[derive(Args, Debug)]
+struct RestoreFlags {
+    #[command(flatten)]
+    filters: Filters,
+    /// Restore persistent volumes from snapshots
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    restore_volumes: Option<bool>,
+    /// Keep the node ports of Services
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    preserve_nodeports: Option<bool>,
+    /// What to do with objects that already exist: none (default) or update
+    #[arg(long, value_name = "POLICY")]
+    existing_resource_policy: Option<String>,
+    /// How long to wait for asynchronous plugin operations (Go duration)
+    #[arg(long, value_name = "DURATION")]
+    item_operation_timeout: Option<String>,
+    /// Restore into other namespaces, src:dst comma-separated: nac restores into this namespace only
+    #[arg(long, value_delimiter = ',', value_name = "SRC:DST")]
+    namespace_mappings: Vec<String>,
+}
+
+impl RestoreFlags {
+    /// Adds the flags to a Velero RestoreSpec.
+    fn add_to(self, spec: &mut Map<String, Value>) -> Result<()> {
+        self.filters.add_to(spec)?;
+        for (key, v) in [
+            ("restorePVs", self.restore_volumes),
+            ("preserveNodePorts", self.preserve_nodeports),
+        ] {
+            if let Some(v) = v {
+                spec.insert(key.into(), json!(v));
+            }
+        }
+        for (key, v) in [
+            ("existingResourcePolicy", self.existing_resource_policy),
+            ("itemOperationTimeout", self.item_operation_timeout),
+        ] {
+            if let Some(v) = v {
+                spec.insert(key.into(), json!(v));
+            }
+        }
+        let mappings = self
+            .namespace_mappings
+            .iter()
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                m.split_once(':')
+                    .map(|(a, b)| (a.trim().to_string(), json!(b.trim())))
+                    .ok_or_else(|| Error::User(format!("--namespace-mappings {m:?}: expected src:dst")))
+            })
+            .collect::<Result<Map<String, Value>>>()?;
+        if !mappings.is_empty() {
+            spec.insert("namespaceMapping".into(), Value::Object(mappings));
+        }
+        Ok(())
+    }
+}
+
 // Parsed once per command line: the size of the flags' variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
@@ -552,26 +611,22 @@ enum RestoreVerb {
         #[arg(long, value_name = "SCHEDULE", conflicts_with = "from_backup")]
         from_schedule: Option<String>,
         #[command(flatten)]
-        filters: Filters,
-        /// Restore persistent volumes from snapshots
-        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-        restore_volumes: Option<bool>,
-        /// Keep the node ports of Services
-        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-        preserve_nodeports: Option<bool>,
-        /// What to do with objects that already exist: none (default) or update
-        #[arg(long, value_name = "POLICY")]
-        existing_resource_policy: Option<String>,
-        /// How long to wait for asynchronous plugin operations (Go duration)
-        #[arg(long, value_name = "DURATION")]
-        item_operation_timeout: Option<String>,
-        /// Restore into other namespaces, src:dst comma-separated: nac restores into this namespace only
-        #[arg(long, value_delimiter = ',', value_name = "SRC:DST")]
-        namespace_mappings: Vec<String>,
+        flags: RestoreFlags,
         #[command(flatten)]
         meta: ObjectMeta,
         #[command(flatten)]
         out: CreateOut,
+    },
+    /// Show what a restore from a backup would do, without doing it: per kind, the objects it would create, skip
+    /// or update, and those it would leave out and why
+    Preview {
+        /// The NonAdminBackup to restore from
+        backup: String,
+        #[command(flatten)]
+        flags: RestoreFlags,
+        /// How long to wait for nac's answer (Go duration)
+        #[arg(long, value_name = "DURATION", default_value = "5m")]
+        timeout: String,
     },
     /// List restores
     Get(GetAcross),
@@ -922,12 +977,7 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
             name,
             from_backup,
             from_schedule,
-            filters,
-            restore_volumes,
-            preserve_nodeports,
-            existing_resource_policy,
-            item_operation_timeout,
-            namespace_mappings,
+            flags,
             meta,
             out,
         } => {
@@ -943,36 +993,17 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
                 (None, Some(sc)) => spec.insert("scheduleName".into(), json!(sc)),
                 (None, None) => None,
             };
-            filters.add_to(&mut spec)?;
-            for (key, v) in [
-                ("restorePVs", restore_volumes),
-                ("preserveNodePorts", preserve_nodeports),
-            ] {
-                if let Some(v) = v {
-                    spec.insert(key.into(), json!(v));
-                }
-            }
-            for (key, v) in [
-                ("existingResourcePolicy", existing_resource_policy),
-                ("itemOperationTimeout", item_operation_timeout),
-            ] {
-                if let Some(v) = v {
-                    spec.insert(key.into(), json!(v));
-                }
-            }
-            let mappings = namespace_mappings
-                .iter()
-                .filter(|m| !m.is_empty())
-                .map(|m| {
-                    m.split_once(':')
-                        .map(|(a, b)| (a.trim().to_string(), json!(b.trim())))
-                        .ok_or_else(|| Error::User(format!("--namespace-mappings {m:?}: expected src:dst")))
-                })
-                .collect::<Result<Map<String, Value>>>()?;
-            if !mappings.is_empty() {
-                spec.insert("namespaceMapping".into(), Value::Object(mappings));
-            }
+            flags.add_to(&mut spec)?;
             create(s, &RESTORE, &name, json!({"restoreSpec": spec}), &meta, &out).await
+        }
+        RestoreVerb::Preview { backup, flags, timeout } => {
+            let timeout = crate::duration::GoDuration::parse(&timeout)
+                .map_err(|e| Error::User(format!("--timeout: {e}")))?
+                .as_std();
+            let mut spec = Map::new();
+            spec.insert("backupName".into(), json!(backup));
+            flags.add_to(&mut spec)?;
+            preview(s, &backup, spec, timeout).await
         }
         RestoreVerb::Get(g) => get(s, &RESTORE, &g, |i| show::restores(i, &RESTORE)).await,
         RestoreVerb::Describe(args) => {
@@ -982,6 +1013,44 @@ async fn restore(s: &Session, verb: RestoreVerb) -> Result<()> {
         RestoreVerb::Logs { name, tls } => logs(s, "RestoreLog", &name, &tls).await,
         RestoreVerb::Delete { names } => delete_all(s, &RESTORE, &names, " The restored objects stay.").await,
     }
+}
+
+/// `restore preview`: a NonAdminRestore marked as a preview, followed until nac has judged it (or refused it),
+/// its table printed, and the object deleted whatever happened.
+async fn preview(s: &Session, backup: &str, spec: Map<String, Value>, timeout: std::time::Duration) -> Result<()> {
+    let ts = jiff::Timestamp::now().strftime("%Y%m%d%H%M%S").to_string();
+    let name = format!("{}-preview-{ts}", backup.chars().take(40).collect::<String>());
+    let mut o = object(&RESTORE, &name, json!({"restoreSpec": spec}));
+    o["metadata"]["annotations"] = json!({ crate::rights::preview::PREVIEW_ANNOTATION: "true" });
+    let (_, warnings) = s.create(&RESTORE, &o).await?;
+    print_warnings(&warnings);
+    let judged = tokio::time::timeout(timeout, async {
+        loop {
+            let o = s.get(&RESTORE, &name).await?;
+            if show::preview_done(&o) {
+                return Ok::<Value, Error>(o);
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+    .await;
+    let deleted = s.delete(&RESTORE, &name).await;
+    let o = match judged {
+        Ok(o) => o?,
+        Err(_) => {
+            return Err(Error::Api(format!(
+                "nac did not judge the preview {name} within {}s{}",
+                timeout.as_secs(),
+                if deleted.is_ok() { "; it was deleted" } else { "" }
+            )))
+        }
+    };
+    deleted?;
+    if o["status"]["phase"] == "BackingOff" {
+        return Err(Error::Api(format!("the restore would be refused{}", why(&o))));
+    }
+    print!("{}", show::preview_table(&o["status"]["preview"]));
+    Ok(())
 }
 
 fn describe(items: &[Value], output: Output, text: impl Fn(&Value) -> String) -> Result<()> {
@@ -1350,9 +1419,7 @@ mod tests {
             verb:
                 RestoreVerb::Create {
                     from_backup,
-                    restore_volumes,
-                    existing_resource_policy,
-                    namespace_mappings,
+                    flags,
                     meta,
                     ..
                 },
@@ -1361,10 +1428,38 @@ mod tests {
             panic!("not a restore create");
         };
         assert_eq!(from_backup.as_deref(), Some("b"));
-        assert_eq!(restore_volumes, Some(false));
-        assert_eq!(existing_resource_policy.as_deref(), Some("update"));
-        assert_eq!(namespace_mappings, vec!["a:b"]);
+        assert_eq!(flags.restore_volumes, Some(false));
+        assert_eq!(flags.existing_resource_policy.as_deref(), Some("update"));
+        assert_eq!(flags.namespace_mappings, vec!["a:b"]);
         assert_eq!(meta.labels, vec!["x=y"]);
+        let mut spec = Map::new();
+        flags.add_to(&mut spec).unwrap();
+        assert_eq!(
+            Value::Object(spec),
+            json!({"restorePVs": false, "existingResourcePolicy": "update", "namespaceMapping": {"a": "b"}})
+        );
+        let preview = Cli::try_parse_from([
+            "kubectl-nac",
+            "restore",
+            "preview",
+            "nightly",
+            "--existing-resource-policy=update",
+            "--include-resources",
+            "configmaps",
+        ])
+        .unwrap();
+        let Command::Restore {
+            verb: RestoreVerb::Preview { backup, flags, timeout },
+        } = preview.command
+        else {
+            panic!("not a restore preview");
+        };
+        assert_eq!((backup.as_str(), timeout.as_str()), ("nightly", "5m"));
+        let mut spec = Map::new();
+        flags.add_to(&mut spec).unwrap();
+        assert_eq!(spec["existingResourcePolicy"], "update");
+        assert_eq!(spec["includedResources"], json!(["configmaps"]));
+        assert!(Cli::try_parse_from(["kubectl-nac", "restore", "preview"]).is_err());
         assert!(Cli::try_parse_from(["kubectl-nac", "restore", "create"]).is_err());
         assert!(Cli::try_parse_from([
             "kubectl-nac",

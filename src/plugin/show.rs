@@ -653,8 +653,108 @@ fn or_auto(v: &Value) -> String {
     }
 }
 
+/// Whether nac has judged a preview NonAdminRestore: its table is in status for the current generation, or it
+/// refused it.
+pub fn preview_done(o: &Value) -> bool {
+    let judged = o["status"]["preview"]["observedGeneration"] == o["metadata"]["generation"];
+    (o["status"]["preview"].is_object() && judged) || o["status"]["phase"] == "BackingOff"
+}
+
+/// A preview (`status.preview`) as a table: one row per kind, its counts with the first names, then why kinds are
+/// left out, the notes and the verdict.
+pub fn preview_table(p: &Value) -> String {
+    let part = |v: &Value| -> String {
+        let Some(count) = v["count"].as_i64() else {
+            return "0".into();
+        };
+        let names: Vec<&str> = v["names"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let more = if (names.len() as i64) < count { ", ..." } else { "" };
+        format!("{count} ({}{more})", names.join(", "))
+    };
+    let update = p["existingResourcePolicy"] == "update";
+    let existing = if update { "UPDATE" } else { "SKIP (EXISTS)" };
+    let mut rows = Vec::new();
+    let mut reasons = String::new();
+    for k in p["kinds"].as_array().into_iter().flatten() {
+        let kind = k["kind"].as_str().unwrap_or_default().to_string();
+        let there = if update { &k["update"] } else { &k["skip"] };
+        rows.push(vec![kind.clone(), part(&k["create"]), part(there), part(&k["leftOut"])]);
+        if let Some(r) = k["reason"].as_str() {
+            let _ = writeln!(reasons, "  {kind}: {r}");
+        }
+    }
+    let namespace = p["namespace"].as_str().unwrap_or_default();
+    let mut out = format!("Restore preview into namespace {namespace} (nothing was changed):\n");
+    out.push_str(&table(&["KIND", "CREATE", existing, "LEFT OUT"], &rows));
+    if !reasons.is_empty() {
+        out.push_str("Why:\n");
+        out.push_str(&reasons);
+    }
+    for n in p["notes"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        let _ = writeln!(out, "Note: {n}");
+    }
+    match p["refused"].as_str() {
+        Some(r) => {
+            let _ = writeln!(out, "The restore would be refused: {r}");
+        }
+        None => out.push_str("A restore with these flags would do the above.\n"),
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_preview_prints_a_row_per_kind_with_counts_names_and_reasons() {
+        let p = serde_json::json!({
+            "namespace": "team-a", "existingResourcePolicy": "none",
+            "kinds": [
+                {"kind": "configmaps", "create": {"count": 7, "names": ["a", "b", "c", "d", "e"]},
+                 "skip": {"count": 1, "names": ["f"]}},
+                {"kind": "secrets", "leftOut": {"count": 2, "names": ["s1", "s2"]},
+                 "reason": "alice may not create secrets (policy rights.restore: exclude)"}
+            ],
+            "notes": ["the restore's label selectors are not applied"]
+        });
+        let t = super::preview_table(&p);
+        assert!(
+            t.starts_with("Restore preview into namespace team-a (nothing was changed):\n"),
+            "{t}"
+        );
+        assert!(t.contains("SKIP (EXISTS)"), "{t}");
+        let cm = t.lines().find(|l| l.starts_with("configmaps")).unwrap();
+        assert!(cm.contains("7 (a, b, c, d, e, ...)") && cm.contains("1 (f)"), "{cm}");
+        let sec = t.lines().find(|l| l.starts_with("secrets")).unwrap();
+        assert!(sec.contains("2 (s1, s2)"), "{sec}");
+        assert!(t.contains("  secrets: alice may not create secrets"), "{t}");
+        assert!(t.contains("Note: the restore's label selectors"), "{t}");
+        assert!(t.ends_with("A restore with these flags would do the above.\n"), "{t}");
+        let refused = serde_json::json!({"namespace": "team-a", "existingResourcePolicy": "update", "refused": "no"});
+        let t = super::preview_table(&refused);
+        assert!(
+            t.contains("UPDATE") && t.ends_with("The restore would be refused: no\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_preview_is_done_once_judged_for_its_generation_or_refused() {
+        let o = |status: serde_json::Value| serde_json::json!({"metadata": {"generation": 2}, "status": status});
+        assert!(!super::preview_done(&o(serde_json::json!({"phase": "New"}))));
+        assert!(!super::preview_done(&o(
+            serde_json::json!({"preview": {"observedGeneration": 1}})
+        )));
+        assert!(super::preview_done(&o(
+            serde_json::json!({"preview": {"observedGeneration": 2}})
+        )));
+        assert!(super::preview_done(&o(serde_json::json!({"phase": "BackingOff"}))));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -5,7 +5,7 @@
 //! (their own storage location) it can say anything. What Velero restores is what is in the tarball.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 /// Bounds on what a scan reads (the manifest's): a crafted tarball cannot make nac read forever or hold much in
@@ -20,6 +20,9 @@ pub type Item<T> = (String, Result<T, String>);
 pub struct Contents {
     /// (group, resource) of every kind with an item in the namespace.
     pub kinds: BTreeSet<(String, String)>,
+    /// The names of the namespace's items, per (group, resource) (every API version's copy counted once): what a
+    /// restore preview compares with what the namespace holds now.
+    pub names: BTreeMap<(String, String), BTreeSet<String>>,
     /// Roles and their rules (every copy: Velero stores an object once per API version).
     pub roles: Vec<Item<Vec<PolicyRule>>>,
     /// RoleBindings and the role each refers to.
@@ -113,7 +116,11 @@ pub fn scan(r: impl Read, namespace: &str, limits: &Limits) -> Result<Contents, 
         let (resource, group) = group_resource.split_once('.').unwrap_or((&group_resource, ""));
         let (group, resource) = (group.to_string(), resource.to_string());
         let rbac = group == RBAC && (resource == "roles" || resource == "rolebindings");
-        out.kinds.insert((group, resource.clone()));
+        out.kinds.insert((group.clone(), resource.clone()));
+        out.names
+            .entry((group, resource.clone()))
+            .or_default()
+            .insert(name.clone());
         if !rbac {
             continue;
         }
@@ -234,6 +241,13 @@ pub mod tests {
                 "roles.rbac.authorization.k8s.io"
             ]
         );
+        let cfg = &c.names[&(String::new(), "configmaps".to_string())];
+        assert_eq!(
+            cfg.iter().collect::<Vec<_>>(),
+            ["cfg"],
+            "one name for both versions' copies"
+        );
+        assert_eq!(c.names.len(), c.kinds.len());
         assert_eq!(c.roles.len(), 1);
         assert_eq!(c.roles[0].1.as_ref().unwrap()[0].verbs, ["get"]);
         assert_eq!(c.role_bindings.len(), 2);

@@ -11,6 +11,7 @@ pub mod credential;
 pub mod download;
 pub mod features;
 pub mod occupancy;
+pub mod preview;
 pub mod rbac;
 pub mod restore;
 pub mod rules;

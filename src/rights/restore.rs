@@ -115,7 +115,7 @@ impl RestoreRights {
 }
 
 /// Kinds Velero never restores and refuses in `includedResources` (its restore controller's list).
-const NON_RESTORABLE: &[&str] = &[
+pub const NON_RESTORABLE: &[&str] = &[
     "nodes",
     "events",
     "events.events.k8s.io",

@@ -880,3 +880,14 @@ impl VeleroServer {
         }
     }
 }
+
+/// Waits until `api` lists nothing (selected by `params`), within [`T`].
+pub async fn none_left<K>(api: &Api<K>, params: &ListParams, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(T, what, || async {
+        api.list(params).await.ok()?.items.is_empty().then_some(())
+    })
+    .await
+}

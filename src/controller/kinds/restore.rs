@@ -12,7 +12,9 @@
 //! a wait that timed out is `BackingOff` with the reason; a wait timeout of 0 refuses at once, as OADP does.
 
 use crate::api::condition::*;
-use crate::api::{NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, VeleroRestoreRef};
+use crate::api::{
+    NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, RestorePreview, VeleroRestoreRef,
+};
 use crate::controller::conditions::{now_seconds, set_condition};
 use crate::controller::contents::{restored_list, ContentsSource};
 use crate::controller::contents::{Counts, Results, RESULTS_RETRY};
@@ -34,7 +36,9 @@ use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
 use crate::naming::{Origin, NAB, NABSL_ORIGIN_NACUUID_LABEL, NAR};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
+use crate::rights::contents::Contents;
 use crate::rights::features::Storage;
+use crate::rights::preview::{is_preview, table as preview_table, totals as preview_totals, Existing, Stage};
 use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::exclusions::{add_restore_exclusions, to_map};
@@ -42,11 +46,13 @@ use crate::velero::{
     backup_phase_unfinished, restore_phase_unfinished, Backup, BackupStorageLocation, DataDownload, PodVolumeRestore,
     Restore, RestoreSpec, RestoreStatus,
 };
+use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -120,6 +126,16 @@ impl AsRef<Placed> for RestoreView {
 pub struct RestorePlan {
     pub spec: RestoreSpec,
     pub rights: Option<RestoreRights>,
+    /// For a preview: what its table is made of. A plan with one is reported, never made.
+    pub preview: Option<PreviewInput>,
+}
+
+/// What a preview's table is made of beyond the plan: the backup's contents, the spec as the rights check got it,
+/// and why the restore would be refused, if it would be.
+pub struct PreviewInput {
+    pub contents: Contents,
+    pub checked: serde_json::Map<String, Value>,
+    pub refused: Option<String>,
 }
 
 crate::tenant_types! {
@@ -259,6 +275,37 @@ impl Tenant for NonAdminRestore {
                 }
             }
         })
+    }
+
+    /// A preview judged for its current generation is done: nothing changes it but an edit.
+    async fn early(_api: &Api<Self>, nar: &Self, _ctx: &Ctx) -> Result<Option<Action>, Error> {
+        let done = preview_of(nar).is_some_and(|p| p.observed_generation == nar.metadata.generation);
+        Ok(done.then(Action::await_change))
+    }
+
+    /// A preview's plan is reported in its status; no Velero Restore is made.
+    async fn divert(
+        api: &Api<Self>,
+        nar: &Self,
+        plan: RestorePlan,
+        ctx: &Ctx,
+    ) -> Result<std::ops::ControlFlow<Action, RestorePlan>, Error> {
+        use std::ops::ControlFlow;
+        if plan.preview.is_none() {
+            return Ok(ControlFlow::Continue(plan));
+        }
+        let preview = preview(nar, plan, ctx).await?;
+        let message = preview_message(&preview);
+        let now = now_seconds();
+        set_status(api, nar, ctx, |s| {
+            let mut s = status::validated::<NonAdminRestore>(s, now);
+            set_condition(&mut s.conditions, ACCEPTED, true, RESTORE_PREVIEWED, &message, now);
+            s.preview = Some(preview.clone());
+            s
+        })
+        .await?;
+        tracing::info!(nar = %key_of(nar), "restore previewed");
+        Ok(ControlFlow::Break(Action::await_change()))
     }
 
     fn build(nar: &Self, nacuuid: &str, velero_namespace: &str, plan: RestorePlan) -> Restore {
@@ -715,7 +762,9 @@ fn requester(nar: Option<&NonAdminRestore>) -> Option<Requester> {
 
 /// The requester's rights applied to a restore that is otherwise ready: what the backup holds for the namespace
 /// (read from its contents) checked against what the restoring user may create there. Kinds they may not create
-/// are left out (`rights.restore: exclude`) or the restore is refused (`deny`).
+/// are left out (`rights.restore: exclude`) or the restore is refused (`deny`). A preview reads the contents even
+/// when rights are not checked, writes nothing (no resource modifier), and gets its plan where the restore would
+/// be refused for its rights, with the refusal in it.
 async fn check_rights(
     nar: &NonAdminRestore,
     mut spec: RestoreSpec,
@@ -723,8 +772,13 @@ async fn check_rights(
     mode: RightsMode,
     ctx: &Ctx,
 ) -> Result<Admission<RestorePlan>, Error> {
-    if mode == RightsMode::Off {
-        return Ok(Admission::Admit(RestorePlan { spec, rights: None }));
+    let preview = is_preview(nar.annotations());
+    if mode == RightsMode::Off && !preview {
+        return Ok(Admission::Admit(RestorePlan {
+            spec,
+            rights: None,
+            preview: None,
+        }));
     }
     let refuse = |message: String| {
         Ok(Admission::Refuse {
@@ -732,24 +786,38 @@ async fn check_rights(
             message,
         })
     };
-    let Some(who) = requester(Some(nar)) else {
+    let who = requester(Some(nar));
+    if who.is_none() && mode != RightsMode::Off {
         return refuse(format!(
             "NonAdminRestore has no record of who created it (annotation {REQUESTER_ANNOTATION}): it was not created \
              through nac's admission webhook, so its rights cannot be checked (policy rights.restore: {mode}); create \
              it again"
         ));
-    };
+    }
     let ns = nar.namespace().unwrap_or_default();
     let key = nar.uid().unwrap_or_else(|| nar.name_any());
     let contents = match ctx.own.contents.contents(ctx, &ctx.view, backup, &ns, &key).await? {
         Ok(c) => c,
         Err(why) => {
+            let whose = who.as_ref().map_or("its requester", |w| w.username.as_str());
             return refuse(format!(
-                "the contents of Velero Backup {} cannot be checked against {}'s rights: {why}",
+                "the contents of Velero Backup {} cannot be checked against {whose}'s rights: {why}",
                 backup.name_any(),
-                who.username
-            ))
+            ));
         }
+    };
+    let mut map = to_map(&spec);
+    let Some(who) = who.filter(|_| mode != RightsMode::Off) else {
+        let preview = Some(PreviewInput {
+            contents,
+            checked: map,
+            refused: None,
+        });
+        return Ok(Admission::Admit(RestorePlan {
+            spec,
+            rights: None,
+            preview,
+        }));
     };
     let storage = storage_of(backup, ctx);
     // Velero restores these whatever the restore includes (namespaces from the tarball, DataUploads and
@@ -767,31 +835,35 @@ async fn check_rights(
             ),
         });
     }
-    let mut map = to_map(&spec);
     let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode, storage)
         .await
         .map_err(Error::NotReady)?;
+    let mut refused = None;
     if rights.limits() {
         tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
         if mode == RightsMode::Deny {
-            return refuse(format!("NonAdminRestore refused: {}", rights.message(&ns)));
+            refused = Some(format!("NonAdminRestore refused: {}", rights.message(&ns)));
         }
     }
-    if rights.included.is_empty() {
+    if refused.is_none() && rights.included.is_empty() {
         // Velero restores every kind when none is named: a restore of nothing cannot be bound.
         let why = if rights.limits() {
             format!(": {}", rights.message(&ns))
         } else {
             String::new()
         };
-        return refuse(format!(
+        refused = Some(format!(
             "NonAdminRestore refused: Velero Backup {} holds nothing in namespace {ns} that {} may restore{why}",
             backup.name_any(),
             who.username
         ));
     }
+    if let (Some(message), false) = (&refused, preview) {
+        return refuse(message.clone());
+    }
+    let checked = map.clone();
     rights.apply(&mut map);
-    if !rights.status_guarded.is_empty() {
+    if !rights.status_guarded.is_empty() && !preview {
         let admin = spec.resource_modifier.as_ref().map(|r| r.name.clone());
         let name = match status_guard(nar, &ns, &rights.status_guarded, admin.as_deref(), ctx).await? {
             Ok(name) => name,
@@ -804,10 +876,108 @@ async fn check_rights(
     }
     spec = serde_json::from_value(Value::Object(map))
         .map_err(|e| Error::Inconsistent(format!("Velero RestoreSpec after the rights check: {e}")))?;
+    let preview = preview.then_some(PreviewInput {
+        contents,
+        checked,
+        refused,
+    });
     Ok(Admission::Admit(RestorePlan {
         spec,
         rights: Some(rights),
+        preview,
     }))
+}
+
+/// The preview recorded in a NonAdminRestore's status, when it is a preview.
+fn preview_of(nar: &NonAdminRestore) -> Option<&RestorePreview> {
+    is_preview(nar.annotations())
+        .then(|| nar.status.as_ref()?.preview.as_ref())
+        .flatten()
+}
+
+/// Where a preview's stages come from, in the order they apply to a kind (see [`crate::rights::preview::table`]).
+const NAC_EXCLUSIONS: &str = "nac's exclusions (kinds nac never restores)";
+
+/// A preview's table: the plan's decision, and what the namespace holds now of each kind the restore would write
+/// (listed from the API server's watch cache, names only; never an object read).
+async fn preview(nar: &NonAdminRestore, plan: RestorePlan, ctx: &Ctx) -> Result<RestorePreview, Error> {
+    let input = plan.preview.expect("a preview's plan has its input");
+    let ns = nar.namespace().unwrap_or_default();
+    let kinds = ctx.access.kinds().await.map_err(Error::NotReady)?;
+    let user = to_map(&nar.spec.restore_spec);
+    let policy = ctx
+        .policy
+        .current()
+        .map(|p| evaluate_restore(&user, &p).spec)
+        .unwrap_or_default();
+    let none = serde_json::Map::new();
+    let stages = [
+        Stage::new(NAC_EXCLUSIONS, &none),
+        Stage::new("spec.restoreSpec", &user),
+        Stage::new("the policy's restore rules", &policy),
+        Stage::new(NAC_EXCLUSIONS, &input.checked),
+    ];
+    let rights = plan.rights.as_ref();
+    let update = plan.spec.existing_resource_policy.as_deref() == Some("update");
+    let first = preview_table(&input.contents, &kinds, &stages, rights, &BTreeMap::new(), update);
+    let written: Vec<crate::rights::Kind> = first
+        .iter()
+        .filter(|r| r.left_out.is_none())
+        .filter_map(|r| kinds.iter().find(|k| k.filter_name() == r.kind).cloned())
+        .collect();
+    let lists = written.into_iter().map(|k| {
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &k.api_resource());
+        async move {
+            // resourceVersion 0: answered from the API server's watch cache.
+            let listed = api
+                .list_metadata(&kube::api::ListParams::default().match_any())
+                .await
+                .map(|l| l.items.into_iter().filter_map(|o| o.metadata.name).collect())
+                .map_err(|e| e.to_string());
+            (k.filter_name(), listed)
+        }
+    });
+    let existing: BTreeMap<String, Existing> = futures::stream::iter(lists).buffer_unordered(8).collect().await;
+    let mut notes = Vec::new();
+    if plan.spec.label_selector.is_some() || plan.spec.or_label_selectors.is_some() {
+        notes.push(
+            "the restore's label selectors are not applied to the counts (they need the items' bodies): Velero \
+             restores only the items they select"
+                .to_string(),
+        );
+    }
+    if let Some(r) = rights.filter(|r| !r.dropped.is_empty()) {
+        notes.push(format!(
+            "left out of the restore's spec: {}",
+            r.dropped
+                .iter()
+                .map(|f| format!("spec.restoreSpec.{f}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(RestorePreview {
+        observed_generation: nar.metadata.generation,
+        namespace: ns,
+        existing_resource_policy: if update { "update" } else { "none" }.into(),
+        refused: input.refused,
+        kinds: preview_table(&input.contents, &kinds, &stages, rights, &existing, update),
+        notes,
+    })
+}
+
+/// The Accepted message of a preview: its totals, and that nothing was made.
+fn preview_message(p: &RestorePreview) -> String {
+    let [created, skipped, updated, left_out] = preview_totals(&p.kinds);
+    let verdict = match &p.refused {
+        Some(why) => format!("the restore would be refused ({why})"),
+        None => format!(
+            "a restore would create {created}, skip {skipped}, update {updated} and leave out {left_out} item(s) in \
+             namespace {}",
+            p.namespace
+        ),
+    };
+    format!("preview only, no Velero Restore is made: {verdict}; status.preview lists them by kind")
 }
 
 /// The name of the resource modifier ConfigMap nac makes in Velero's namespace for a NonAdminRestore (by its uid:
