@@ -1874,3 +1874,39 @@ async fn quotas_refuse_at_apply_naming_use_and_limit() {
     assert!(msg.contains("made 1 NonAdminRestores in the last hour"), "{msg}");
     assert!(msg.contains("(quotas.maxRestoresPerHour: 1)"), "{msg}");
 }
+
+/// `kubectl nac status` asks with a dry-run create carrying the probe annotation: answered with the namespace's
+/// tier and quota use as one warning, without judging (a dry run stores nothing); the same object not a dry run
+/// is judged as any other.
+#[tokio::test]
+async fn a_dry_run_status_probe_is_answered_with_the_namespaces_tier_and_quotas() {
+    let s = TestServer::start(Some(
+        "quotas: {maxBackups: 1}\ntiers:\n- name: gold\n  namespaceSelector: {matchLabels: {t: gold}}\n  \
+         quotas: {maxBackups: 3}\n",
+    ))
+    .await;
+    let namespaces = std::sync::Arc::new(nac::policy::live::NamespaceLabels::default());
+    namespaces.set("team-a", Some([("t".to_string(), "gold".to_string())].into()));
+    s.policy.follow_namespaces(namespaces);
+    s.count_usage();
+    let mut review = fixture("nab-create.json");
+    review["request"]["dryRun"] = json!(true);
+    review["request"]["object"]["metadata"]["annotations"] = json!({nac::policy::STATUS_PROBE_ANNOTATION: "true"});
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert!(resp(&out)["patch"].is_null(), "{out}");
+    let warning = resp(&out)["warnings"][0].as_str().unwrap();
+    let answer: Value = serde_json::from_str(warning.strip_prefix("nac-status: ").unwrap()).unwrap();
+    assert_eq!(answer["tier"], "gold");
+    assert_eq!(
+        answer["quotas"][0],
+        json!({"quota": "quotas.maxBackups", "use": 0, "limit": 3})
+    );
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    // Not a dry run: judged as any create (the mutating webhook fills and stamps it), no status answer.
+    review["request"]["dryRun"] = json!(false);
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert!(resp(&out)["patch"].is_string(), "{out}");
+    assert!(!resp(&out)["warnings"].to_string().contains("nac-status"), "{out}");
+}

@@ -356,6 +356,9 @@ pub(super) async fn mutate(
         Ok(x) => x,
         Err(done) => return *done,
     };
+    if let Some(answer) = status_probe(state, kind, req, &p) {
+        return with_warnings(resp, vec![answer]);
+    }
     let mut patched = p.object.clone();
     let mut warnings = Vec::new();
     let label_key = kind.identity_label();
@@ -545,6 +548,43 @@ fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Val
             set_annotation(patched, key, v.to_string());
         }
     }
+}
+
+/// The answer to `kubectl nac status`: a dry-run create of a NonAdminBackup carrying [`STATUS_PROBE_ANNOTATION`]
+/// is answered, without judging it (a dry run stores nothing), by one warning `nac-status: <JSON>` with the
+/// namespace's tier and each quota's use and limit: what a tenant cannot read in the policy, about its own
+/// namespace only (the namespace of the request, where the caller may create backups).
+fn status_probe(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+    p: &Parsed<'_>,
+) -> Option<String> {
+    if !is_status_probe(kind, req, p) {
+        return None;
+    }
+    let Some(policy) = state.policy.admissible_in(p.namespace) else {
+        return Some(format!(
+            "nac-status: {}",
+            serde_json::json!({"namespace": p.namespace, "error": no_policy_message(state, kind, p.namespace)})
+        ));
+    };
+    let usage = state
+        .policy
+        .usage()
+        .filter(|u| u.synced())
+        .map(|u| u.usage(p.namespace, None, jiff::Timestamp::now().as_second()));
+    Some(format!(
+        "nac-status: {}",
+        crate::policy::quotas::status_json(&policy, p.namespace, usage.as_ref())
+    ))
+}
+
+fn is_status_probe(kind: ProxyKind, req: &AdmissionRequest<DynamicObject>, p: &Parsed<'_>) -> bool {
+    kind == ProxyKind::BACKUP
+        && req.dry_run
+        && p.old.is_none()
+        && annotation(&p.object, crate::policy::STATUS_PROBE_ANNOTATION).is_some()
 }
 
 /// A create that would take its namespace over one of the policy's quotas, counted from nac's caches (no read);
@@ -1116,6 +1156,10 @@ fn validate_parsed(
     resp: AdmissionResponse,
     p: &Parsed<'_>,
 ) -> AdmissionResponse {
+    if is_status_probe(kind, req, p) {
+        // A dry run asking for the namespace's status: nothing is stored, so nothing to refuse.
+        return resp;
+    }
     let label_key = kind.identity_label();
     let label_field = format!("metadata.labels[{label_key}]");
     let privileged = is_privileged(state, req);

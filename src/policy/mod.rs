@@ -20,7 +20,7 @@ pub use bsl::{
 pub use dpa::{from_dpa, FromDpa};
 pub use eval::*;
 pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
-pub use quotas::{check_quota, Counted, QuotaRefusal, Quotas, Usage, QUOTA_EXCEEDED};
+pub use quotas::{check_quota, Counted, QuotaRefusal, Quotas, Usage, QUOTA_EXCEEDED, STATUS_PROBE_ANNOTATION};
 pub use schedule::{check_expression, evaluate_schedule, ScheduleRules, TEMPLATE_PREFIX as SCHEDULE_TEMPLATE_PREFIX};
 pub use tiers::{Selector, Tier, TIER_PARTS};
 

@@ -261,6 +261,27 @@ pub fn check_quota(policy: &super::Policy, what: Counted, namespace: &str, use_:
     Ok(())
 }
 
+/// Annotation on a dry-run NonAdminBackup asking nac's webhook for the namespace's tier and quota use
+/// (`kubectl nac status`).
+pub const STATUS_PROBE_ANNOTATION: &str = "nac.oadp.openshift.io/status-probe";
+
+/// A namespace's tier and each quota's use and limit, as `kubectl nac status` reads them; `usage` `None`: not
+/// counted yet.
+pub fn status_json(policy: &super::Policy, namespace: &str, usage: Option<&Usage>) -> Value {
+    let q = &policy.quotas;
+    let row = |key: &str, used: Option<u64>, limit: Option<u64>| serde_json::json!({"quota": key, "use": used, "limit": limit});
+    serde_json::json!({
+        "namespace": namespace,
+        "tier": policy.tier,
+        "quotas": [
+            row("quotas.maxBackups", usage.map(|u| u.backups), q.max_backups),
+            row(q.max_schedules_key, usage.map(|u| u.schedules), q.max_schedules),
+            row("quotas.maxRestoresPerHour", usage.map(|u| u.restores_last_hour), q.max_restores_per_hour),
+            row("quotas.maxStoredBytes", usage.map(|u| u.stored_bytes), q.max_stored_bytes),
+        ],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Policy;
