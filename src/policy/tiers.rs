@@ -121,13 +121,17 @@ struct RawExpression {
 /// Whether `s` is a label name (the part after an optional prefix): 1–63 alphanumerics, `-`, `_`, `.`, starting
 /// and ending alphanumeric.
 fn is_label_name(s: &str) -> bool {
+    is_name(s, |c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// 1-63 bytes that `allowed` accepts, starting and ending alphanumeric.
+fn is_name(s: &str, allowed: impl Fn(u8) -> bool) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter().all(|c| allowed(*c))
 }
 
 /// Why `key` is not a label key (`[prefix/]name`, the prefix a DNS subdomain), if it is not.
@@ -306,13 +310,7 @@ pub(super) fn parse_tiers(
 }
 
 fn is_tier_name(n: &str) -> bool {
-    let b = n.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    is_name(n, |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
 }
 
 #[cfg(test)]
