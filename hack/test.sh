@@ -309,7 +309,7 @@ step "lint (clippy) and build: nac, debug, every target, features $FEATURES" rus
 
 # Every test binary runs below: one not named here (a new file in tests/) fails the run rather than go unrun.
 unit_tests=(lib bin:nac bin:kubectl-nac bin:nac-loadgen webhook cert_rotation serve store_memory oadp_api)
-fake_tests=(e2e_webhooks e2e_policy e2e_controller e2e_ha e2e_restart e2e_rbac_rules e2e_migration e2e_oadp_cli)
+fake_tests=(e2e_webhooks e2e_policy e2e_tiers e2e_controller e2e_ha e2e_restart e2e_rbac_rules e2e_migration e2e_oadp_cli)
 chart_tests=(e2e_webhooks e2e_controller e2e_policy e2e_ha) # against what the chart installs
 real_tests=(e2e_velero e2e_rights_locations e2e_plugin e2e_migration_velero)
 # These stop and kill Velero's parts (e2e_attempts stops Velero to swap a tarball under it): an environment of their own.

@@ -8,6 +8,8 @@
 //!   itself before: what the second call costs;
 //! - `nac-h1`: `nac` with nac offering only HTTP/1.1 (`webhook.http2: false`);
 //! - `nac-rights-off`: `nac` with the policy's `rights.backup: off`;
+//! - `nac-tiers`: `nac` with three tiers (the bench's namespace selected by the third, after two that do not
+//!   match) and every quota set, in the base and the tier (limits far above what the run makes);
 //! - `webhook-floor`: nac's validating call alone (no mutation, no patch): the least any webhook costs;
 //! - `none-nac-sized`: no admission, each create sending the object as nac stores it: what storing nac's larger
 //!   object costs without any call;
@@ -48,6 +50,24 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 const POLICY: &str = "backup:\n  maxTtl: 2160h\n  defaultTtl: 168h\n";
+
+/// `POLICY` with every quota and three tiers; the third selects every namespace and sets a TTL of its own, which
+/// shows the configuration in effect.
+const TIERS: &str = "quotas: {maxBackups: 1000000, maxSchedules: 1000, maxRestoresPerHour: 1000, maxStoredBytes: 1Pi}
+tiers:
+- name: gold
+  namespaceSelector: {matchLabels: {nac-bench/tier: gold}}
+  backup: {maxTtl: 4320h, defaultTtl: 720h}
+- name: sandbox
+  namespaceSelector:
+    matchExpressions: [{key: nac-bench/tier, operator: In, values: [sandbox, dev]}]
+  backup: {maxTtl: 168h, defaultTtl: 24h}
+- name: everyone
+  namespaceSelector:
+    matchExpressions: [{key: kubernetes.io/metadata.name, operator: Exists}]
+  backup: {maxTtl: 2160h, defaultTtl: 335h}
+  quotas: {maxBackups: 1000000, maxSchedules: 1000, maxRestoresPerHour: 1000, maxStoredBytes: 1Pi}
+";
 
 /// The same rules as in-process policies: the TTL default and bound, the own namespace, no cluster resources,
 /// no excluded namespaces, and an immutable spec.
@@ -108,6 +128,8 @@ enum Config {
     NacH1,
     /// `nac` with the policy's `rights.backup: off` (no SubjectAccessReviews for the requester's rights).
     NacRightsOff,
+    /// `nac` with three tiers and every quota set (`TIERS`).
+    NacTiers,
     /// The least any webhook costs: nac's validating call alone (no mutation, no patch, no rights check), the
     /// object stored as sent.
     Floor,
@@ -126,12 +148,13 @@ enum Config {
 }
 
 impl Config {
-    const ALL: [Config; 11] = [
+    const ALL: [Config; 12] = [
         Config::None,
         Config::Nac,
         Config::NacTwoCalls,
         Config::NacH1,
         Config::NacRightsOff,
+        Config::NacTiers,
         Config::Floor,
         Config::Baseline,
         Config::NoneNacSized,
@@ -146,6 +169,7 @@ impl Config {
             Config::NacTwoCalls => "nac-two-calls",
             Config::NacH1 => "nac-h1",
             Config::NacRightsOff => "nac-rights-off",
+            Config::NacTiers => "nac-tiers",
             Config::Floor => "webhook-floor",
             Config::Baseline => "nac-baseline",
             Config::NoneNacSized => "none-nac-sized",
@@ -253,15 +277,20 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
     let rights_off = config == Config::NacRightsOff;
     let policy = if rights_off {
         format!("{POLICY}rights: {{backup: off}}\n")
+    } else if config == Config::NacTiers {
+        format!("{POLICY}{TIERS}")
     } else {
         POLICY.to_string()
     };
     set_policy(admin, &policy).await.unwrap();
     match config {
         Config::None | Config::NoneNacSized => {}
-        Config::Nac | Config::NacH1 | Config::NacRightsOff | Config::Baseline | Config::NacNoLookups => {
-            register_webhooks(&env.cluster, admin, nac).await
-        }
+        Config::Nac
+        | Config::NacH1
+        | Config::NacRightsOff
+        | Config::NacTiers
+        | Config::Baseline
+        | Config::NacNoLookups => register_webhooks(&env.cluster, admin, nac).await,
         Config::NacTwoCalls => {
             register_webhooks(&env.cluster, admin, nac).await;
             apply_yaml(admin, &second_call(env)).await;
@@ -300,9 +329,11 @@ async fn configure(env: &Env, procs: &Procs, admin: &Client, config: Config, pro
                 .is_some_and(|l| l.contains_key(nac::naming::NAB_ORIGIN_NACUUID_LABEL));
             let scoped = o.spec.backup_spec.included_namespaces.is_some();
             let off = rights_mode(o) == Some(nac::rights::RightsMode::Off);
+            let tiered = o.spec.backup_spec.ttl.as_deref() == Some("335h0m0s");
             match (labelled, validated, scoped) {
                 (false, false, false) => Some(Config::None),
                 (true, false, _) if off => Some(Config::NacRightsOff),
+                (true, false, _) if tiered => Some(Config::NacTiers),
                 (true, false, _) => Some(Config::Nac),
                 (true, true, _) => Some(Config::NacTwoCalls),
                 (false, false, true) => Some(Config::Cel),

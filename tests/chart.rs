@@ -352,7 +352,7 @@ fn policy_configmap_holds_the_policy_value() {
         nac::policy::Policy::parse("{}").unwrap()
     );
 
-    for example in ["strict", "fs-backup-only", "permissive", "own-storage"] {
+    for example in ["strict", "fs-backup-only", "permissive", "own-storage", "tiers"] {
         let manifest = std::fs::read_to_string(root().join(format!("policies/{example}.yaml"))).unwrap();
         let doc = nac::policy::policy_text_of(&manifest).unwrap();
         let want = nac::policy::Policy::parse(&doc).unwrap();

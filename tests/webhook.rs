@@ -320,6 +320,18 @@ async fn policy_configmap_validation() {
     );
     let (_, out) = s.post_json("/validate/policies", &fixture("policy-good.json")).await;
     assert_eq!(resp(&out)["allowed"], true);
+    // A broken tier is refused at apply, naming the tier's field; the shipped example with three tiers passes.
+    let mut tiered = fixture("policy-good.json");
+    tiered["request"]["object"]["data"]["policy.yaml"] =
+        json!("backup: {maxTtl: 2160h}\ntiers:\n- {name: gold, namespaceSelector: {}, backup: {maxTtl: 1y}}\n");
+    let (_, out) = s.post_json("/validate/policies", &tiered).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("tiers[0].backup.maxTtl"), "{msg}");
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/tiers.yaml")).unwrap();
+    tiered["request"]["object"]["data"]["policy.yaml"] = json!(nac::policy::policy_text_of(&example).unwrap());
+    let (_, out) = s.post_json("/validate/policies", &tiered).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
     // Other ConfigMaps in the namespace are not nac's business.
     let mut other = fixture("policy-bad.json");
     other["request"]["name"] = json!("something-else");
@@ -1125,6 +1137,7 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
     use nac::naming::{NAS, NAS_FINALIZER, NAS_ORIGIN_NACUUID_LABEL};
     use nac::rights::{BACKUP_RIGHTS_ANNOTATION, REQUESTER_ANNOTATION};
     let s = TestServer::start(Some(SCHEDULE_POLICY)).await;
+    s.count_usage();
     let path = "/mutate/nonadminschedules";
     let review = nas_review("alice", "team-a", nas("0 2 * * *", json!({})), None);
     let (status, out) = s.post_json(path, &review).await;
@@ -1155,7 +1168,7 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
     assert_eq!(NAS.kind, "NonAdminSchedule");
 
     // Refused at create, naming the field: another namespace, an enforced value, template labels, a bad or too
-    // frequent expression, a namespace at its limit, a count that cannot be made.
+    // frequent expression, a namespace at its limit.
     for (ns, schedule, spec, field, words) in [
         (
             "team-a",
@@ -1193,13 +1206,6 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
             "metadata.namespace",
             "schedule.maxPerNamespace: 3",
         ),
-        (
-            "unreachable",
-            "0 2 * * *",
-            json!({}),
-            "metadata.namespace",
-            "connection refused",
-        ),
     ] {
         let mut o = nas(schedule, spec);
         o["metadata"]["namespace"] = json!(ns);
@@ -1208,6 +1214,15 @@ async fn a_schedule_gets_the_backup_policy_on_its_template_and_its_own_bounds() 
         assert!(fields.contains(&field.to_string()), "{field}: {fields:?} {msg}");
         assert!(msg.contains(words), "{words}: {msg}");
     }
+
+    // Without counts (no cluster), a schedule the quota limits cannot be judged: refused, saying why.
+    let bare = TestServer::start(Some(SCHEDULE_POLICY)).await;
+    let (_, out) = bare
+        .post_json(path, &nas_review("alice", "team-a", nas("0 2 * * *", json!({})), None))
+        .await;
+    let (msg, fields) = denial(&out);
+    assert_eq!(fields, ["metadata.namespace"]);
+    assert!(msg.contains("nac runs without a connection to the cluster"), "{msg}");
 
     // Updates: a pause passes even when the policy now refuses the expression, and keeps the requester; any other
     // edit (an unpause, the expression, the template) is checked again like a new schedule and recorded as its
@@ -1894,4 +1909,199 @@ async fn a_download_request_is_stamped_and_refused_beyond_its_requesters_rights(
     let (_, out) = s.post_json(path, &review).await;
     assert_eq!(resp(&out)["allowed"], true, "{out}");
     assert!(resp(&out).get("patch").is_none(), "{out}");
+}
+
+/// Two namespaces in different tiers get different enforced values through the real handler; a namespace whose
+/// labels nac does not know yet is refused with a retry, not judged under a guessed tier; a relabel applies to
+/// the next request.
+#[tokio::test]
+async fn tiers_select_the_policy_by_the_namespaces_labels() {
+    let policy = format!(
+        "{STRICT_POLICY}tiers:\n- name: gold\n  namespaceSelector:\n    matchLabels: {{nac.example.com/tier: gold}}\n  \
+         enforceBackupSpec: {{ttl: 2160h0m0s}}\n  backup: {{maxTtl: 4320h}}\n"
+    );
+    let s = TestServer::start(Some(&policy)).await;
+    let namespaces = std::sync::Arc::new(nac::policy::live::NamespaceLabels::default());
+    s.policy.follow_namespaces(namespaces.clone());
+    let gold = || Some([("nac.example.com/tier".to_string(), "gold".to_string())].into());
+    let review_in = |ns: &str| {
+        let mut r = fixture("nab-create.json");
+        r["request"]["namespace"] = json!(ns);
+        r["request"]["object"]["metadata"]["namespace"] = json!(ns);
+        r
+    };
+    let warnings = |out: &Value| -> Vec<String> {
+        resp(out)["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // Labels not known yet: refused, saying to retry.
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review_in("team-a")).await;
+    assert_eq!(resp(&out)["allowed"], false, "{out}");
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("does not know the labels of namespace team-a yet"),
+        "{msg}"
+    );
+
+    namespaces.set("team-a", gold());
+    namespaces.set("team-b", Some(Default::default()));
+    let review = review_in("team-a");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert_eq!(patched_object(&review, &out)["spec"]["backupSpec"]["ttl"], "2160h0m0s");
+    assert!(
+        warnings(&out).contains(&"spec.backupSpec.ttl set to 2160h0m0s by cluster policy tier \"gold\"".into()),
+        "{out}"
+    );
+    // The tier's other parts are the base's: defaultVolumesToFsBackup is not enforced any more (replaced whole).
+    assert!(patched_object(&review, &out)["spec"]["backupSpec"]["defaultVolumesToFsBackup"].is_null());
+
+    let review = review_in("team-b");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(patched_object(&review, &out)["spec"]["backupSpec"]["ttl"], "720h0m0s");
+    assert!(warnings(&out).contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy".into()));
+
+    // A refusal names the tier.
+    let mut review = review_in("team-a");
+    review["request"]["object"]["spec"]["backupSpec"]["ttl"] = json!("720h");
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], false);
+    let msg = resp(&out)["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("field value to 2160h0m0s (requested 720h) (cluster policy tier \"gold\")"),
+        "{msg}"
+    );
+
+    // Relabelled: the next request is judged under the base.
+    namespaces.set("team-a", Some(Default::default()));
+    let review = review_in("team-a");
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(patched_object(&review, &out)["spec"]["backupSpec"]["ttl"], "720h0m0s");
+}
+
+/// Each quota refuses a create at apply, naming the quota, the namespace's use and the limit, counted from nac's
+/// caches; what is under the limit passes.
+#[tokio::test]
+async fn quotas_refuse_at_apply_naming_use_and_limit() {
+    let s = TestServer::start(Some(
+        "quotas: {maxBackups: 2, maxRestoresPerHour: 1, maxStoredBytes: 1Gi}\n\
+         tiers:\n- name: big\n  namespaceSelector: {matchLabels: {size: big}}\n  quotas: {maxBackups: 3}\n",
+    ))
+    .await;
+    let usage = s.count_usage();
+    let namespaces = std::sync::Arc::new(nac::policy::live::NamespaceLabels::default());
+    namespaces.set("team-a", Some(Default::default()));
+    s.policy.follow_namespaces(namespaces.clone());
+    let nab = |name: &str, bytes: i64| -> nac::api::NonAdminBackup {
+        serde_json::from_value(json!({
+            "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+            "metadata": {"name": name, "namespace": "team-a", "uid": name, "creationTimestamp": "2026-11-29T10:00:00Z"},
+            "spec": {"backupSpec": {}},
+            "status": {"veleroBackup": {"name": name, "status": {"phase": "Completed"}},
+                       "volumeDataProgress": {"bytesDone": bytes, "totalBytes": bytes}}
+        }))
+        .unwrap()
+    };
+    let validate = |path: &'static str, fixture_name: &'static str| {
+        let s = &s;
+        async move { s.post_json(path, &fixture(fixture_name)).await.1 }
+    };
+    usage.put_backup(&nab("one", 1000));
+    let out = validate("/validate/nonadminbackups", "nab-create.json").await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+
+    usage.put_backup(&nab("two", 1000));
+    let (msg, fields) = denial(&validate("/validate/nonadminbackups", "nab-create.json").await);
+    assert_eq!(fields, ["metadata.namespace"]);
+    assert_eq!(
+        msg,
+        "NonAdminBackup refused: namespace team-a has 2 NonAdminBackups holding a backup, the most cluster policy \
+         allows (quotas.maxBackups: 2); delete one first (or wait for one to expire)"
+    );
+    // A tier has its own limit, named with the tier.
+    namespaces.set("team-a", Some([("size".to_string(), "big".to_string())].into()));
+    let out = validate("/validate/nonadminbackups", "nab-create.json").await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    usage.put_backup(&nab("three", 1000));
+    let (msg, _) = denial(&validate("/validate/nonadminbackups", "nab-create.json").await);
+    assert!(
+        msg.contains("the most cluster policy tier \"big\" allows (quotas.maxBackups: 3)"),
+        "{msg}"
+    );
+
+    // Stored bytes: the base again, one backup that took the namespace over the limit.
+    namespaces.set("team-a", Some(Default::default()));
+    for name in ["one", "two"] {
+        let mut deleting = nab(name, 1000);
+        deleting.spec.delete_backup = true;
+        usage.put_backup(&deleting);
+    }
+    usage.put_backup(&nab("three", 2 << 30));
+    let (msg, _) = denial(&validate("/validate/nonadminbackups", "nab-create.json").await);
+    assert!(
+        msg.contains(
+            "the backups of namespace team-a hold 2.0 GiB (2147483648 bytes), at or over the limit of 1.0 GiB"
+        ),
+        "{msg}"
+    );
+
+    // Restores an hour: one made now (and deleted since) uses the hour's one.
+    let out = validate("/validate/nonadminrestores", "nar-create.json").await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    usage.put_restore(&kube::core::ObjectMeta {
+        name: Some("r".into()),
+        namespace: Some("team-a".into()),
+        uid: Some("r".into()),
+        creation_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        )),
+        deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        )),
+        ..Default::default()
+    });
+    let (msg, _) = denial(&validate("/validate/nonadminrestores", "nar-create.json").await);
+    assert!(msg.contains("made 1 NonAdminRestores in the last hour"), "{msg}");
+    assert!(msg.contains("(quotas.maxRestoresPerHour: 1)"), "{msg}");
+}
+
+/// `kubectl nac status` asks with a dry-run create carrying the probe annotation: answered with the namespace's
+/// tier and quota use as one warning, without judging (a dry run stores nothing); the same object not a dry run
+/// is judged as any other.
+#[tokio::test]
+async fn a_dry_run_status_probe_is_answered_with_the_namespaces_tier_and_quotas() {
+    let s = TestServer::start(Some(
+        "quotas: {maxBackups: 1}\ntiers:\n- name: gold\n  namespaceSelector: {matchLabels: {t: gold}}\n  \
+         quotas: {maxBackups: 3}\n",
+    ))
+    .await;
+    let namespaces = std::sync::Arc::new(nac::policy::live::NamespaceLabels::default());
+    namespaces.set("team-a", Some([("t".to_string(), "gold".to_string())].into()));
+    s.policy.follow_namespaces(namespaces);
+    s.count_usage();
+    let mut review = fixture("nab-create.json");
+    review["request"]["dryRun"] = json!(true);
+    review["request"]["object"]["metadata"]["annotations"] = json!({nac::policy::STATUS_PROBE_ANNOTATION: "true"});
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    assert!(resp(&out)["patch"].is_null(), "{out}");
+    let warning = resp(&out)["warnings"][0].as_str().unwrap();
+    let answer: Value = serde_json::from_str(warning.strip_prefix("nac-status: ").unwrap()).unwrap();
+    assert_eq!(answer["tier"], "gold");
+    assert_eq!(
+        answer["quotas"][0],
+        json!({"quota": "quotas.maxBackups", "use": 0, "limit": 3})
+    );
+    let (_, out) = s.post_json("/validate/nonadminbackups", &review).await;
+    assert_eq!(resp(&out)["allowed"], true, "{out}");
+    // Not a dry run: judged as any create (the mutating webhook fills and stamps it), no status answer.
+    review["request"]["dryRun"] = json!(false);
+    let (_, out) = s.post_json("/mutate/nonadminbackups", &review).await;
+    assert!(resp(&out)["patch"].is_string(), "{out}");
+    assert!(!resp(&out)["warnings"].to_string().contains("nac-status"), "{out}");
 }

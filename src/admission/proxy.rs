@@ -282,7 +282,14 @@ pub(super) fn is_privileged(state: &AdmissionState, req: &AdmissionRequest<Dynam
         .is_some_and(|u| state.privileged_users.iter().any(|p| p == u))
 }
 
-fn no_policy_message(state: &AdmissionState, kind: ProxyKind) -> String {
+fn no_policy_message(state: &AdmissionState, kind: ProxyKind, namespace: &str) -> String {
+    if state.policy.admissible().is_some() {
+        // A policy with tiers, and the namespace's labels are not known yet.
+        return format!(
+            "{} requests are refused: nac does not know the labels of namespace {namespace} yet, which select its              policy tier; retry in a moment",
+            kind.kind()
+        );
+    }
     if let Some(why) = state.policy.unreadable() {
         return format!(
             "{} requests are refused while nac cannot read the admin policy: {why}; they are admitted again once \
@@ -350,6 +357,9 @@ pub(super) async fn mutate(
         Ok(x) => x,
         Err(done) => return *done,
     };
+    if let Some(answer) = status_probe(state, kind, req, &p) {
+        return with_warnings(resp, vec![answer]);
+    }
     let mut patched = p.object.clone();
     let mut warnings = Vec::new();
     let label_key = kind.identity_label();
@@ -360,8 +370,8 @@ pub(super) async fn mutate(
             add_finalizer(&mut patched, kind.finalizer());
         }
         None => {
-            let Some(policy) = state.policy.admissible() else {
-                return deny(resp, no_policy_message(state, kind), []);
+            let Some(policy) = state.policy.admissible_in(p.namespace) else {
+                return deny(resp, no_policy_message(state, kind, p.namespace), []);
             };
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
             let outcome_allowed = outcome.allowed();
@@ -369,7 +379,7 @@ pub(super) async fn mutate(
             kind.set_spec(&mut patched, outcome.spec);
             warnings.extend(outcome.warnings);
             if kind.edited {
-                if let Err((field, message)) = schedule_create_rules(state, &policy, &p).await {
+                if let Some((field, message)) = quota_violation(state, kind, &policy, p.namespace) {
                     return with_warnings(deny(resp, message.clone(), [(field, message)]), warnings);
                 }
                 warnings.extend(default_skip(&mut patched, &policy));
@@ -428,8 +438,8 @@ pub(super) async fn mutate(
                 // A pause alone stops runs: never refused, and the requester stays (the next unpause records its
                 // user).
                 if &spec != old_spec && !only_paused(old_spec, &spec) {
-                    let Some(policy) = state.policy.admissible() else {
-                        return deny(resp, no_policy_message(state, kind), []);
+                    let Some(policy) = state.policy.admissible_in(p.namespace) else {
+                        return deny(resp, no_policy_message(state, kind, p.namespace), []);
                     };
                     let outcome = kind.evaluate(&spec, &policy, p.namespace);
                     let allowed = outcome.allowed();
@@ -541,42 +551,83 @@ fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Val
     }
 }
 
-/// A new schedule's own rule beyond its spec: the policy's number of schedules per namespace (counted in the
-/// cluster; the reconciler counts again, so a race of two creates cannot get past it).
-async fn schedule_create_rules(
+/// The answer to `kubectl nac status`: a dry-run create of a NonAdminBackup carrying [`STATUS_PROBE_ANNOTATION`]
+/// is answered, without judging it (a dry run stores nothing), by one warning `nac-status: <JSON>` with the
+/// namespace's tier and each quota's use and limit: what a tenant cannot read in the policy, about its own
+/// namespace only (the namespace of the request, where the caller may create backups).
+fn status_probe(
     state: &AdmissionState,
-    policy: &Policy,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
     p: &Parsed<'_>,
-) -> Result<(), (String, String)> {
-    let kind = naming::NAS.kind;
-    let Some(max) = policy.schedule.max_per_namespace else {
-        return Ok(());
-    };
-    let field = "metadata.namespace".to_string();
-    let count = match state.locations.as_ref() {
-        Some(l) => l.schedules_in(p.namespace).await,
-        None => Err("nac runs without a connection to the cluster".into()),
+) -> Option<String> {
+    if !is_status_probe(kind, req, p) {
+        return None;
     }
-    .map_err(|e| {
-        (
-            field.clone(),
-            format!(
-                "{kind} refused: nac cannot count the schedules of namespace {} now ({e}); retry",
-                p.namespace
-            ),
-        )
-    })?;
-    if count >= max as usize {
-        return Err((
+    let Some(policy) = state.policy.admissible_in(p.namespace) else {
+        return Some(format!(
+            "nac-status: {}",
+            serde_json::json!({"namespace": p.namespace, "error": no_policy_message(state, kind, p.namespace)})
+        ));
+    };
+    let usage = state
+        .policy
+        .usage()
+        .filter(|u| u.synced())
+        .map(|u| u.usage(p.namespace, None, jiff::Timestamp::now().as_second()));
+    Some(format!(
+        "nac-status: {}",
+        crate::policy::quotas::status_json(&policy, p.namespace, usage.as_ref())
+    ))
+}
+
+fn is_status_probe(kind: ProxyKind, req: &AdmissionRequest<DynamicObject>, p: &Parsed<'_>) -> bool {
+    kind == ProxyKind::BACKUP
+        && req.dry_run
+        && p.old.is_none()
+        && annotation(&p.object, crate::policy::STATUS_PROBE_ANNOTATION).is_some()
+}
+
+/// A create that would take its namespace over one of the policy's quotas, counted from nac's caches (no read);
+/// the reconciler counts again, so two creates racing past the webhook cannot both take the last place.
+fn quota_violation(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    policy: &Policy,
+    namespace: &str,
+) -> Option<(String, String)> {
+    use crate::policy::Counted;
+    let what = if kind == ProxyKind::BACKUP {
+        Counted::Backup
+    } else if kind == ProxyKind::RESTORE {
+        Counted::Restore
+    } else if kind == ProxyKind::SCHEDULE {
+        Counted::Schedule
+    } else {
+        return None;
+    };
+    if !policy.quotas.limits(what) {
+        return None;
+    }
+    let field = "metadata.namespace".to_string();
+    let Some(usage) = state.policy.usage().filter(|u| u.synced()) else {
+        let why = if state.policy.usage().is_none() {
+            "nac runs without a connection to the cluster"
+        } else {
+            "nac has not finished reading them since it started"
+        };
+        return Some((
             field,
             format!(
-                "{kind} refused: namespace {} has {count} NonAdminSchedules, the most the cluster policy allows \
-                 (schedule.maxPerNamespace: {max}); delete one first",
-                p.namespace
+                "{} refused: nac cannot count the objects of namespace {namespace} its quotas limit now ({why}); retry",
+                kind.kind()
             ),
         ));
-    }
-    Ok(())
+    };
+    let now = jiff::Timestamp::now().as_second();
+    crate::policy::check_quota(policy, what, namespace, &usage.usage(namespace, None, now))
+        .err()
+        .map(|r| (field, r.message))
 }
 
 /// The policy's `schedule.skipImmediately` default on a schedule that does not say (creation, unpause).
@@ -1005,7 +1056,7 @@ pub(super) async fn validate(
     if !verdict.allowed || kind != ProxyKind::STORAGE_LOCATION || p.old.is_some() {
         return verdict;
     }
-    let Some(policy) = state.policy.admissible() else {
+    let Some(policy) = state.policy.admissible_in(p.namespace) else {
         return verdict;
     };
     let who = (!is_privileged(state, req)).then(|| Requester::from_user_info(&req.user_info));
@@ -1106,6 +1157,10 @@ fn validate_parsed(
     resp: AdmissionResponse,
     p: &Parsed<'_>,
 ) -> AdmissionResponse {
+    if is_status_probe(kind, req, p) {
+        // A dry run asking for the namespace's status: nothing is stored, so nothing to refuse.
+        return resp;
+    }
     let label_key = kind.identity_label();
     let label_field = format!("metadata.labels[{label_key}]");
     let privileged = is_privileged(state, req);
@@ -1127,8 +1182,8 @@ fn validate_parsed(
             )],
         ),
         None => {
-            let Some(policy) = state.policy.admissible() else {
-                return deny(resp, no_policy_message(state, kind), []);
+            let Some(policy) = state.policy.admissible_in(p.namespace) else {
+                return deny(resp, no_policy_message(state, kind, p.namespace), []);
             };
             let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
             let mut violations: Vec<(String, String)> = outcome
@@ -1149,6 +1204,7 @@ fn validate_parsed(
             }
             violations.extend(wait_timeout_violation(kind, &p.object, None, &policy));
             if !privileged {
+                violations.extend(quota_violation(state, kind, &policy, p.namespace));
                 let who = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
                 if annotation(&p.object, REQUESTER_ANNOTATION).is_some_and(|v| v != who) {
                     violations.push((
@@ -1170,8 +1226,8 @@ fn validate_parsed(
             if kind.edited {
                 edited = old_spec != &p.spec;
                 if edited && !privileged && !only_paused(old_spec, &p.spec) {
-                    let Some(policy) = state.policy.admissible() else {
-                        return deny(resp, no_policy_message(state, kind), []);
+                    let Some(policy) = state.policy.admissible_in(p.namespace) else {
+                        return deny(resp, no_policy_message(state, kind, p.namespace), []);
                     };
                     let outcome = kind.evaluate(&p.spec, &policy, p.namespace);
                     violations.extend(outcome.violations.into_iter().map(|v| (v.field, v.message)));
@@ -1212,7 +1268,7 @@ fn validate_parsed(
                     ),
                 ));
             }
-            if let Some(policy) = state.policy.current() {
+            if let Some(policy) = state.policy.current_in(p.namespace) {
                 violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
             }
             // A preview made by one user must not become a restore made with their rights by another's edit.

@@ -84,7 +84,7 @@ impl GuardedKind {
 }
 
 /// What the webhooks look up in the cluster: a Velero BackupStorageLocation's metadata in Velero's namespace
-/// (`None` when it does not exist), and how many NonAdminSchedules a namespace has (`schedule.maxPerNamespace`).
+/// (`None` when it does not exist), and the files and schedules nac reads on admission.
 pub trait LocationLookup: Send + Sync {
     fn location<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<ObjectMeta>, String>>;
 
@@ -111,11 +111,6 @@ pub trait LocationLookup: Send + Sync {
         _namespace: &'a str,
         _name: &'a str,
     ) -> BoxFuture<'a, Result<Option<k8s_openapi::api::core::v1::Secret>, String>> {
-        Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
-    }
-
-    /// NonAdminSchedules of `namespace` not being deleted.
-    fn schedules_in<'a>(&'a self, _namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
         Box::pin(async { Err("nac runs without a connection to the cluster".to_string()) })
     }
 
@@ -218,22 +213,6 @@ impl LocationLookup for KubeLocations {
             let client = kube::Client::from(self.0.clone());
             let velero = self.0.namespace().unwrap_or_default();
             crate::rights::download::fetch(&client, velero, namespace, target).await
-        })
-    }
-
-    fn schedules_in<'a>(&'a self, namespace: &'a str) -> BoxFuture<'a, Result<usize, String>> {
-        Box::pin(async move {
-            let api: kube::Api<crate::api::NonAdminSchedule> =
-                kube::Api::namespaced(kube::Client::from(self.0.clone()), namespace);
-            let list = api
-                .list_metadata(&Default::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(list
-                .items
-                .iter()
-                .filter(|m| m.metadata.deletion_timestamp.is_none())
-                .count())
         })
     }
 }

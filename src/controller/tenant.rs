@@ -126,6 +126,9 @@ macro_rules! tenant_types {
 pub trait Tenant: Mirrors {
     type Velero: VeleroObject;
 
+    /// Which of the policy's quotas a new object of the kind counts against.
+    const COUNTED: crate::policy::Counted;
+
     /// The kind's stores, queue index and triggers in the context.
     fn state(ctx: &Cx<Self::State>) -> &KindState<Self>;
 
@@ -498,8 +501,8 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
     if let Some(action) = K::adopt(api, &obj, ctx).await? {
         return Ok(action);
     }
-    let Some(policy) = ctx.policy.current() else {
-        // No valid policy yet: the spec cannot be validated, so nothing is created.
+    let Some(policy) = ctx.policy.current_in(&obj.namespace().unwrap_or_default()) else {
+        // No valid policy yet (or, with tiers, the namespace's labels not known yet): the spec cannot be validated, so nothing is created.
         set_status(api, &obj, ctx, status::first_sight::<K::Status>).await?;
         tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
         return Ok(Action::requeue(ctx.opts.policy_retry));
@@ -525,6 +528,9 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
     let spec = match admission {
         Admission::Admit(spec) => {
             K::state(ctx).waiting.forget(&me);
+            if let Some(message) = over_quota(&*obj, &policy, ctx) {
+                return reject(api, &obj, ctx, crate::policy::QUOTA_EXCEEDED, &message).await;
+            }
             spec
         }
         Admission::Refuse { reason, message } => {
@@ -551,6 +557,28 @@ pub async fn apply<K: Tenant>(api: &Api<K>, obj: Arc<K>, ctx: &Cx<K::State>) -> 
         let _ = set_status(api, &obj, ctx, |s| status::validated::<K>(s, now)).await;
     }
     res
+}
+
+/// The quota a new object would take its namespace over, counted again from nac's caches (the webhook counted
+/// before it was stored): only the objects created before it count, so of two created at once the later one is
+/// refused, not both. Without the counts (no cluster, or not read yet) nothing limited is created.
+fn over_quota<K: Tenant>(obj: &K, policy: &crate::policy::Policy, ctx: &Cx<K::State>) -> Option<String> {
+    if !policy.quotas.limits(K::COUNTED) {
+        return None;
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let Some(usage) = ctx.policy.usage().filter(|u| u.synced()) else {
+        return Some(format!(
+            "{} not created: nac cannot count the objects of namespace {ns} its quotas limit yet",
+            K::ORIGIN.kind
+        ));
+    };
+    let created = obj.meta().creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
+    let name = obj.name_any();
+    let use_ = usage.usage(&ns, Some((created, &name)), now_seconds().as_second());
+    crate::policy::check_quota(policy, K::COUNTED, &ns, &use_)
+        .err()
+        .map(|r| r.message)
 }
 
 async fn create_and_mirror<K: Tenant>(
@@ -623,7 +651,7 @@ pub async fn mirror<K: Tenant>(
     let view = K::view(ctx, obj, velero, nacuuid).await;
     let now = now_seconds();
     // Judged only where the spec is at hand (a store copy leaves out the spec of objects nac admitted itself).
-    let refused = match ctx.policy.current() {
+    let refused = match ctx.policy.current_in(&obj.namespace().unwrap_or_default()) {
         Some(p) if !obj.spec_left_out() => Some(K::refused_now(obj, &p)),
         _ => None,
     };

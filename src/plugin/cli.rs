@@ -76,6 +76,8 @@ enum Command {
         #[command(subcommand)]
         verb: RequestVerb,
     },
+    /// Show the namespace's policy tier, each quota's use and limit, and its newest completed backup
+    Status,
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
     Completion { shell: clap_complete::Shell },
 }
@@ -758,6 +760,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
                 RequestVerb::Reject { name, reason } => admin::decide(&s, ns, &name, "reject", reason.as_deref()).await,
             }
         }
+        Command::Status => super::status::status(&s).await,
         Command::Completion { .. } => Ok(()),
     }
 }

@@ -12,6 +12,7 @@ mod download;
 mod kinds;
 mod manifest;
 mod show;
+mod status;
 mod wait;
 
 pub use cli::Cli;

@@ -220,11 +220,9 @@ fn deny(out: &mut Outcome, field: &str, message: String) {
     out.violations.push(Violation { field, message });
 }
 
-fn fill(out: &mut Outcome, field: &str, value: Value) {
-    out.warnings.push(format!(
-        "{PREFIX}.{field} set to {} by cluster policy",
-        display_value(&value)
-    ));
+fn fill(out: &mut Outcome, field: &str, value: Value, by: &str) {
+    out.warnings
+        .push(format!("{PREFIX}.{field} set to {} by {by}", display_value(&value)));
 }
 
 /// Applies the policy and the tenant rules to a NonAdminBackupStorageLocation's `spec.backupStorageLocationSpec`.
@@ -341,7 +339,7 @@ pub fn evaluate_bsl(spec: &Map<String, Value>, policy: &super::Policy) -> Outcom
             ),
         }
     }
-    apply_enforced(&mut out, &rules.enforce_bsl_spec);
+    apply_enforced(&mut out, &rules.enforce_bsl_spec, policy);
     provider_and_config(&mut out, rules);
     tls_options(&mut out, rules);
     out
@@ -492,15 +490,16 @@ fn tls_options(out: &mut Outcome, rules: &NonAdminBsl) {
     }
 }
 
-fn apply_enforced(out: &mut Outcome, enforced: &Map<String, Value>) {
+fn apply_enforced(out: &mut Outcome, enforced: &Map<String, Value>, policy: &super::Policy) {
+    let (by, note) = (policy.by(), super::eval::tier_note(policy));
     for (field, want) in enforced {
         if field == "objectStorage" {
-            enforce_object_storage(out, want);
+            enforce_object_storage(out, want, &by, &note);
             continue;
         }
         match out.spec.get(field).filter(|v| !v.is_null()).cloned() {
             None => {
-                fill(out, field, want.clone());
+                fill(out, field, want.clone(), &by);
                 out.spec.insert(field.clone(), want.clone());
             }
             Some(got) if same(field, &got, want) => {}
@@ -508,7 +507,7 @@ fn apply_enforced(out: &mut Outcome, enforced: &Map<String, Value>) {
                 out,
                 field,
                 format!(
-                    "the administrator has restricted {PREFIX}.{field} field to: {}",
+                    "the administrator has restricted {PREFIX}.{field} field to: {}{note}",
                     render(want)
                 ),
             ),
@@ -517,7 +516,7 @@ fn apply_enforced(out: &mut Outcome, enforced: &Map<String, Value>) {
 }
 
 /// Bucket, prefix and CA certificate are pinned one by one: an absent one is filled, a different one refused.
-fn enforce_object_storage(out: &mut Outcome, want: &Value) {
+fn enforce_object_storage(out: &mut Outcome, want: &Value, by: &str, note: &str) {
     let Some(want) = want.as_object() else { return };
     let mut storage = out
         .spec
@@ -530,7 +529,7 @@ fn enforce_object_storage(out: &mut Outcome, want: &Value) {
         let Some(w) = want.get(*k) else { continue };
         match storage.get(*k).filter(|v| !v.is_null()) {
             None => {
-                fill(out, &format!("objectStorage.{k}"), w.clone());
+                fill(out, &format!("objectStorage.{k}"), w.clone(), by);
                 storage.insert(k.to_string(), w.clone());
             }
             Some(got) if got == w => {}
@@ -543,7 +542,7 @@ fn enforce_object_storage(out: &mut Outcome, want: &Value) {
             out,
             "objectStorage",
             format!(
-                "the administrator has restricted {PREFIX}.objectStorage field value(s) to: bucket: {}, prefix: {}, caCert: {}",
+                "the administrator has restricted {PREFIX}.objectStorage field value(s) to: bucket: {}, prefix: {}, caCert: {}{note}",
                 s("bucket"),
                 s("prefix"),
                 s("caCert")

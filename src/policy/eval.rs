@@ -53,6 +53,10 @@ const VELERO_NAMESPACE_REFS: &[&str] = &["resourcePolicy", "resourceModifier"];
 struct Ctx<'p> {
     kind: &'p str,
     prefix: &'p str,
+    /// Who set what is enforced (`Policy::by`).
+    by: String,
+    /// The tier's name in refusals of enforced values; empty under the base (OADP's wording exactly).
+    tier_note: String,
     out: Outcome,
 }
 
@@ -74,9 +78,10 @@ impl Ctx<'_> {
     fn fill(&mut self, field: &str, value: Value, warn: bool) {
         if warn {
             self.out.warnings.push(format!(
-                "{}.{field} set to {} by cluster policy",
+                "{}.{field} set to {} by {}",
                 self.prefix,
-                display_value(&value)
+                display_value(&value),
+                self.by
             ));
         }
         self.out.spec.insert(field.to_string(), value);
@@ -122,7 +127,10 @@ impl Ctx<'_> {
                     let (got, want) = (display_value(&got), display_value(want));
                     self.deny(
                         field,
-                        format!("the administrator has restricted {path} field value to {want} (requested {got})"),
+                        format!(
+                            "the administrator has restricted {path} field value to {want} (requested {got}){}",
+                            self.tier_note
+                        ),
                     );
                 }
             }
@@ -174,6 +182,14 @@ impl Ctx<'_> {
     }
 }
 
+/// ` (cluster policy tier "gold")` under a tier, nothing under the base.
+pub(crate) fn tier_note(policy: &Policy) -> String {
+    match &policy.tier {
+        Some(_) => format!(" ({})", policy.by()),
+        None => String::new(),
+    }
+}
+
 /// Whether a user's value matches an enforced one: durations by value, everything else as whole JSON values.
 fn equivalent(field: &str, got: &Value, want: &Value, duration_fields: &[&str]) -> bool {
     if got == want {
@@ -206,6 +222,8 @@ pub fn evaluate_backup_as(
     let mut c = Ctx {
         kind,
         prefix,
+        by: policy.by(),
+        tier_note: tier_note(policy),
         out: Outcome {
             spec: super::zero::without_unset(spec, super::zero::BACKUP),
             ..Outcome::default()
@@ -258,10 +276,8 @@ pub fn evaluate_backup_as(
             None
         }
         Some(_) if enforced_location.is_none() => {
-            c.must_be_empty(
-                "storageLocation",
-                "the cluster policy does not let users choose a storage location",
-            );
+            let detail = format!("the {} does not let users choose a storage location", policy.by());
+            c.must_be_empty("storageLocation", &detail);
             None
         }
         Some(_) | None => None,
@@ -298,10 +314,12 @@ pub fn evaluate_backup_as(
         None => {}
         Some(d) => {
             if let Some(max) = bounds.max_ttl.filter(|max| d > *max) {
-                c.deny("ttl", format!("{d} is above the maximum {max} set by cluster policy"));
+                let by = c.by.clone();
+                c.deny("ttl", format!("{d} is above the maximum {max} set by {by}"));
             }
             if let Some(min) = bounds.min_ttl.filter(|min| d < *min) {
-                c.deny("ttl", format!("{d} is below the minimum {min} set by cluster policy"));
+                let by = c.by.clone();
+                c.deny("ttl", format!("{d} is below the minimum {min} set by {by}"));
             }
         }
     }
@@ -314,6 +332,8 @@ pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy) -> Outcome {
     let mut c = Ctx {
         kind: NAR,
         prefix: RESTORE_PREFIX,
+        by: policy.by(),
+        tier_note: tier_note(policy),
         out: Outcome {
             spec: super::zero::without_unset(spec, super::zero::RESTORE),
             ..Outcome::default()

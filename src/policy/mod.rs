@@ -7,7 +7,9 @@ pub use crate::duration;
 mod eval;
 mod lifecycle;
 pub mod live;
+pub mod quotas;
 mod schedule;
+pub mod tiers;
 pub mod zero;
 
 pub use bsl::{
@@ -18,14 +20,18 @@ pub use bsl::{
 pub use dpa::{from_dpa, FromDpa};
 pub use eval::*;
 pub use lifecycle::{AdminDownloads, Downloads, GarbageCollection, DEFAULT_GC_PERIOD};
+pub use quotas::{check_quota, Counted, QuotaRefusal, Quotas, Usage, QUOTA_EXCEEDED, STATUS_PROBE_ANNOTATION};
 pub use schedule::{check_expression, evaluate_schedule, ScheduleRules, TEMPLATE_PREFIX as SCHEDULE_TEMPLATE_PREFIX};
+pub use tiers::{Selector, Tier, TIER_PARTS};
 
 use crate::velero::{BackupSpec, RestoreSpec};
 use duration::GoDuration;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Key of the policy document inside the policy ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
@@ -60,6 +66,36 @@ pub struct Policy {
     pub rights: Rights,
     /// Bounds on tenants' schedules (NonAdminSchedule).
     pub schedule: ScheduleRules,
+    /// Limits per namespace.
+    pub quotas: Quotas,
+    /// The tier this policy is the effective policy of; `None`: the base.
+    pub tier: Option<String>,
+    /// The base's tiers, in order (empty in a tier's own policy).
+    pub tiers: Vec<Tier>,
+}
+
+impl Policy {
+    /// The tier that selects a namespace with these labels: the first whose selector matches.
+    pub fn tier_for(&self, labels: &BTreeMap<String, String>) -> Option<&Tier> {
+        self.tiers.iter().find(|t| t.selector.matches(labels))
+    }
+
+    /// The policy a namespace with these labels gets: its tier's, else the base (this one).
+    pub fn for_labels(self: &Arc<Self>, labels: &BTreeMap<String, String>) -> Arc<Policy> {
+        match self.tier_for(labels) {
+            Some(t) => t.policy.clone(),
+            None => self.clone(),
+        }
+    }
+
+    /// Who set what this policy enforces, for warnings and refusals: `cluster policy`, or
+    /// `cluster policy tier "gold"` in a tier's policy.
+    pub fn by(&self) -> String {
+        match &self.tier {
+            None => "cluster policy".to_string(),
+            Some(t) => format!("cluster policy tier {t:?}"),
+        }
+    }
 }
 
 /// Requesters' own rights as the limit of what their backups read (`crate::rights`).
@@ -191,6 +227,8 @@ struct RawPolicy {
     rights: Option<RawRights>,
     #[serde(default)]
     schedule: Option<schedule::RawScheduleRules>,
+    #[serde(default)]
+    quotas: Option<quotas::RawQuotas>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -292,11 +330,25 @@ impl Policy {
             serde_yaml::from_str::<Value>(yaml)
                 .map_err(|e| PolicyError(vec![problem("", format!("not valid YAML: {e}"))]))?
         };
-        let value = if value.is_null() {
+        let mut value = if value.is_null() {
             Value::Object(Map::new())
         } else {
             value
         };
+        let tiers = value.as_object_mut().and_then(|m| m.remove("tiers"));
+        let mut base = Self::parse_value(value.clone())?;
+        if let (Some(tiers), Value::Object(map)) = (tiers, &value) {
+            let mut problems = Vec::new();
+            base.tiers = tiers::parse_tiers(map, tiers, Self::parse_value, &mut problems);
+            if !problems.is_empty() {
+                return Err(PolicyError(problems));
+            }
+        }
+        Ok(base)
+    }
+
+    /// Parses and validates a policy document without tiers.
+    fn parse_value(value: Value) -> Result<Policy, PolicyError> {
         let raw: RawPolicy = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             PolicyError(vec![problem(
@@ -362,9 +414,11 @@ impl Policy {
             restore: raw_rights.restore.unwrap_or_default(),
             locations: raw_rights.locations.unwrap_or(crate::rights::RightsMode::Deny),
         };
-        let schedule = schedule::parse_schedule(raw.schedule.unwrap_or_default(), &mut problems);
+        let (schedule, per_namespace) = schedule::parse_schedule(raw.schedule.unwrap_or_default(), &mut problems);
+        let quotas = quotas::parse_quotas(raw.quotas.unwrap_or_default(), per_namespace, &mut problems);
         let policy = Policy {
             schedule,
+            quotas,
             rights,
             non_admin_bsl,
             downloads,
@@ -374,6 +428,8 @@ impl Policy {
             backup,
             backup_sync,
             restore,
+            tier: None,
+            tiers: Vec::new(),
         };
         if let Some(ttl) = policy.enforced_ttl() {
             if let Some(max) = policy.backup.max_ttl {
@@ -536,9 +592,7 @@ impl Policy {
         if let Some(d) = sched.min_interval {
             lines.push(format!("schedules run at most once every {d}"));
         }
-        if let Some(n) = sched.max_per_namespace {
-            lines.push(format!("at most {n} schedules per namespace"));
-        }
+        lines.extend(self.quotas.summary());
         if sched.skip_immediately {
             lines.push(
                 "schedules skip a run due at once when unpaused overdue (skipImmediately) unless they say otherwise"
@@ -547,6 +601,10 @@ impl Policy {
         }
         if lines.is_empty() {
             lines.push("permissive: only the always-on tenant rules apply".to_string());
+        }
+        for t in &self.tiers {
+            lines.push(format!("tier {:?} for namespaces with labels {}:", t.name, t.selector));
+            lines.extend(t.policy.summary().into_iter().map(|l| format!("  {l}")));
         }
         lines
     }

@@ -17,8 +17,6 @@ pub const TEMPLATE_PREFIX: &str = "spec.template.backupSpec";
 pub struct ScheduleRules {
     /// The shortest time between two runs a schedule may ask for.
     pub min_interval: Option<GoDuration>,
-    /// How many NonAdminSchedules a namespace may have.
-    pub max_per_namespace: Option<u32>,
     /// `spec.skipImmediately` of schedules that leave it out, on creation and on unpause (the counterpart of
     /// Velero's `--schedule-skip-immediately`).
     pub skip_immediately: bool,
@@ -35,7 +33,8 @@ pub(super) struct RawScheduleRules {
     skip_immediately: Option<bool>,
 }
 
-pub(super) fn parse_schedule(raw: RawScheduleRules, problems: &mut Vec<PolicyProblem>) -> ScheduleRules {
+/// The rules, and the old `maxPerNamespace` (now `quotas.maxSchedules`, where the caller folds it).
+pub(super) fn parse_schedule(raw: RawScheduleRules, problems: &mut Vec<PolicyProblem>) -> (ScheduleRules, Option<u32>) {
     let min_interval = duration_value("schedule.minInterval", raw.min_interval, problems).filter(|d| !d.is_zero());
     if raw.max_per_namespace == Some(0) {
         // Zero would be "no schedules at all": say so rather than guess.
@@ -44,11 +43,11 @@ pub(super) fn parse_schedule(raw: RawScheduleRules, problems: &mut Vec<PolicyPro
             "0 would refuse every schedule; leave it out for no limit",
         ));
     }
-    ScheduleRules {
+    let rules = ScheduleRules {
         min_interval,
-        max_per_namespace: raw.max_per_namespace.filter(|n| *n > 0),
         skip_immediately: raw.skip_immediately.unwrap_or(false),
-    }
+    };
+    (rules, raw.max_per_namespace.filter(|n| *n > 0))
 }
 
 fn violation(field: &str, detail: String) -> Violation {
@@ -63,6 +62,7 @@ fn violation(field: &str, detail: String) -> Violation {
 pub fn check_expression(
     expression: &str,
     rules: &ScheduleRules,
+    by: &str,
     now: jiff::Timestamp,
 ) -> Result<cron::Schedule, String> {
     let parsed = cron::Schedule::parse(expression).map_err(|e| format!("is invalid: {e}"))?;
@@ -79,7 +79,7 @@ pub fn check_expression(
         if every < min {
             return Err(format!(
                 "{expression:?} runs every {every} at its most frequent, more often than the minimum interval {min} \
-                 set by cluster policy (schedule.minInterval)"
+                 set by {by} (schedule.minInterval)"
             ));
         }
     }
@@ -96,7 +96,7 @@ pub fn evaluate_schedule(spec: &Map<String, Value>, policy: &Policy, namespace: 
     };
     match spec.get("schedule") {
         Some(Value::String(s)) if !s.trim().is_empty() => {
-            if let Err(e) = check_expression(s, &policy.schedule, now) {
+            if let Err(e) = check_expression(s, &policy.schedule, &policy.by(), now) {
                 out.violations.push(violation("spec.schedule", e));
             }
         }
@@ -246,7 +246,7 @@ mod tests {
     fn policy_section_is_checked() {
         let p = Policy::parse("schedule: {minInterval: 30m, maxPerNamespace: 3, skipImmediately: true}").unwrap();
         assert_eq!(p.schedule.min_interval, Some(GoDuration::from_secs(1800)));
-        assert_eq!(p.schedule.max_per_namespace, Some(3));
+        assert_eq!(p.quotas.max_schedules, Some(3));
         assert!(p.schedule.skip_immediately);
         for bad in [
             "schedule: {minInterval: soon}",

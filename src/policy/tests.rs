@@ -318,7 +318,7 @@ fn empty_policy_is_permissive() {
 
 #[test]
 fn shipped_policies_parse() {
-    for f in ["permissive", "strict", "fs-backup-only", "own-storage"] {
+    for f in ["permissive", "strict", "fs-backup-only", "own-storage", "tiers"] {
         let path = format!("{}/policies/{f}.yaml", env!("CARGO_MANIFEST_DIR"));
         let cm: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let doc = cm["data"][POLICY_KEY].as_str().unwrap();
@@ -601,6 +601,7 @@ fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
         garbage_collection: Some(Default::default()),
         rights: Some(Default::default()),
         schedule: Some(Default::default()),
+        quotas: Some(Default::default()),
     })
     .unwrap();
     let mut keys = Vec::new();
@@ -689,4 +690,183 @@ fn a_spec_velero_fails_at_validation_is_refused_naming_field_and_value() {
     let v = refused(json!({"excludedNamespaces": ["*"]}));
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].message.contains("must remain empty"));
+}
+
+const TIERED: &str = "
+enforceBackupSpec:
+  ttl: 720h0m0s
+  storageLocation: default
+backup:
+  maxTtl: 2160h
+schedule:
+  minInterval: 1h
+tiers:
+- name: gold
+  namespaceSelector:
+    matchLabels: {nac.example.com/tier: gold}
+  enforceBackupSpec:
+    ttl: 2160h0m0s
+    storageLocation: gold
+  backup:
+    maxTtl: 4320h
+- name: sandbox
+  namespaceSelector:
+    matchExpressions:
+    - {key: nac.example.com/tier, operator: In, values: [sandbox, dev]}
+  backup:
+    maxTtl: 168h
+  enforceBackupSpec:
+    ttl: 168h0m0s
+- name: catch-gold
+  namespaceSelector:
+    matchExpressions:
+    - {key: nac.example.com/tier, operator: Exists}
+  schedule:
+    minInterval: 24h
+";
+
+fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn a_namespace_takes_the_first_tier_that_selects_it_else_the_base() {
+    let p = Arc::new(policy(TIERED));
+    let tier = |l: &[(&str, &str)]| p.for_labels(&labels(l)).tier.clone();
+    assert_eq!(tier(&[("nac.example.com/tier", "gold")]), Some("gold".into()));
+    assert_eq!(tier(&[("nac.example.com/tier", "dev")]), Some("sandbox".into()));
+    // Both the second and the third select it: the first of them wins.
+    assert_eq!(tier(&[("nac.example.com/tier", "sandbox")]), Some("sandbox".into()));
+    assert_eq!(tier(&[("nac.example.com/tier", "other")]), Some("catch-gold".into()));
+    assert_eq!(tier(&[("team", "a")]), None);
+    assert!(
+        Arc::ptr_eq(&p.for_labels(&labels(&[])), &p),
+        "the base is the policy itself"
+    );
+}
+
+#[test]
+fn a_tier_replaces_the_parts_it_names_and_keeps_the_rest_of_the_base() {
+    let p = Arc::new(policy(TIERED));
+    let gold = p.for_labels(&labels(&[("nac.example.com/tier", "gold")]));
+    // Replaced whole: enforceBackupSpec and backup.
+    assert_eq!(gold.enforce_backup_spec["ttl"], json!("2160h0m0s"));
+    assert_eq!(gold.enforce_backup_spec["storageLocation"], json!("gold"));
+    assert_eq!(gold.backup.max_ttl, Some(GoDuration::from_secs(4320 * 3600)));
+    // Kept: schedule.
+    assert_eq!(gold.schedule, p.schedule);
+    let other = p.for_labels(&labels(&[("nac.example.com/tier", "x")]));
+    assert_eq!(other.schedule.min_interval, Some(GoDuration::from_secs(24 * 3600)));
+    assert_eq!(other.enforce_backup_spec, p.enforce_backup_spec);
+    // A part replaced is replaced whole, not merged: sandbox's enforceBackupSpec has no storageLocation.
+    let sandbox = p.for_labels(&labels(&[("nac.example.com/tier", "dev")]));
+    assert!(sandbox.enforce_backup_spec.get("storageLocation").is_none());
+
+    let o = evaluate_backup(&Map::new(), &gold, "team-a");
+    assert!(o.allowed(), "{:?}", o.violations);
+    assert_eq!(o.spec["ttl"], json!("2160h0m0s"));
+    assert!(o
+        .warnings
+        .contains(&"spec.backupSpec.ttl set to 2160h0m0s by cluster policy tier \"gold\"".to_string()));
+    let o = evaluate_backup(&Map::new(), &p, "team-a");
+    assert!(o
+        .warnings
+        .contains(&"spec.backupSpec.ttl set to 720h0m0s by cluster policy".to_string()));
+}
+
+#[test]
+fn refusals_under_a_tier_name_it_and_the_base_keeps_its_wording() {
+    let p = Arc::new(policy(TIERED));
+    let sandbox = p.for_labels(&labels(&[("nac.example.com/tier", "dev")]));
+    let o = evaluate_backup(&spec(json!({"ttl": "720h"})), &sandbox, "ns");
+    assert_eq!(
+        o.message(),
+        "NonAdminBackup spec.backupSpec.ttl is restricted, the administrator has restricted spec.backupSpec.ttl \
+         field value to 168h0m0s (requested 720h) (cluster policy tier \"sandbox\"); NonAdminBackup \
+         spec.backupSpec.ttl is restricted, 720h0m0s is above the maximum 168h0m0s set by cluster policy tier \
+         \"sandbox\""
+    );
+    let o = evaluate_backup(&spec(json!({"ttl": "4000h"})), &p, "ns");
+    assert_eq!(
+        o.message(),
+        "NonAdminBackup spec.backupSpec.ttl is restricted, the administrator has restricted spec.backupSpec.ttl \
+         field value to 720h0m0s (requested 4000h); NonAdminBackup spec.backupSpec.ttl is restricted, 4000h0m0s \
+         is above the maximum 2160h0m0s set by cluster policy"
+    );
+    let other = p.for_labels(&labels(&[("nac.example.com/tier", "x")]));
+    let o = evaluate_schedule(
+        &spec(json!({"schedule": "@every 2h", "template": {"backupSpec": {}}})),
+        &other,
+        "ns",
+        "2026-11-25T10:00:00Z".parse().unwrap(),
+    );
+    assert!(
+        o.message()
+            .contains("minimum interval 24h0m0s set by cluster policy tier \"catch-gold\""),
+        "{}",
+        o.message()
+    );
+}
+
+#[test]
+fn a_broken_tier_is_refused_naming_the_tier_and_field() {
+    let base = "backup: {maxTtl: 2160h}\nenforceBackupSpec: {ttl: 720h0m0s}\n";
+    for (tiers, field) in [
+        // A value the base would refuse, alone or against the base's other parts.
+        (
+            "- {name: a, namespaceSelector: {}, backup: {maxTtl: soon}}",
+            "tiers[0].backup.maxTtl",
+        ),
+        (
+            "- {name: a, namespaceSelector: {}, backup: {maxTtl: 1h}}",
+            "tiers[0].enforceBackupSpec.ttl",
+        ),
+        (
+            "- {name: a, namespaceSelector: {}, enforceBackupSpec: {includedNamespaces: [x]}}",
+            "tiers[0].enforceBackupSpec.includedNamespaces",
+        ),
+        // Unknown keys, cluster-wide parts, a bad selector, names.
+        ("- {name: a, namespaceSelector: {}, colour: red}", "tiers[0].colour"),
+        (
+            "- {name: a, namespaceSelector: {}, backupSync: {period: 1h}}",
+            "tiers[0].backupSync",
+        ),
+        (
+            "- {name: a, namespaceSelector: {matchLabels: {'a b': c}}}",
+            "tiers[0].namespaceSelector.matchLabels.a b",
+        ),
+        (
+            "- {name: a, namespaceSelector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}}",
+            "tiers[0].namespaceSelector.matchExpressions[0].operator",
+        ),
+        ("- {name: a}", "tiers[0].namespaceSelector"),
+        ("- {namespaceSelector: {}}", "tiers[0].name"),
+        ("- {name: Gold, namespaceSelector: {}}", "tiers[0].name"),
+        (
+            "- {name: a, namespaceSelector: {}}\n- {name: a, namespaceSelector: {}}",
+            "tiers[1].name",
+        ),
+        ("- just-a-name", "tiers[0]"),
+    ] {
+        let doc = format!("{base}tiers:\n{tiers}\n");
+        let err = Policy::parse(&doc).expect_err(&doc);
+        assert_eq!(err.0[0].field, field, "{doc}\n{err}");
+    }
+    assert_eq!(Policy::parse("tiers: {}").unwrap_err().0[0].field, "tiers");
+    // A broken base is reported as the base, not once per tier.
+    let err = Policy::parse("backup: {maxTtl: soon}\ntiers:\n- {name: a, namespaceSelector: {}}").unwrap_err();
+    assert_eq!(err.0.len(), 1);
+    assert_eq!(err.0[0].field, "backup.maxTtl");
+}
+
+#[test]
+fn the_summary_lists_each_tier_with_its_selector() {
+    let lines = policy(TIERED).summary();
+    let i = lines
+        .iter()
+        .position(|l| l == "tier \"gold\" for namespaces with labels nac.example.com/tier=gold:")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(lines[i + 1], "  enforces spec.backupSpec.storageLocation = gold");
+    assert!(lines
+        .contains(&"tier \"sandbox\" for namespaces with labels nac.example.com/tier in (sandbox,dev):".to_string()));
 }

@@ -305,6 +305,15 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     // The policy source runs until the process ends; it is aborted at shutdown.
     let policy_task = spawn_policy_source(&settings.policy, client.as_ref(), &store);
+    // Namespaces' labels, which policy tiers select by, for the webhooks and the reconcilers alike.
+    if let Some(c) = &client {
+        let namespaces = Arc::new(crate::policy::live::NamespaceLabels::default());
+        store.follow_namespaces(namespaces.clone());
+        tokio::spawn(namespaces.watch(c.clone()));
+        let usage = Arc::new(crate::policy::live::UsageIndex::default());
+        store.count_usage(usage.clone());
+        tokio::spawn(usage.watch(c.clone()));
+    }
 
     let certs = CertStore::load(&settings.webhook.cert_file, &settings.webhook.key_file)
         .context("loading the webhook serving certificate")?;

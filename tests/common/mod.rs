@@ -116,6 +116,23 @@ impl TestServer {
         }
     }
 
+    /// Gives the server counts of namespaces' use of quotas, as read in full: namespace `full` has three
+    /// NonAdminSchedules, others nothing.
+    pub fn count_usage(&self) -> Arc<nac::policy::live::UsageIndex> {
+        let usage = Arc::new(nac::policy::live::UsageIndex::default());
+        for i in 0..3 {
+            usage.put_schedule(&kube::core::ObjectMeta {
+                name: Some(format!("s{i}")),
+                namespace: Some("full".into()),
+                uid: Some(format!("uid-s{i}")),
+                ..Default::default()
+            });
+        }
+        usage.mark_synced();
+        self.policy.count_usage(usage.clone());
+        usage
+    }
+
     pub fn cert_path(&self) -> PathBuf {
         self.dir.path().join("tls.crt")
     }
@@ -225,17 +242,6 @@ impl nac::admission::LocationLookup for FakeLocations {
                 data: Some([("cloud".to_string(), k8s_openapi::ByteString(f.as_bytes().to_vec()))].into()),
                 ..Default::default()
             }))
-        })
-    }
-
-    /// Namespace `full` has three NonAdminSchedules, `unreachable` cannot be counted, others none.
-    fn schedules_in<'a>(&'a self, namespace: &'a str) -> futures::future::BoxFuture<'a, Result<usize, String>> {
-        Box::pin(async move {
-            match namespace {
-                "full" => Ok(3),
-                "unreachable" => Err("connection refused".into()),
-                _ => Ok(0),
-            }
         })
     }
 

@@ -340,6 +340,7 @@ impl Mirrors for NonAdminBackup {
 }
 
 impl Tenant for NonAdminBackup {
+    const COUNTED: crate::policy::Counted = crate::policy::Counted::Backup;
     type Velero = Backup;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {

@@ -382,7 +382,7 @@ impl Kind for NonAdminDownloadRequest {
                 return Ok(until(at, now));
             }
         }
-        let Some(policy) = ctx.policy.current() else {
+        let Some(policy) = ctx.policy.current_in(&obj.namespace().unwrap_or_default()) else {
             tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
             return Ok(Action::requeue(ctx.opts.policy_retry));
         };

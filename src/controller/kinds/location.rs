@@ -393,7 +393,7 @@ impl Kind for NonAdminBackupStorageLocation {
             set(api, &obj, ctx, &Stage::Invalid(message), None).await?;
             return Ok(Action::await_change());
         }
-        let Some(policy) = ctx.policy.current() else {
+        let Some(policy) = ctx.policy.current_in(&obj.namespace().unwrap_or_default()) else {
             tracing::info!(object = %key_of(&*obj), "no valid policy loaded yet; will retry");
             return Ok(Action::requeue(ctx.opts.policy_retry));
         };

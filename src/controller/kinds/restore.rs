@@ -204,6 +204,7 @@ impl Mirrors for NonAdminRestore {
 }
 
 impl Tenant for NonAdminRestore {
+    const COUNTED: crate::policy::Counted = crate::policy::Counted::Restore;
     type Velero = Restore;
 
     fn state(ctx: &Ctx) -> &KindState<Self> {

@@ -93,6 +93,40 @@ async fn wake_on_rbac_changes(ctx: Arc<Ctx>, stop: CancellationToken) {
     }
 }
 
+/// Wakes the schedules of each namespace whose labels change: a policy tier selects namespaces by their labels,
+/// so a relabelled namespace's schedules are judged under its new tier at once, not at the next [`RECHECK`].
+async fn wake_on_relabel(ctx: Arc<Ctx>, stop: CancellationToken) {
+    let Some(namespaces) = ctx.policy.namespaces() else {
+        return;
+    };
+    let mut changed = namespaces.subscribe();
+    loop {
+        let ns = tokio::select! {
+            _ = stop.cancelled() => return,
+            ns = changed.recv() => ns,
+        };
+        let ns = match ns {
+            Ok(ns) => Some(ns),
+            // Behind: every schedule may have moved.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let mut woken = 0;
+        for nas in ctx.own.objects.state() {
+            if ns.is_none() || nas.namespace() == ns {
+                woken += 1;
+                let _ = ctx
+                    .own
+                    .trigger
+                    .unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(&*nas));
+            }
+        }
+        if woken > 0 {
+            tracing::info!(namespace = ?ns, schedules = woken, "namespace labels changed: schedules rechecked");
+        }
+    }
+}
+
 /// What the schedule controller keeps for a term: the tenants' schedules, the Velero Schedules made for them, and
 /// the channel that wakes a schedule when one of its runs changes.
 pub type State = Stores<NonAdminSchedule, Schedule>;
@@ -125,7 +159,8 @@ impl Kind for NonAdminSchedule {
         let (controller, triggers) = stores::one_to_one(&ctx, &ctx.own, wiring, jobs, what);
         let triggers = crate::controller::watches::coalesce(triggers, ctx.opts.queue_update_interval);
         let waker = wake_on_rbac_changes(ctx.clone(), stop.clone());
-        tokio::join!(kind::run(controller.reconcile_on(triggers), &ctx, stop), waker);
+        let relabel = wake_on_relabel(ctx.clone(), stop.clone());
+        tokio::join!(kind::run(controller.reconcile_on(triggers), &ctx, stop), waker, relabel);
     }
 
     fn recorded_nacuuid(s: &NonAdminScheduleStatus) -> Option<&str> {
@@ -142,7 +177,7 @@ impl Kind for NonAdminSchedule {
     }
 
     async fn apply(api: &Api<NonAdminSchedule>, nas: Arc<NonAdminSchedule>, ctx: &Ctx) -> Result<Action, Error> {
-        let Some(policy) = ctx.policy.current() else {
+        let Some(policy) = ctx.policy.current_in(&nas.namespace().unwrap_or_default()) else {
             tracing::info!(object = %key_of(&*nas), "no valid policy loaded yet; will retry");
             return Ok(Action::requeue(ctx.opts.policy_retry));
         };
@@ -166,7 +201,7 @@ impl Kind for NonAdminSchedule {
         }
         let want = match wanted(ctx, &nas, &ns, &nacuuid, &policy).await? {
             Ok(w) => w,
-            Err(message) => {
+            Err((reason, message)) => {
                 // No new runs while invalid: its Velero Schedule (made when it was valid) is paused.
                 if let Some(v) = existing.as_ref().filter(|v| !v.spec.paused) {
                     patch_velero(
@@ -177,7 +212,7 @@ impl Kind for NonAdminSchedule {
                     .await?;
                     tracing::warn!(object = %key_of(&*nas), velero = %v.name_any(), "schedule invalid now; Velero Schedule paused");
                 }
-                set(api, &nas, ctx, &Stage::Invalid(message)).await?;
+                set(api, &nas, ctx, &Stage::Invalid(reason, message)).await?;
                 // A location may become usable, the policy change: looked at again now and then.
                 return Ok(Action::requeue(Duration::from_secs(60)));
             }
@@ -255,8 +290,8 @@ impl Kind for NonAdminSchedule {
 
 /// What the reconciler decided about a schedule under the current policy.
 pub enum Stage<'a> {
-    /// Refused with this message; no new runs.
-    Invalid(String),
+    /// Refused for this reason, with this message; no new runs.
+    Invalid(&'static str, String),
     /// Its Velero Schedule as it is now, with its backups' summary and next run.
     Created {
         nacuuid: &'a str,
@@ -271,8 +306,8 @@ pub enum Stage<'a> {
 pub fn plan(old: Option<&NonAdminScheduleStatus>, stage: &Stage, now: Timestamp) -> NonAdminScheduleStatus {
     let mut s = old.cloned().unwrap_or_default();
     match stage {
-        Stage::Invalid(message) => {
-            set_condition(&mut s.conditions, ACCEPTED, false, INVALID_SCHEDULE_SPEC, message, now);
+        Stage::Invalid(reason, message) => {
+            set_condition(&mut s.conditions, ACCEPTED, false, reason, message, now);
             s.next_run = None;
             if s.phase != Some(NonAdminPhase::Deleting) {
                 s.phase = Some(NonAdminPhase::BackingOff);
@@ -386,36 +421,37 @@ async fn wanted(
     ns: &str,
     nacuuid: &str,
     policy: &Policy,
-) -> Result<Result<Schedule, String>, Error> {
+) -> Result<Result<Schedule, (&'static str, String)>, Error> {
     if nas.spec.unset {
-        return Ok(Err(format!("{} spec.template.backupSpec is not set", NAS.kind)));
+        return Ok(Err((
+            INVALID_SCHEDULE_SPEC,
+            format!("{} spec.template.backupSpec is not set", NAS.kind),
+        )));
     }
     let spec = crate::velero::exclusions::to_map(&nas.spec);
     let outcome = evaluate_schedule(&spec, policy, ns, now_seconds());
     if !outcome.allowed() {
-        return Ok(Err(outcome.message()));
+        return Ok(Err((INVALID_SCHEDULE_SPEC, outcome.message())));
     }
-    if let Some(max) = policy.schedule.max_per_namespace {
-        // Counted in creation order: a schedule past the limit waits until an older one goes.
-        let mut mine: Vec<(Option<Timestamp>, String)> = ctx
-            .own
-            .objects
-            .state()
-            .iter()
-            .filter(|o| o.namespace().as_deref() == Some(ns) && o.metadata.deletion_timestamp.is_none())
-            .map(|o| (o.metadata.creation_timestamp.as_ref().map(|t| t.0), o.name_any()))
-            .collect();
-        mine.sort();
-        if mine
-            .iter()
-            .position(|(_, n)| *n == nas.name_any())
-            .is_some_and(|i| i >= max as usize)
-        {
-            return Ok(Err(format!(
-                "NonAdminSchedule refused: namespace {ns} has more NonAdminSchedules than the cluster policy allows \
-                 (schedule.maxPerNamespace: {max}); delete one"
-            )));
-        }
+    // Counted in creation order: a schedule past the limit waits until an older one goes.
+    let created = nas.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
+    let schedules = ctx
+        .own
+        .objects
+        .state()
+        .iter()
+        .filter(|o| o.namespace().as_deref() == Some(ns) && o.metadata.deletion_timestamp.is_none())
+        .filter(|o| {
+            let c = o.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
+            (c, o.name_any()) < (created, nas.name_any())
+        })
+        .count() as u64;
+    let usage = crate::policy::Usage {
+        schedules,
+        ..Default::default()
+    };
+    if let Err(r) = crate::policy::check_quota(policy, crate::policy::Counted::Schedule, ns, &usage) {
+        return Ok(Err((crate::policy::QUOTA_EXCEEDED, r.message)));
     }
     let template = outcome.spec["template"]["backupSpec"]
         .as_object()
@@ -423,7 +459,7 @@ async fn wanted(
         .unwrap_or_default();
     let mut template = match recorded_spec(template, &nas.metadata, NAS.kind, SCHEDULE_TEMPLATE_PREFIX, policy) {
         Ok(t) => t,
-        Err(e) => return Ok(Err(e)),
+        Err(e) => return Ok(Err((INVALID_SCHEDULE_SPEC, e))),
     };
     if let Err(message) = recheck_rights(
         &nas.metadata,
@@ -435,14 +471,14 @@ async fn wanted(
     )
     .await?
     {
-        return Ok(Err(message));
+        return Ok(Err((INVALID_SCHEDULE_SPEC, message)));
     }
     if let Some(name) = tenant_location(template.storage_location.as_deref(), policy) {
         let locations = ctx.view.get::<crate::api::NonAdminBackupStorageLocation>();
         ctx.ready(&locations.synced, "NonAdminBackupStorageLocations").await?;
         match resolve_location(ctx, ns, name) {
             Ok(velero_location) => template.storage_location = Some(velero_location),
-            Err(message) => return Ok(Err(message)),
+            Err(message) => return Ok(Err((INVALID_SCHEDULE_SPEC, message))),
         }
     }
     // Never template labels: Velero would put them on each run instead of the Schedule's (nac's identity).
@@ -792,7 +828,7 @@ mod tests {
             next_run: next_run(&v),
         };
         assert_eq!(plan(Some(&old), &none_yet, now).last_backup, None);
-        let bad = plan(Some(&s), &Stage::Invalid("nope".into()), now);
+        let bad = plan(Some(&s), &Stage::Invalid(INVALID_SCHEDULE_SPEC, "nope".into()), now);
         assert_eq!(bad.phase, Some(NonAdminPhase::BackingOff));
         assert_eq!(bad.next_run, None);
         assert_eq!(

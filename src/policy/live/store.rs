@@ -3,6 +3,7 @@
 //! Readers (webhook requests, reconciles) take a cheap snapshot; a source (file poller or ConfigMap watch) swaps
 //! in new versions. An invalid version never replaces a valid one.
 
+use super::NamespaceLabels;
 use crate::policy::Policy;
 use arc_swap::ArcSwap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,12 @@ pub struct PolicyStore {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Since when and why the source cannot be read, while it cannot.
     unreadable: Mutex<Option<(Instant, String)>>,
+    /// Namespaces' labels, which tiers select by; unset without a cluster (a policy with tiers then admits
+    /// nothing).
+    namespaces: std::sync::OnceLock<Arc<NamespaceLabels>>,
+    /// Namespaces' use of their quotas; unset without a cluster (quotas then cannot be counted: a policy with
+    /// quotas refuses what they limit).
+    usage: std::sync::OnceLock<Arc<super::UsageIndex>>,
 }
 
 /// What happened to an offered policy text.
@@ -46,7 +53,46 @@ impl PolicyStore {
             state: ArcSwap::from_pointee(PolicyState::default()),
             metrics,
             unreadable: Mutex::default(),
+            namespaces: std::sync::OnceLock::new(),
+            usage: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Gives the store the namespaces' use of their quotas (once).
+    pub fn count_usage(&self, usage: Arc<super::UsageIndex>) {
+        let _ = self.usage.set(usage);
+    }
+
+    pub fn usage(&self) -> Option<&Arc<super::UsageIndex>> {
+        self.usage.get()
+    }
+
+    /// Gives the store the namespaces' labels tiers select by (once).
+    pub fn follow_namespaces(&self, namespaces: Arc<NamespaceLabels>) {
+        let _ = self.namespaces.set(namespaces);
+    }
+
+    pub fn namespaces(&self) -> Option<&Arc<NamespaceLabels>> {
+        self.namespaces.get()
+    }
+
+    /// The policy of objects in `namespace`: its tier's, else the base. `None` without a policy, or when the
+    /// policy has tiers and the namespace's labels are not known (yet): a tier cannot be guessed.
+    pub fn current_in(&self, namespace: &str) -> Option<Arc<Policy>> {
+        self.resolve(self.current()?, namespace)
+    }
+
+    /// [`Self::admissible`] for objects in `namespace`, resolved as [`Self::current_in`].
+    pub fn admissible_in(&self, namespace: &str) -> Option<Arc<Policy>> {
+        self.resolve(self.admissible()?, namespace)
+    }
+
+    fn resolve(&self, policy: Arc<Policy>, namespace: &str) -> Option<Arc<Policy>> {
+        if policy.tiers.is_empty() {
+            return Some(policy);
+        }
+        let labels = self.namespaces.get()?.labels(namespace)?;
+        Some(policy.for_labels(&labels))
     }
 
     pub fn snapshot(&self) -> Arc<PolicyState> {

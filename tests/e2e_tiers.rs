@@ -1,0 +1,206 @@
+//! End to end: policy tiers chosen by namespace labels, followed live, and quotas counted again by the reconciler
+//! when the webhook is bypassed.
+#![cfg(feature = "e2e")]
+
+mod common;
+
+use common::e2e::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use nac::api::{NonAdminBackup, NonAdminSchedule};
+use serde_json::json;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+const TIER_LABEL: &str = "nac-e2e/tier";
+
+const POLICY: &str = "
+enforceBackupSpec: {ttl: 720h0m0s}
+schedule: {minInterval: 1h}
+quotas: {maxBackups: 1, maxSchedules: 1}
+rights: {backup: off}
+tiers:
+- name: gold
+  namespaceSelector:
+    matchLabels: {nac-e2e/tier: gold}
+  enforceBackupSpec: {ttl: 2160h0m0s}
+  schedule: {minInterval: 24h}
+  quotas: {maxBackups: 5, maxSchedules: 5}
+";
+
+fn nab(name: &str) -> NonAdminBackup {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+        "metadata": {"name": name}, "spec": {"backupSpec": {"includedResources": ["configmaps"]}}
+    }))
+    .unwrap()
+}
+
+fn nas(name: &str, schedule: &str) -> NonAdminSchedule {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminSchedule", "metadata": {"name": name},
+        "spec": {"schedule": schedule, "template": {"backupSpec": {"includedResources": ["configmaps"]}}}
+    }))
+    .unwrap()
+}
+
+async fn label(admin: &kube::Client, ns: &str, tier: Option<&str>) {
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let patch = json!({"metadata": {"labels": {TIER_LABEL: tier}}});
+    namespaces
+        .patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+fn ttl(b: &NonAdminBackup) -> String {
+    serde_json::to_value(&b.spec.backup_spec).unwrap()["ttl"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// One test, so that the webhook's removal cannot race with other tests in this binary.
+#[tokio::test]
+async fn tiers_follow_namespace_labels_live_and_quotas_hold_at_reconcile() {
+    let env = Env::start(POLICY, NacOptions::default()).await;
+    let (gold, gold_user) = env.tenant("e2e-tier-gold").await;
+    let (base, base_user) = env.tenant("e2e-tier-base").await;
+    label(&env.admin, &gold, Some("gold")).await;
+
+    // Two namespaces in different tiers get different enforced values (the relabel reaches nac within seconds).
+    let gold_nabs: Api<NonAdminBackup> = Api::namespaced(gold_user.clone(), &gold);
+    let made = eventually(T, "the gold tier's TTL", || async {
+        let name = format!("g-{}", rand_suffix());
+        let b = gold_nabs.create(&PostParams::default(), &nab(&name)).await.ok()?;
+        (ttl(&b) == "2160h0m0s").then_some(b)
+    })
+    .await;
+    assert_eq!(ttl(&made), "2160h0m0s");
+    let base_nabs: Api<NonAdminBackup> = Api::namespaced(base_user.clone(), &base);
+    let b = base_nabs.create(&PostParams::default(), &nab("b-1")).await.unwrap();
+    assert_eq!(ttl(&b), "720h0m0s");
+    // The base's quota: one backup; refused at apply, naming the quota, the use and the limit.
+    wait_json(&base_nabs, "b-1", T, "the first backup Created", |v| {
+        v["status"]["phase"] == "Created"
+    })
+    .await;
+    let e = base_nabs.create(&PostParams::default(), &nab("b-2")).await.unwrap_err();
+    assert!(e.to_string().contains("has 1 NonAdminBackups holding a backup"), "{e}");
+    assert!(e.to_string().contains("(quotas.maxBackups: 1)"), "{e}");
+
+    // A schedule in the base (hourly is allowed there) is judged again at once when its namespace moves to the
+    // gold tier, whose minimum interval is a day: refused, naming the tier, its Velero Schedule paused.
+    let base_nases: Api<NonAdminSchedule> = Api::namespaced(base_user.clone(), &base);
+    base_nases
+        .create(&PostParams::default(), &nas("hourly", "@every 1h"))
+        .await
+        .unwrap();
+    wait_json(&base_nases, "hourly", T, "the schedule Created", |v| {
+        v["status"]["phase"] == "Created"
+    })
+    .await;
+    label(&env.admin, &base, Some("gold")).await;
+    let refused = wait_json(
+        &base_nases,
+        "hourly",
+        Duration::from_secs(15),
+        "the schedule refused under gold",
+        |v| condition_of(v, "Accepted").0 == "False",
+    )
+    .await;
+    let message = condition(&refused, "Accepted").unwrap()["message"].to_string();
+    assert!(message.contains("set by cluster policy tier \\\"gold\\\""), "{message}");
+    // And the next backup there gets gold's values and quota.
+    let b = eventually(T, "the relabelled namespace's next backup under gold", || async {
+        base_nabs
+            .create(&PostParams::default(), &nab(&format!("b-{}", rand_suffix())))
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(ttl(&b), "2160h0m0s");
+
+    // `kubectl nac status` as the namespace's user: its tier, each quota's use and limit.
+    let dir = tempfile::tempdir().unwrap();
+    let kc = user_kubeconfig(&env.cluster, dir.path(), &format!("user-{base}"), &base);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nac"))
+            .env("KUBECONFIG", &kc)
+            .arg("status")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Tier:       \"gold\""), "{text}");
+    assert!(text.contains("quotas.maxBackups            2 of 5"), "{text}");
+    assert!(text.contains("quotas.maxSchedules          1 of 5"), "{text}");
+    assert!(text.contains("Newest completed backup: none"), "{text}");
+
+    // With the webhooks out of the way, the reconciler counts again: in a base namespace the second backup and
+    // the second schedule are refused with QuotaExceeded and get no Velero object.
+    delete_webhooks(&env.admin).await;
+    let (probe_ns, _) = env.tenant("e2e-tier-probe").await;
+    let probe: Api<NonAdminBackup> = Api::namespaced(env.admin.clone(), &probe_ns);
+    eventually(
+        Duration::from_secs(10),
+        "the webhooks out of the admission chain",
+        || async {
+            // What the validating webhook refuses: admitted once it is out of the way.
+            let mut escape = nab(&format!("escape-{}", rand_suffix()));
+            escape.spec.backup_spec = serde_json::from_value(json!({"includedNamespaces": ["kube-system"]})).unwrap();
+            probe.create(&PostParams::default(), &escape).await.ok()
+        },
+    )
+    .await;
+    let (ns, _) = env.tenant("e2e-tier-bypass").await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(env.admin.clone(), &ns);
+    let nases: Api<NonAdminSchedule> = Api::namespaced(env.admin.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("first")).await.unwrap();
+    wait_json(&nabs, "first", T, "the first backup Created", |v| {
+        v["status"]["phase"] == "Created"
+    })
+    .await;
+    nabs.create(&PostParams::default(), &nab("second")).await.unwrap();
+    let second = wait_json(&nabs, "second", T, "the second backup refused", |v| {
+        condition_of(v, "Accepted") == ("False".into(), "QuotaExceeded".into())
+    })
+    .await;
+    assert!(second["status"]["veleroBackup"]["name"].is_null(), "{second}");
+    let message = condition(&second, "Accepted").unwrap()["message"].to_string();
+    assert!(message.contains("(quotas.maxBackups: 1)"), "{message}");
+    nases
+        .create(&PostParams::default(), &nas("one", "@daily"))
+        .await
+        .unwrap();
+    wait_json(&nases, "one", T, "the first schedule Created", |v| {
+        v["status"]["phase"] == "Created"
+    })
+    .await;
+    nases
+        .create(&PostParams::default(), &nas("two", "@daily"))
+        .await
+        .unwrap();
+    let two = wait_json(&nases, "two", T, "the second schedule refused", |v| {
+        condition_of(v, "Accepted") == ("False".into(), "QuotaExceeded".into())
+    })
+    .await;
+    // Its name is recorded, but no Velero Schedule was made under it.
+    let velero: Api<nac::velero::Schedule> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let name = two["status"]["veleroSchedule"]["name"].as_str().unwrap_or("none");
+    assert!(velero.get_opt(name).await.unwrap().is_none(), "{two}");
+    register_webhooks(&env.cluster, &env.admin, &env.nac).await;
+}
+
+fn rand_suffix() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    )
+}
