@@ -1150,6 +1150,21 @@ async fn credential_content(
 }
 
 /// The validating rules on a parsed review.
+/// A preview made by one user must not become a restore made with their rights by another's edit.
+fn preview_changed(kind: ProxyKind, old: &Value, new: &Value) -> Option<(String, String)> {
+    let preview = |o: &Value| annotation(o, PREVIEW_ANNOTATION).map(str::to_string);
+    (kind.waits && preview(old) != preview(new)).then(|| {
+        (
+            format!("metadata.annotations[{PREVIEW_ANNOTATION}]"),
+            format!(
+                "{} annotation {PREVIEW_ANNOTATION} cannot be added, changed or removed after creation: a preview \
+                 stays a preview; create a new NonAdminRestore to restore",
+                kind.kind()
+            ),
+        )
+    })
+}
+
 fn validate_parsed(
     state: &AdmissionState,
     kind: ProxyKind,
@@ -1271,18 +1286,7 @@ fn validate_parsed(
             if let Some(policy) = state.policy.current_in(p.namespace) {
                 violations.extend(wait_timeout_violation(kind, &p.object, Some(old_obj), &policy));
             }
-            // A preview made by one user must not become a restore made with their rights by another's edit.
-            let preview = |o: &Value| annotation(o, PREVIEW_ANNOTATION).map(str::to_string);
-            if kind.waits && preview(old_obj) != preview(&p.object) {
-                violations.push((
-                    format!("metadata.annotations[{PREVIEW_ANNOTATION}]"),
-                    format!(
-                        "{} annotation {PREVIEW_ANNOTATION} cannot be added, changed or removed after creation: a \
-                         preview stays a preview; create a new NonAdminRestore to restore",
-                        kind.kind()
-                    ),
-                ));
-            }
+            violations.extend(preview_changed(kind, old_obj, &p.object));
             let me = serde_json::to_string(&Requester::from_user_info(&req.user_info)).expect("serializes");
             for key in [REQUESTER_ANNOTATION, BACKUP_RIGHTS_ANNOTATION] {
                 // Only an edit that makes its user the requester re-records them (a pause alone does not).
