@@ -385,8 +385,68 @@ fn without_nulls(value: &Value) -> Value {
     }
 }
 
-/// Decodes `object` as `K` and encodes it again: every field comes back as it was.
-fn round_trips<K: DeserializeOwned + Serialize>(what: &str, object: Value) {
+/// The keys of `value` its schema does not name, as paths: what a type with a catch-all map for unknown fields
+/// would keep there (and give back whole), so a round trip alone cannot show a field the type misspells or lacks.
+/// Maps (`additionalProperties`) and objects the schema leaves free-form (no `properties`) take any key.
+fn unknown_keys(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(m) => {
+            let props = schema["properties"].as_object();
+            let map = schema["additionalProperties"].as_object();
+            for (k, v) in m {
+                let at = format!("{path}.{k}");
+                match (props.and_then(|p| p.get(k)), map) {
+                    (Some(s), _) => unknown_keys(s, v, &at, out),
+                    (None, Some(s)) => unknown_keys(&Value::Object(s.clone()), v, &at, out),
+                    (None, None) if props.is_some() => out.push(at),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| unknown_keys(&schema["items"], v, &format!("{path}[]"), out)),
+        _ => {}
+    }
+}
+
+/// The schema of a type's spec and status, every subschema inlined.
+trait Schema {
+    fn schema() -> Value;
+}
+
+impl<K: kube::CustomResourceExt> Schema for K {
+    fn schema() -> Value {
+        let crd = serde_json::to_value(K::crd()).unwrap();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+}
+
+/// Velero's Backup, which nac types by hand (a compact store copy): its spec and status types' schemas.
+struct VeleroBackup;
+
+impl Schema for VeleroBackup {
+    fn schema() -> Value {
+        let generator = || {
+            schemars::generate::SchemaSettings::openapi3()
+                .with(|s| s.inline_subschemas = true)
+                .into_generator()
+        };
+        let spec = generator().into_root_schema_for::<nac::velero::BackupSpec>();
+        let status = generator().into_root_schema_for::<nac::velero::BackupStatus>();
+        json!({"properties": {"spec": spec, "status": status}})
+    }
+}
+
+/// Decodes `object` as `K` and encodes it again: every field comes back as it was, and every field is one the
+/// type knows by `S`'s schema (none kept in a catch-all).
+fn round_trips_as<K: DeserializeOwned + Serialize, S: Schema>(what: &str, object: Value) {
+    let schema = S::schema();
+    let mut unknown = Vec::new();
+    for top in ["spec", "status"] {
+        if let Some(v) = object.get(top) {
+            unknown_keys(&schema["properties"][top], v, top, &mut unknown);
+        }
+    }
+    assert!(unknown.is_empty(), "{what}: fields nac's type does not know: {unknown:?}");
     let typed: K = serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("{what}: {e}\n{object:#}"));
     let back = serde_json::to_value(&typed).unwrap();
     let mut expected = without_nulls(&object);
@@ -403,6 +463,10 @@ fn round_trips<K: DeserializeOwned + Serialize>(what: &str, object: Value) {
     assert_eq!(got, expected, "{what} did not round-trip");
 }
 
+fn round_trips<K: DeserializeOwned + Serialize + kube::CustomResourceExt>(what: &str, object: Value) {
+    round_trips_as::<K, K>(what, object)
+}
+
 #[test]
 fn objects_as_oadp_s_controller_writes_them_round_trip_through_nac_s_types() {
     use nac::api::*;
@@ -416,8 +480,8 @@ fn objects_as_oadp_s_controller_writes_them_round_trip_through_nac_s_types() {
                       "uploaderConfig": {"parallelFilesUpload": 4}, "resourcePolicy": {"kind": "configmap", "name": "rp"}});
     let id = oadp::nacuuid(ns, "nightly");
     let vb = oadp::velero_backup(ns, "nightly", &id, &spec, "720h0m0s");
-    round_trips::<nac::velero::Backup>("a Velero Backup OADP made", vb.clone());
-    round_trips::<nac::velero::Backup>(
+    round_trips_as::<nac::velero::Backup, VeleroBackup>("a Velero Backup OADP made", vb.clone());
+    round_trips_as::<nac::velero::Backup, VeleroBackup>(
         "a Velero Backup as OADP creates it",
         oadp::velero_backup_request(ns, "nightly", &id, &spec),
     );
@@ -524,4 +588,26 @@ fn an_object_without_spec_decodes_as_unset_and_writes_no_spec_fields_of_its_own(
     assert!(d.spec.unset);
     let r: NonAdminBackupStorageLocationRequest = serde_json::from_value(json!({"metadata": {"name": "q"}})).unwrap();
     assert_eq!(r.spec.approval_decision, None);
+}
+
+/// The round trips' schema check sees a field a type would only keep in its catch-all (a misspelling, a field
+/// nac's type lacks), in a tenant kind and in Velero's Backup.
+#[test]
+fn a_field_nac_s_types_do_not_know_is_named() {
+    let mut unknown = Vec::new();
+    let nab = json!({"backupSpec": {"includedResources": ["configmaps"], "snapshotVolumez": true,
+                                    "hooks": {"resources": [{"name": "h", "pre": [{"exec": {"comand": ["x"]}}]}]}}});
+    let schema = <nac::api::NonAdminBackup as Schema>::schema();
+    unknown_keys(&schema["properties"]["spec"], &nab, "spec", &mut unknown);
+    assert_eq!(
+        unknown,
+        vec![
+            "spec.backupSpec.hooks.resources[].pre[].exec.comand",
+            "spec.backupSpec.snapshotVolumez"
+        ]
+    );
+    let mut unknown = Vec::new();
+    let status = json!({"phase": "Completed", "progress": {"itemsBackedUp": 1, "itemsBackedup": 1}});
+    unknown_keys(&VeleroBackup::schema()["properties"]["status"], &status, "status", &mut unknown);
+    assert_eq!(unknown, vec!["status.progress.itemsBackedup"]);
 }
