@@ -144,8 +144,8 @@ fn label_selector_value() -> serde_json::Value {
     })
 }
 
-/// `[]metav1.Condition` as Kubernetes declares it: the required fields, the status enum, the formats. (Not its
-/// length and pattern limits: a long refusal message must not make nac's status write fail.)
+/// `[]metav1.Condition` as Kubernetes declares it: the required fields, the status enum, the formats, the
+/// lengths and patterns (nac cuts a longer message before it writes one: `controller::conditions`).
 pub fn conditions(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "array",
@@ -158,15 +158,27 @@ pub fn conditions(_: &mut SchemaGenerator) -> Schema {
                     "format": "date-time",
                     "description": "When the condition last changed from one status to another."
                 },
-                "message": {"type": "string", "description": "Details of the transition; may be empty."},
+                "message": {"type": "string", "maxLength": 32768, "description": "Details of the transition; may be empty."},
                 "observedGeneration": {
                     "type": "integer",
                     "format": "int64",
+                    "minimum": 0,
                     "description": "The .metadata.generation the condition was set from."
                 },
-                "reason": {"type": "string", "description": "Why the condition last changed, in CamelCase."},
+                "reason": {
+                    "type": "string",
+                    "maxLength": 1024,
+                    "minLength": 1,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+                    "description": "Why the condition last changed, in CamelCase."
+                },
                 "status": {"type": "string", "enum": ["True", "False", "Unknown"], "description": "True, False or Unknown."},
-                "type": {"type": "string", "description": "The condition's type, in CamelCase."}
+                "type": {
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                    "description": "The condition's type, in CamelCase."
+                }
             },
             "required": ["lastTransitionTime", "message", "reason", "status", "type"]
         }

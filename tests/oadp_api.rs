@@ -403,7 +403,9 @@ fn unknown_keys(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>
                 }
             }
         }
-        Value::Array(a) => a.iter().for_each(|v| unknown_keys(&schema["items"], v, &format!("{path}[]"), out)),
+        Value::Array(a) => a
+            .iter()
+            .for_each(|v| unknown_keys(&schema["items"], v, &format!("{path}[]"), out)),
         _ => {}
     }
 }
@@ -446,7 +448,10 @@ fn round_trips_as<K: DeserializeOwned + Serialize, S: Schema>(what: &str, object
             unknown_keys(&schema["properties"][top], v, top, &mut unknown);
         }
     }
-    assert!(unknown.is_empty(), "{what}: fields nac's type does not know: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "{what}: fields nac's type does not know: {unknown:?}"
+    );
     let typed: K = serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("{what}: {e}\n{object:#}"));
     let back = serde_json::to_value(&typed).unwrap();
     let mut expected = without_nulls(&object);
@@ -608,6 +613,11 @@ fn a_field_nac_s_types_do_not_know_is_named() {
     );
     let mut unknown = Vec::new();
     let status = json!({"phase": "Completed", "progress": {"itemsBackedUp": 1, "itemsBackedup": 1}});
-    unknown_keys(&VeleroBackup::schema()["properties"]["status"], &status, "status", &mut unknown);
+    unknown_keys(
+        &VeleroBackup::schema()["properties"]["status"],
+        &status,
+        "status",
+        &mut unknown,
+    );
     assert_eq!(unknown, vec!["status.progress.itemsBackedup"]);
 }

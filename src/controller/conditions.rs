@@ -27,6 +27,7 @@ pub fn set_condition(
     now: Timestamp,
 ) -> bool {
     let status = status_str(value);
+    let message = &*within_limit(message);
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             let mut changed = false;
@@ -57,6 +58,23 @@ pub fn set_condition(
             true
         }
     }
+}
+
+/// The longest condition message `metav1.Condition` allows (bytes).
+pub const MAX_MESSAGE_BYTES: usize = 32768;
+
+/// `message` within [`MAX_MESSAGE_BYTES`], cut on a character boundary and marked, so a status write never fails on
+/// it.
+fn within_limit(message: &str) -> std::borrow::Cow<'_, str> {
+    const CUT: &str = " ... (cut)";
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.into();
+    }
+    let mut end = MAX_MESSAGE_BYTES - CUT.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT}", &message[..end]).into()
 }
 
 /// The condition of type `type_`, if present.
@@ -97,6 +115,25 @@ mod tests {
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn a_message_over_the_condition_limit_is_cut_on_a_character_boundary_and_written_once() {
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let mut c = Vec::new();
+        assert!(set_condition(&mut c, "Accepted", false, "Refused", &long, t(0)));
+        let m = &c[0].message;
+        assert!(
+            m.len() <= MAX_MESSAGE_BYTES && m.ends_with(" ... (cut)") && m.starts_with("éé"),
+            "{}",
+            m.len()
+        );
+        assert!(
+            !set_condition(&mut c, "Accepted", false, "Refused", &long, t(1)),
+            "the same cut message"
+        );
+        let written = c[0].message.clone();
+        assert!(!set_condition(&mut c, "Accepted", false, "Refused", &written, t(2)));
     }
 
     #[test]

@@ -125,14 +125,15 @@ impl JsonSchema for SecretKeyRef {
     fn inline_schema() -> bool {
         true
     }
-    /// The key is required and the selector is replaced as a whole by server-side apply, as Kubernetes declares.
+    /// The key is required, the name defaults to empty, and the selector is replaced as a whole by server-side
+    /// apply, as Kubernetes declares.
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "object",
             "description": "A key of a Secret in the object's namespace.",
             "properties": {
                 "key": {"type": "string", "description": "The key of the secret to select from."},
-                "name": {"type": "string", "description": "The name of the Secret."},
+                "name": {"type": "string", "default": "", "description": "The name of the Secret."},
                 "optional": {"type": "boolean", "description": "Whether the Secret or its key may be missing."}
             },
             "required": ["key"],
