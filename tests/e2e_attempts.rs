@@ -3,7 +3,8 @@
 //! check and Velero's read, a restore resource list crafted to have nac delete the admin's objects, a tarball in a
 //! tenant's own bucket naming a new privileged namespace and a DataUpload, a tarball in a tenant's own bucket naming
 //! another snapshot for Velero to delete, a file of a backup downloaded by a user who may not read what it holds, a
-//! schedule unpaused by a user with fewer rights), each by a user with an
+//! schedule unpaused by a user with fewer rights, a ServiceAccount Velero would merge into an existing one, Roles and
+//! RoleBindings from a tenant's own location), each by a user with an
 //! ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The rules
 //! are `crate::rights::features`.
 #![cfg(feature = "e2e")]
@@ -198,20 +199,10 @@ async fn a_viewers_exec_hooks_and_volume_data_never_reach_velero_and_an_admin_ke
     )
     .await;
     assert!(!any_contains(&warnings, &["pods/exec"]), "{warnings:?}");
+    // Velero takes the hooks and completes the backup (no pod runs here for a hook to run in: the node suite shows
+    // an owner's hook running, tests/e2e_node.rs `ba_`).
     let owner_nabs: Api<NonAdminBackup> = Api::namespaced(owner_client, &ns);
-    let n = velero_phase(
-        &owner_nabs,
-        "owner-hooked",
-        &[
-            "Completed",
-            "PartiallyFailed",
-            "Failed",
-            "FailedValidation",
-            "InProgress",
-            "New",
-        ],
-    )
-    .await;
+    let n = completed(&owner_nabs, "owner-hooked").await;
     let spec = &n["status"]["veleroBackup"]["spec"];
     assert_eq!(spec["hooks"]["resources"][0]["name"], "dump", "{spec:#}");
     assert_eq!(spec["defaultVolumesToFsBackup"], json!(true), "{spec:#}");
@@ -377,7 +368,7 @@ async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() 
         "{warnings:?}"
     );
     let nars: Api<NonAdminRestore> = Api::namespaced(creator_client, &ns);
-    restore_finished(&nars, "as-creator").await;
+    assert_eq!(restore_finished(&nars, "as-creator").await, "Completed");
     let vr = velero_restore_of(&admin, &nars, "as-creator").await;
     assert_eq!(vr.spec.existing_resource_policy.as_deref(), Some("none"));
     let n = serde_json::to_value(nars.get("as-creator").await.unwrap()).unwrap();
@@ -395,16 +386,199 @@ async fn existing_objects_are_overwritten_only_for_a_user_who_may_update_them() 
     let warnings = create_nar(&admin_client, &ns, "as-admin", spec).await;
     assert!(!any_contains(&warnings, &["existingResourcePolicy"]), "{warnings:?}");
     let nars: Api<NonAdminRestore> = Api::namespaced(admin_client, &ns);
-    restore_finished(&nars, "as-admin").await;
+    assert_eq!(restore_finished(&nars, "as-admin").await, "Completed");
     assert_eq!(cms.get("limits").await.unwrap().data.unwrap()["quota"], "10");
+}
+
+/// Velero merges a restored ServiceAccount into one that exists (its labels, annotations and secrets: a patch) under
+/// any existingResourcePolicy: a user who may create ServiceAccounts but not patch them restores none (a ConfigMap
+/// beside them, so that the restore holds something they may restore); the namespace's admin, who may, gets the
+/// backup's label merged back.
+#[tokio::test]
+async fn a_service_account_is_merged_into_an_existing_one_only_for_a_user_who_may_patch_it() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let (ns, _, owner, admin) = tenant_with("att-sa", "admin").await;
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns);
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "app", "labels": {"from": "backup"}}})).unwrap();
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    plain_configmap(&admin, &ns).await;
+    let kinds = json!(["serviceaccounts", "configmaps"]);
+    let nabs: Api<NonAdminBackup> = Api::namespaced(owner.clone(), &ns);
+    create_nab(&owner, &ns, "sa", json!({"includedResources": kinds})).await;
+    completed(&nabs, "sa").await;
+    // The cluster's admin takes the label off afterwards.
+    let label = |s: &ServiceAccount| s.metadata.labels.as_ref().and_then(|l| l.get("from").cloned());
+    let unlabelled: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "app"}})).unwrap();
+    sas.replace("app", &PostParams::default(), &unlabelled).await.unwrap();
+    assert_eq!(label(&sas.get("app").await.unwrap()), None);
+
+    let creator = format!("creator-{ns}");
+    role(
+        &admin,
+        &ns,
+        "create-sas",
+        "serviceaccounts, configmaps",
+        "create, get, list",
+        &creator,
+    )
+    .await;
+    bind_editor(&admin, &ns, &creator).await;
+    let creator_client = Cluster::load().as_user(&creator).await;
+    let spec = json!({"backupName": "sa", "includedResources": kinds});
+    let warnings = create_nar(&creator_client, &ns, "as-creator", spec.clone()).await;
+    assert!(any_contains(&warnings, &["patch serviceaccounts"]), "{warnings:?}");
+    let nars: Api<NonAdminRestore> = Api::namespaced(creator_client, &ns);
+    assert_eq!(restore_finished(&nars, "as-creator").await, "Completed");
+    let vr = velero_restore_of(&admin, &nars, "as-creator").await;
+    assert!(
+        vr.spec
+            .excluded_resources
+            .iter()
+            .flatten()
+            .any(|k| k == "serviceaccounts"),
+        "{:?}",
+        vr.spec
+    );
+    assert_eq!(
+        label(&sas.get("app").await.unwrap()),
+        None,
+        "the restore patched the ServiceAccount"
+    );
+
+    let warnings = create_nar(&owner, &ns, "as-owner", spec).await;
+    assert!(!any_contains(&warnings, &["serviceaccounts"]), "{warnings:?}");
+    let nars: Api<NonAdminRestore> = Api::namespaced(owner, &ns);
+    assert_eq!(restore_finished(&nars, "as-owner").await, "Completed");
+    assert_eq!(label(&sas.get("app").await.unwrap()).as_deref(), Some("backup"));
+}
+
+/// Roles and RoleBindings restored from a storage location the tenant controls (the bucket's contents can change
+/// after nac read them): only for a user who may escalate Roles and bind Roles and ClusterRoles, which Kubernetes'
+/// `admin` may not; the same user given those verbs restores them.
+#[tokio::test]
+async fn roles_from_a_tenants_own_location_are_restored_only_for_a_user_who_may_bind_and_escalate() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let (ns, owner_name, owner, admin) = tenant_with("att-rbac", "admin").await;
+    let bucket = format!("loc-{ns}");
+    create_bucket(&bucket);
+    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(owner.clone(), &ns);
+    own_location(&admin, &nabsls, &ns, &bucket).await;
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: reader, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: someone}}]
+"#
+        ),
+    )
+    .await;
+    // A ConfigMap beside them: the restore holds something the user may restore whatever else is left out.
+    plain_configmap(&admin, &ns).await;
+    let kinds = [
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+    ];
+    let nabs: Api<NonAdminBackup> = Api::namespaced(owner.clone(), &ns);
+    create_nab(
+        &owner,
+        &ns,
+        "rbac",
+        json!({"includedResources": [kinds[0], kinds[1], "configmaps"], "storageLocation": "own"}),
+    )
+    .await;
+    completed(&nabs, "rbac").await;
+    let (roles, bindings): (Api<Role>, Api<RoleBinding>) =
+        (Api::namespaced(admin.clone(), &ns), Api::namespaced(admin.clone(), &ns));
+    // Only the two made here: the test's own bindings stay.
+    roles.delete("reader", &DeleteParams::default()).await.unwrap();
+    bindings.delete("reader", &DeleteParams::default()).await.unwrap();
+    wait_gone(&bindings, "reader", T, "RoleBinding deleted").await;
+    let spec = json!({"backupName": "rbac"});
+    let nars: Api<NonAdminRestore> = Api::namespaced(owner.clone(), &ns);
+
+    create_nar(&owner, &ns, "as-admin", spec.clone()).await;
+    assert_eq!(restore_finished(&nars, "as-admin").await, "Completed");
+    let vr = velero_restore_of(&admin, &nars, "as-admin").await;
+    let excluded = vr.spec.excluded_resources.clone().unwrap_or_default();
+    assert!(kinds.iter().all(|k| excluded.iter().any(|e| e == k)), "{excluded:?}");
+    let said = left_out(&serde_json::to_value(nars.get("as-admin").await.unwrap()).unwrap());
+    assert!(
+        said.contains("escalate roles") && said.contains("bind roles") && said.contains("bind clusterroles"),
+        "{said}"
+    );
+    assert!(
+        roles.get_opt("reader").await.unwrap().is_none(),
+        "the Role was restored"
+    );
+    assert!(
+        bindings.get_opt("reader").await.unwrap().is_none(),
+        "the RoleBinding was restored"
+    );
+
+    // The same user may escalate and bind: both come back.
+    apply_yaml(
+        &admin,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: rbac-rights, namespace: {ns}}}
+rules: [{{apiGroups: [rbac.authorization.k8s.io], resources: [roles, clusterroles], verbs: [bind, escalate]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: rbac-rights, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: rbac-rights}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {owner_name}}}]
+"#
+        ),
+    )
+    .await;
+    may_soon(
+        &admin,
+        &ns,
+        &owner_name,
+        "bind",
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+    )
+    .await;
+    create_nar(&owner, &ns, "as-granted", spec).await;
+    assert_eq!(restore_finished(&nars, "as-granted").await, "Completed");
+    let vr = velero_restore_of(&admin, &nars, "as-granted").await;
+    let excluded = vr.spec.excluded_resources.clone().unwrap_or_default();
+    assert!(!kinds.iter().any(|k| excluded.iter().any(|e| e == k)), "{excluded:?}");
+    assert!(
+        roles.get_opt("reader").await.unwrap().is_some(),
+        "the Role was not restored"
+    );
+    assert!(
+        bindings.get_opt("reader").await.unwrap().is_some(),
+        "the RoleBinding was not restored"
+    );
+}
+
+/// ConfigMap `plain` in `ns`, made by the admin.
+async fn plain_configmap(admin: &Client, ns: &str) {
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
 }
 
 /// ConfigMap `plain` in `ns` (made by the admin) and NonAdminBackup `plain` of ConfigMaps (by `client`), completed;
 /// returns its Velero Backup's name.
 async fn configmap_backup(client: &Client, admin: &Client, ns: &str) -> String {
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    plain_configmap(admin, ns).await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), ns);
     create_nab(client, ns, "plain", json!({"includedResources": ["configmaps"]})).await;
     completed(&nabs, "plain").await["status"]["veleroBackup"]["name"]

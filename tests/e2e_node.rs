@@ -402,13 +402,13 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
     };
     let took = t0.elapsed();
     let (made_at, velero_done_at) = (made_at.unwrap(), velero_done_at.unwrap_or(took));
+    // OADP's counts leave a zero out: exactly these two, none failed.
     let pvb = &done["status"]["fileSystemPodVolumeBackups"];
     assert_eq!(
-        pvb["completed"],
-        json!(2),
-        "both volumes backed up by the node agent: {pvb}"
+        *pvb,
+        json!({"total": 2, "completed": 2}),
+        "both volumes backed up by the node agent"
     );
-    assert_eq!(pvb["failed"].as_i64().unwrap_or(0), 0);
     assert_all_bytes_done(&done, 2 * mib);
     println!(
         "fs backup of 2 x {mib} MiB: NonAdminBackup create -> Completed {took:?}; nac: create -> Velero Backup {made_at:?}, \
@@ -494,10 +494,9 @@ impl App {
         )
         .await;
         assert_eq!(
-            counted["status"]["fileSystemPodVolumeRestores"]["failed"]
-                .as_i64()
-                .unwrap_or(0),
-            0
+            counted["status"]["fileSystemPodVolumeRestores"],
+            json!({"total": 2, "completed": 2}),
+            "none failed"
         );
         pod_ready(admin, ns, "app", Duration::from_secs(120)).await;
         checksums(c, ns)
@@ -576,13 +575,50 @@ async fn ba_a_viewers_backup_runs_no_command_in_pods_and_copies_no_volume_data_a
     let spec = &done["status"]["veleroBackup"]["spec"];
     assert!(spec["hooks"].is_null(), "{spec:#}");
     assert_eq!(spec["defaultVolumesToFsBackup"], json!(false), "{spec:#}");
+    // What Velero made for the backup, in its own namespace (the same query finds the owner's below).
+    let viewer_backup = done["status"]["veleroBackup"]["name"].as_str().unwrap();
+    let (pvbs, dus) = (
+        pod_volume_backups(&admin, viewer_backup).await,
+        data_uploads(&admin, viewer_backup).await,
+    );
+    assert!(
+        pvbs.is_empty() && dus.is_empty(),
+        "the viewer's backup copied volume data: PodVolumeBackups {pvbs:#?}, DataUploads {dus:#?}"
+    );
     assert_eq!(
-        done["status"]["fileSystemPodVolumeBackups"]["total"]
-            .as_i64()
-            .unwrap_or(0),
-        0,
-        "the viewer's backup copied volume data: {:#}",
+        done["status"]["fileSystemPodVolumeBackups"],
+        json!({}),
+        "no count: {:#}",
         done["status"]
+    );
+
+    // The namespace's owner (Kubernetes' `admin`) may exec: the same request runs its hook, which Velero counts,
+    // and copies the volumes (Velero's PodVolumeBackups, found by the query that found none for the viewer).
+    let owner_nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &ns);
+    owner_nabs
+        .create(
+            &PostParams::default(),
+            &nab("owner-hook", json!({"hooks": hook("by-owner")})),
+        )
+        .await
+        .unwrap();
+    let done = backup_completed(&owner_nabs, "owner-hook").await;
+    assert!(
+        in_pod(&c, &ns, "/scratch/by-owner"),
+        "the owner's spec exec hook did not run"
+    );
+    let velero_status = &done["status"]["veleroBackup"]["status"];
+    assert_eq!(
+        velero_status["hookStatus"],
+        json!({"hooksAttempted": 1}),
+        "{velero_status:#}"
+    );
+    let owner_backup = done["status"]["veleroBackup"]["name"].as_str().unwrap();
+    let pvbs = pod_volume_backups(&admin, owner_backup).await;
+    assert_eq!(
+        phases(&pvbs),
+        ["Completed", "Completed"],
+        "the owner's PodVolumeBackups: {pvbs:#?}"
     );
 
     // A hook by annotation, as anyone who may patch the pod's Deployment could add: Velero runs it for any backup
@@ -605,18 +641,19 @@ async fn ba_a_viewers_backup_runs_no_command_in_pods_and_copies_no_volume_data_a
         !in_pod(&c, &ns, "/scratch/annotated"),
         "the annotation's hook ran for the viewer"
     );
-
-    // The namespace's owner (Kubernetes' `admin`) may exec: their backup runs the hook and copies the volumes.
-    let owner_nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &ns);
+    // The owner's: Velero runs the annotation's hook (a pod's annotations take the place of the spec's hooks).
     owner_nabs
         .create(&PostParams::default(), &nab("owner", json!({})))
         .await
         .unwrap();
     let done = backup_completed(&owner_nabs, "owner").await;
-    assert!(in_pod(&c, &ns, "/scratch/annotated"), "the owner's backup ran no hook");
+    assert!(
+        in_pod(&c, &ns, "/scratch/annotated"),
+        "the annotation's hook did not run for the owner"
+    );
     assert_eq!(
-        done["status"]["fileSystemPodVolumeBackups"]["completed"],
-        json!(2),
+        done["status"]["fileSystemPodVolumeBackups"],
+        json!({"total": 2, "completed": 2}),
         "{:#}",
         done["status"]
     );
@@ -1026,7 +1063,10 @@ fn assert_nac_never_panicked(c: &Cluster) {
         "json",
     ])))
     .unwrap();
-    for p in pods["items"].as_array().unwrap() {
+    let pods = pods["items"].as_array().unwrap();
+    // The chart's two replicas at least: a selector that matched nothing would check nothing.
+    assert!(pods.len() >= 2, "nac's pods: {pods:#?}");
+    for p in pods {
         let name = p["metadata"]["name"].as_str().unwrap();
         for s in p["status"]["containerStatuses"].as_array().into_iter().flatten() {
             assert_eq!(s["restartCount"], 0, "pod {name} restarted: {s}");
@@ -1292,7 +1332,7 @@ impl PolicyChanged {
 impl Drop for PolicyChanged {
     fn drop(&mut self) {
         let patch = json!({"data": {"policy.yaml": self.before}}).to_string();
-        let _ = Command::new(&self.kubectl[0])
+        let put_back = Command::new(&self.kubectl[0])
             .args(&self.kubectl[1..])
             .args([
                 "-n",
@@ -1305,8 +1345,29 @@ impl Drop for PolicyChanged {
                 "-p",
                 &patch,
             ])
-            .stdout(std::process::Stdio::null())
-            .status();
+            .output();
+        put_back_or_fail("the policy put back", put_back);
+    }
+}
+
+/// Fails the test when what a guard puts back on drop (the policy, the snapshot controller) was not put back: the
+/// next tests would run under the wrong state. Only said on stderr when the test fails already (a second panic
+/// would abort the run).
+fn put_back_or_fail(what: &str, out: std::io::Result<std::process::Output>) {
+    let problem = match out {
+        Ok(o) if o.status.success() => return,
+        Ok(o) => format!(
+            "{}: {}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => e.to_string(),
+    };
+    if std::thread::panicking() {
+        eprintln!("{what} failed: {problem}");
+    } else {
+        panic!("{what} failed: {problem}");
     }
 }
 
@@ -1470,11 +1531,16 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
         counted["status"]["dataMoverDataUploads"],
         json!({"total": 1, "completed": 1})
     );
+    // Velero's own objects: the one DataUpload, no PodVolumeBackup (the same queries the viewer's backup is checked
+    // with below).
+    let moved = counted["status"]["veleroBackup"]["name"].as_str().unwrap();
+    assert_eq!(phases(&data_uploads(&admin, moved).await), ["Completed"]);
+    let pvbs = pod_volume_backups(&admin, moved).await;
+    assert!(pvbs.is_empty(), "{pvbs:#?}");
     assert!(
-        counted["status"]["fileSystemPodVolumeBackups"]["total"]
-            .as_i64()
-            .unwrap_or(0)
-            == 0
+        counted["status"]["fileSystemPodVolumeBackups"] == json!({}),
+        "{:#}",
+        counted["status"]
     );
     assert_all_bytes_done(&counted, mib);
     let uploaded = kopia_bytes(&c, &app.ns);
@@ -1518,16 +1584,21 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
     for f in ["snapshotMoveData", "snapshotVolumes", "defaultVolumesToFsBackup"] {
         assert_eq!(spec[f], json!(false), "{f}: {spec:#}");
     }
-    assert_eq!(
-        done["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
-        0,
-        "{done:#}"
+    // What Velero made for the backup, in its own namespace: nothing that reads volume data.
+    let viewer_backup = done["status"]["veleroBackup"]["name"].as_str().unwrap();
+    let (dus, pvbs) = (
+        data_uploads(&admin, viewer_backup).await,
+        pod_volume_backups(&admin, viewer_backup).await,
     );
-    assert_eq!(
-        done["status"]["veleroBackup"]["status"]["csiVolumeSnapshotsAttempted"]
-            .as_i64()
-            .unwrap_or(0),
-        0,
+    assert!(
+        dus.is_empty() && pvbs.is_empty(),
+        "the viewer's backup moved volume data: DataUploads {dus:#?}, PodVolumeBackups {pvbs:#?}"
+    );
+    // Velero leaves a zero count out of its status (g shows the field where a snapshot was attempted), and nac's
+    // counts are empty (OADP leaves a zero count out).
+    let velero_status = &done["status"]["veleroBackup"]["status"];
+    assert!(
+        velero_status["csiVolumeSnapshotsAttempted"].is_null() && done["status"]["dataMoverDataUploads"] == json!({}),
         "{done:#}"
     );
     remove_namespace(&admin, &app.ns).await;
@@ -1681,11 +1752,10 @@ async fn g_csi_snapshots_back_up_a_claim_where_the_policy_allows_and_a_restore_b
     let status = &done["status"]["veleroBackup"]["status"];
     assert_eq!(status["csiVolumeSnapshotsAttempted"], json!(1), "{status:#}");
     assert_eq!(status["csiVolumeSnapshotsCompleted"], json!(1), "{status:#}");
-    assert_eq!(
-        done["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
-        0,
-        "no data moved"
-    );
+    let backup = done["status"]["veleroBackup"]["name"].as_str().unwrap();
+    let dus = data_uploads(&admin, backup).await;
+    assert!(dus.is_empty(), "no data moved: {dus:#?}");
+    assert!(done["status"]["dataMoverDataUploads"] == json!({}), "{done:#}");
     // The snapshot stays on the node, as a copy of the volume, as long as the backup: its content is Velero's.
     let (_, volume) = app.volume(&c);
     let snapshots = PathBuf::from(c.get("CSI_DIR")).join("snapshots");
@@ -1750,11 +1820,20 @@ impl SnapshotControllerStopped {
 
 impl Drop for SnapshotControllerStopped {
     fn drop(&mut self) {
-        let _ = Command::new(root().join("hack/node-csi.sh"))
+        let started = Command::new(root().join("hack/node-csi.sh"))
             .arg("--start-snapshot-controller")
             .env("CLUSTER_DIR", &self.0)
-            .status();
+            .output();
+        put_back_or_fail("the snapshot controller started again", started);
     }
+}
+
+/// The items of Velero backup `backup`'s tarball in the bucket.
+fn tarball(c: &Cluster, backup: &str) -> nac::manifest::Manifest {
+    let path = common::velero::bucket_dir_of(c, backup).join(format!("{backup}.tar.gz"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    nac::manifest::Manifest::from_tarball(file, &Default::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The DataUploads of Velero backup `backup`, as JSON.
@@ -1801,14 +1880,11 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     .await;
     let status = &ended["status"]["veleroBackup"]["status"];
     assert_eq!(status["phase"], "PartiallyFailed", "{:#}", ended["status"]);
-    assert!(status["errors"].as_i64().unwrap_or(0) >= 1, "{status:#}");
-    assert_eq!(
-        ended["status"]["dataMoverDataUploads"]["total"].as_i64().unwrap_or(0),
-        0,
-        "no data moved without a snapshot"
-    );
+    assert!(status["errors"].as_i64().is_some_and(|n| n >= 1), "{status:#}");
     let backup = ended["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
-    assert!(data_uploads(&admin, &backup).await.is_empty());
+    let dus = data_uploads(&admin, &backup).await;
+    assert!(dus.is_empty(), "no data moved without a snapshot: {dus:#?}");
+    assert!(ended["status"]["dataMoverDataUploads"] == json!({}), "{ended:#}");
     let events = eventually(Duration::from_secs(60), "the BackupPartiallyFailed Event", || async {
         let e = common::faults::events_of(&admin, &app.ns, "no-controller", "BackupPartiallyFailed").await;
         (!e.is_empty()).then_some(e)
@@ -1844,9 +1920,29 @@ async fn h_a_backup_started_while_the_snapshot_controller_is_down_ends_partially
     let (_, after) = app.lose_and_restore(&c, &admin, "retry").await;
     assert_eq!(app.before, after, "the retry restores the same bytes");
     // The PartiallyFailed backup's tarball lacks the items whose backup failed (the claim, and the pod that mounts
-    // it), which its resource list names: only the retry's data is whole.
-    assert!(common::velero::bucket_files_of(&c, &backup).contains(&format!("{backup}.tar.gz")));
-    let kept = [retry["status"]["veleroBackup"]["name"].as_str().unwrap().to_string()];
+    // it): only the retry's data is whole.
+    let retried = retry["status"]["veleroBackup"]["name"].as_str().unwrap().to_string();
+    let (partial, whole) = (tarball(&c, &backup), tarball(&c, &retried));
+    let app_items = |m: &nac::manifest::Manifest| {
+        (
+            m.get("namespaces", "", &app.ns).is_some(),
+            m.get("persistentvolumeclaims", &app.ns, "data").is_some(),
+            m.get("pods", &app.ns, "app").is_some(),
+        )
+    };
+    assert_eq!(
+        app_items(&partial),
+        (true, false, false),
+        "the PartiallyFailed backup's tarball (namespace, claim, pod): {:?}",
+        partial.set()
+    );
+    assert_eq!(
+        app_items(&whole),
+        (true, true, true),
+        "the retry's tarball (namespace, claim, pod): {:?}",
+        whole.set()
+    );
+    let kept = [retried];
     let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
     tally.expect(&[("PartiallyFailed", 1), ("Completed", 2)]);
     println!(
@@ -1967,6 +2063,17 @@ async fn i_the_node_agent_killed_mid_data_upload_leaves_nothing_behind_and_the_d
         kept.push(v["status"]["veleroBackup"]["name"].as_str().unwrap().to_string());
     }
     let tally = final_check_of(&c, &admin, &[&app.ns], &kept, &[], Duration::from_secs(120)).await;
+    // The restore and the completed backup it read; the interrupted backup in its own final phase besides.
+    let mut want = BTreeMap::from([("Completed".to_string(), 2)]);
+    if phase != "Completed" {
+        *want.entry(phase.clone()).or_default() += 1;
+    }
+    let objects = want.values().sum::<usize>();
+    assert_eq!(
+        (&tally.states, tally.objects, tally.duplicates, tally.orphans),
+        (&want, objects, 0, 0),
+        "{tally}"
+    );
     assert_nac_never_panicked(&c);
     println!(
         "fault: the node agent's pod killed mid DataUpload | Velero {phase} after \
@@ -1990,29 +2097,66 @@ async fn z_helm_uninstall_leaves_no_webhook_rbac_or_pod_but_keeps_crds_and_tenan
         .await
         .unwrap();
 
-    run(helm(&c).args(["uninstall", "nac", "-n", NAC_NS, "--wait", "--timeout", "2m"]));
+    // What the chart installed, by its label: each query finds its objects before the uninstall, so that finding
+    // none after it means they are gone.
     let sel = "app.kubernetes.io/instance=nac";
-    for kind in [
+    let cluster_kinds = [
         "mutatingwebhookconfigurations",
         "validatingwebhookconfigurations",
         "clusterroles",
         "clusterrolebindings",
+    ];
+    let namespaced = "roles,rolebindings,serviceaccounts,services,deployments,configmaps,secrets";
+    let labelled = |args: &[&str]| names(&c, &[args, &["-l", sel][..]].concat());
+    for kind in cluster_kinds {
+        assert!(!labelled(&[kind]).is_empty(), "the query finds no {kind} of the chart");
+    }
+    for (namespace, kinds) in [
+        (
+            NAC_NS,
+            &[
+                "role.rbac.authorization.k8s.io/",
+                "rolebinding.rbac.authorization.k8s.io/",
+                "serviceaccount/",
+                "service/",
+                "deployment.apps/",
+                "configmap/",
+                "secret/",
+            ][..],
+        ),
+        (
+            VELERO_NS,
+            &[
+                "role.rbac.authorization.k8s.io/",
+                "rolebinding.rbac.authorization.k8s.io/",
+            ][..],
+        ),
     ] {
-        let left = run(kubectl(&c).args(["get", kind, "-l", sel, "-o", "name"]));
-        assert!(left.trim().is_empty(), "{kind} left: {left}");
+        let found = labelled(&["-n", namespace, namespaced]);
+        for kind in kinds {
+            assert!(
+                found.iter().any(|n| n.starts_with(kind)),
+                "the query finds no {kind} of the chart in {namespace}: {found:?}"
+            );
+        }
+    }
+    let pod_processes = || {
+        processes("nac")
+            .iter()
+            .filter(|(_, s, _)| s["Uid"].starts_with("65532"))
+            .count()
+    };
+    assert!(!ready_nac_pods(&admin).await.is_empty(), "no pod of nac's found");
+    assert!(pod_processes() > 0, "no process of nac's pods found");
+
+    run(helm(&c).args(["uninstall", "nac", "-n", NAC_NS, "--wait", "--timeout", "2m"]));
+    for kind in cluster_kinds {
+        let left = labelled(&[kind]);
+        assert!(left.is_empty(), "{kind} left: {left:?}");
     }
     for namespace in [NAC_NS, VELERO_NS] {
-        let left = run(kubectl(&c).args([
-            "-n",
-            namespace,
-            "get",
-            "roles,rolebindings,serviceaccounts,services,deployments,configmaps,secrets",
-            "-l",
-            sel,
-            "-o",
-            "name",
-        ]));
-        assert!(left.trim().is_empty(), "left in {namespace}: {left}");
+        let left = labelled(&["-n", namespace, namespaced]);
+        assert!(left.is_empty(), "left in {namespace}: {left:?}");
     }
     eventually(Duration::from_secs(60), "nac's pods gone", || {
         let admin = admin.clone();
@@ -2025,10 +2169,7 @@ async fn z_helm_uninstall_leaves_no_webhook_rbac_or_pod_but_keeps_crds_and_tenan
         }
     })
     .await;
-    assert!(
-        processes("nac").iter().all(|(_, s, _)| !s["Uid"].starts_with("65532")),
-        "a nac process is left"
-    );
+    assert_eq!(pod_processes(), 0, "a nac process is left");
     let crds = run(kubectl(&c).args(["get", "crd", "-o", "name"]));
     for crd in [
         "nonadminbackups",
