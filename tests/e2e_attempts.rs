@@ -1103,13 +1103,11 @@ async fn a_viewer_downloads_nothing_of_an_editors_backup_holding_secrets_and_the
     );
 }
 
-/// What Velero restores whatever a restore includes (Velero v1.18 `pkg/restore/restore.go`): every DataUpload in
-/// the tarball, in any namespace, and before it the item's namespace, created from the tarball's Namespace object
-/// with its labels. A tenant who writes their own bucket adds both to a backup of theirs: a namespace that would be
-/// created privileged. nac refuses the restore, and nothing outside the tenant's namespace is created.
-#[tokio::test]
-async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_outside_theirs() {
-    let (ns, _user, client, admin) = tenant_with("att-nsx", "edit").await;
+/// A tenant with an `edit` user, their own location on a bucket of theirs, ConfigMap `plain`, and the completed
+/// NonAdminBackups `names` of the ConfigMaps there: (namespace, user client, admin client, bucket, the Velero
+/// Backups' names).
+async fn backups_on_own_location(prefix: &str, names: &[&str]) -> (String, Client, Client, String, Vec<String>) {
+    let (ns, _user, client, admin) = tenant_with(prefix, "edit").await;
     let bucket = format!("loc-{ns}");
     create_bucket(&bucket);
     let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
@@ -1118,17 +1116,33 @@ async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_ou
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    create_nab(
-        &client,
-        &ns,
-        "offsite",
-        json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
-    )
-    .await;
-    let backup = completed(&nabs, "offsite").await["status"]["veleroBackup"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let mut backups = Vec::new();
+    for name in names {
+        create_nab(
+            &client,
+            &ns,
+            name,
+            json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
+        )
+        .await;
+        let vb = completed(&nabs, name).await["status"]["veleroBackup"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        backups.push(vb);
+    }
+    (ns, client, admin, bucket, backups)
+}
+
+/// What Velero restores whatever a restore includes (Velero v1.18 `pkg/restore/restore.go`): every DataUpload in
+/// the tarball, in any namespace, and before it the item's namespace, created from the tarball's Namespace object
+/// with its labels. A tenant who writes their own bucket adds both to a backup of theirs: a namespace that would be
+/// created privileged. nac refuses the restore, and nothing outside the tenant's namespace is created.
+#[tokio::test]
+async fn a_tarball_in_a_tenants_bucket_naming_a_new_namespace_creates_nothing_outside_theirs() {
+    let (ns, client, admin, bucket, backups) = backups_on_own_location("att-nsx", &["offsite"]).await;
+    let backup = backups[0].clone();
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
     cms.delete("plain", &DeleteParams::default()).await.unwrap();
 
     // What the tenant writes into their own bucket: namespace `evil` (privileged) and a DataUpload in it.
@@ -1219,30 +1233,8 @@ async fn a_tarball_in_a_tenants_bucket_naming_another_snapshot_makes_velero_dele
     use nac::velero::snapshot::{VolumeSnapshotContent, SNAPSHOTS_ANNOTATION};
     // Not while another test gives Velero a VolumeSnapshotLocation (its deletions would wait for it).
     let _one_at_a_time = STOPS.lock().await;
-    let (ns, _user, client, admin) = tenant_with("att-vsc", "edit").await;
-    let bucket = format!("loc-{ns}");
-    create_bucket(&bucket);
-    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
-    own_location(&admin, &nabsls, &ns, &bucket).await;
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let (ns, client, admin, bucket, backups) = backups_on_own_location("att-vsc", &["mine", "forged"]).await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    let mut backups = Vec::new();
-    for name in ["mine", "forged"] {
-        create_nab(
-            &client,
-            &ns,
-            name,
-            json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
-        )
-        .await;
-        let vb = completed(&nabs, name).await["status"]["veleroBackup"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        backups.push(vb);
-    }
     let (mine, forged) = (backups[0].clone(), backups[1].clone());
     let (own_handle, other_handle) = (format!("{ns}-own-snapshot"), format!("{ns}-another-tenants-snapshot"));
 
@@ -1379,26 +1371,9 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // The location exists for a while: the other tests that delete backups on tenants' locations wait.
     let _one_at_a_time = STOPS.lock().await;
-    let (ns, _user, client, admin) = tenant_with("att-ebs", "edit").await;
-    let bucket = format!("loc-{ns}");
-    create_bucket(&bucket);
-    let nabsls: Api<nac::api::NonAdminBackupStorageLocation> = Api::namespaced(client.clone(), &ns);
-    own_location(&admin, &nabsls, &ns, &bucket).await;
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "plain"}, "data": {"k": "v"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let (ns, client, admin, bucket, backups) = backups_on_own_location("att-ebs", &["listed"]).await;
     let nabs: Api<NonAdminBackup> = Api::namespaced(client.clone(), &ns);
-    create_nab(
-        &client,
-        &ns,
-        "listed",
-        json!({"includedResources": ["configmaps"], "storageLocation": "own"}),
-    )
-    .await;
-    let listed = completed(&nabs, "listed").await["status"]["veleroBackup"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let listed = backups[0].clone();
 
     // The EC2 API of the admin's snapshot location: every request that reaches it.
     let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -488,25 +488,55 @@ pub async fn review_snapshot_content(
             format!("VolumeSnapshotContent {name} is refused: {what}, so whose snapshot it is cannot be known");
         deny(AdmissionResponse::from(req), message, [])
     };
-    let vb = match lookup.velero_backup(backup).await {
-        Ok(None) => return gone(format!("backup {backup} does not exist in Velero's namespace")),
+    match placement(lookup.as_ref(), backup).await {
+        Err((what, e)) => retry(what, e),
+        Ok(Placement::Admins) => resp,
+        Ok(Placement::BackupGone) => gone(format!("backup {backup} does not exist in Velero's namespace")),
+        Ok(Placement::LocationGone(location)) => {
+            gone(format!("storage location {location} of backup {backup} does not exist"))
+        }
+        Ok(Placement::Tenants { vb, location, meta }) => {
+            let owner = tenant_namespace(&meta).unwrap_or_default();
+            decide_snapshot_content(req, &name, &vb, &location, owner, &content)
+        }
+    }
+}
+
+/// Where a Velero Backup (by its `velero.io/backup-name` label value) is stored, as the guards judge it.
+enum Placement {
+    BackupGone,
+    LocationGone(String),
+    /// On an admin's location (Velero's default one included).
+    Admins,
+    /// On a tenant's location: the Backup, its location's name and metadata.
+    Tenants {
+        vb: Box<crate::velero::Backup>,
+        location: String,
+        meta: Box<ObjectMeta>,
+    },
+}
+
+/// The placement of backup `label`; `Err`: what could not be read, and why.
+async fn placement(lookup: &dyn LocationLookup, label: &str) -> Result<Placement, (&'static str, String)> {
+    let vb = match lookup.velero_backup(label).await {
+        Ok(None) => return Ok(Placement::BackupGone),
         Ok(Some(vb)) => vb,
-        Err(e) => return retry("the Velero Backup", e),
+        Err(e) => return Err(("the Velero Backup", e)),
     };
     let location = vb.spec.storage_location.clone().unwrap_or_default();
     if location.is_empty() {
-        // Velero's default location: the admin's.
-        return resp;
+        return Ok(Placement::Admins);
     }
-    let meta = match lookup.location(&location).await {
-        Ok(Some(meta)) => meta,
-        Ok(None) => return gone(format!("storage location {location} of backup {backup} does not exist")),
-        Err(e) => return retry("its storage location", e),
-    };
-    let Some(owner) = tenant_namespace(&meta) else {
-        return resp;
-    };
-    decide_snapshot_content(req, &name, &vb, &location, owner, &content)
+    match lookup.location(&location).await {
+        Ok(None) => Ok(Placement::LocationGone(location)),
+        Ok(Some(meta)) if tenant_namespace(&meta).is_some() => Ok(Placement::Tenants {
+            vb: Box::new(vb),
+            location,
+            meta: Box::new(meta),
+        }),
+        Ok(Some(_)) => Ok(Placement::Admins),
+        Err(e) => Err(("its storage location", e)),
+    }
 }
 
 /// The verdict on a VolumeSnapshotContent for Velero Backup `vb` on `location`, a tenant's (of namespace `owner`).
@@ -590,30 +620,19 @@ pub async fn review_delete_request(state: &AdmissionState, req: &AdmissionReques
     let Some(lookup) = state.locations.as_ref() else {
         return retry("the backup", "nac runs without a connection to the cluster".into());
     };
-    let vb = match lookup.velero_backup(backup).await {
-        Ok(Some(vb)) => vb,
-        // Velero finds no backup, or no location, and deletes nothing.
-        Ok(None) => return resp,
-        Err(e) => return retry("the Velero Backup", e),
+    let (location, meta) = match placement(lookup.as_ref(), backup).await {
+        Err((what, e)) => return retry(what, e),
+        Ok(Placement::Tenants { location, meta, .. }) => (location, meta),
+        // Velero finds no backup, or no location, and deletes nothing; an admin's is the admin's.
+        Ok(_) => return resp,
     };
-    let location = vb.spec.storage_location.clone().unwrap_or_default();
-    if location.is_empty() {
-        return resp;
-    }
-    let meta = match lookup.location(&location).await {
-        Ok(Some(meta)) => meta,
-        Ok(None) => return resp,
-        Err(e) => return retry("its storage location", e),
-    };
-    let Some(owner) = tenant_namespace(&meta) else {
-        return resp;
-    };
+    let owner = tenant_namespace(&meta).unwrap_or_default();
     let vsl = match lookup.snapshot_location().await {
         Ok(None) => return resp,
         Ok(Some(vsl)) => vsl,
         Err(e) => return retry("Velero's volume snapshot locations", e),
     };
-    let nabsl = NABSL.origin_of(&meta).map(|(_, n)| n).unwrap_or_default();
+    let nabsl = NABSL.origin_of(&*meta).map(|(_, n)| n).unwrap_or_default();
     let message = snapshot::deletion_refused(backup, &format!("{location} ({nabsl} of namespace {owner})"), &vsl);
     tracing::warn!(%backup, %location, user = req.user_info.username.as_deref().unwrap_or(""), "refused a DeleteBackupRequest of a backup on a tenant location");
     deny(resp, message.clone(), [("spec.backupName".to_string(), message)])
