@@ -11,7 +11,8 @@
 #   suites   unit and handler tests; then three lanes side by side, each with its own environments (most of the
 #            suites' time is waiting: for Velero, which works through one backup at a time, for restarts):
 #              $CLUSTER_DIR (.cluster-test, VELERO_MODE=fake): tests that play Velero, and the webhook and policy
-#                tests, and a small scale run asserting the API budget per NonAdminBackup; then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
+#                tests; a small scale run asserting the API budget per NonAdminBackup (.cluster-scale, its own
+#                control plane); then the Helm chart (hack/chart-test.sh, its own control plane .cluster-chart) and the
 #                end-to-end suite against what the chart installs ($E2E_CHART_CLUSTER_DIR, .cluster-e2e-chart);
 #                then the documentation's command blocks against a `make run` environment (.cluster-docs);
 #              $VELERO_CLUSTER_DIR (.cluster-velero, VELERO_MODE=real: the real Velero and S3 server; tenants' own
@@ -36,6 +37,7 @@ export VELERO_CLUSTER_DIR=${TEST_VELERO_CLUSTER_DIR:-$ROOT/.cluster-velero}
 FAULTS_CLUSTER_DIR=${TEST_FAULTS_CLUSTER_DIR:-$ROOT/.cluster-velero-faults}
 E2E_CHART_CLUSTER_DIR=${TEST_E2E_CHART_CLUSTER_DIR:-$ROOT/.cluster-e2e-chart}
 NODE_CLUSTER_DIR=${TEST_NODE_CLUSTER_DIR:-$ROOT/.cluster-node}
+SCALE_CLUSTER_DIR=${TEST_SCALE_CLUSTER_DIR:-$ROOT/.cluster-scale}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 FEATURES=e2e,node
 # Scripts that would build nac (make run, the chart test) use the build made here.
@@ -342,9 +344,12 @@ fake_lane() {
 	up "$CLUSTER_DIR" fake
 	SUITE_NOTE="fake Velero" tests "${fake_tests[@]}"
 	# The write, read and review budget per NonAdminBackup, asserted on a small scale run (200 over 20 tenants; the
-	# figures printed): tests/scale_run.rs, as `make scale` runs it at 10,000.
-	SCALE_NAMESPACES=20 SCALE_PER_NAMESPACE=10 SCALE_RESTART_ROUNDS=0 TEST_ARGS=--nocapture \
-		SUITE_NOTE="fake Velero, 200 NonAdminBackups" tests scale_run
+	# figures printed): tests/scale_run.rs, as `make scale` runs it at 10,000, on a control plane of its own (the
+	# suites above leave objects whose reconciles are not the run's).
+	up "$SCALE_CLUSTER_DIR" fake
+	CLUSTER_DIR=$SCALE_CLUSTER_DIR SCALE_NAMESPACES=20 SCALE_PER_NAMESPACE=10 SCALE_RESTART_ROUNDS=0 \
+		TEST_ARGS=--nocapture SUITE_NOTE="fake Velero, 200 NonAdminBackups, $(basename "$SCALE_CLUSTER_DIR")" \
+		tests scale_run
 	await_go helm
 	tests chart
 	local t
