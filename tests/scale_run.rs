@@ -667,7 +667,10 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
         patched <= QUEUE_PATCHES_PER_NAB,
         "{patched:.2} queue patches per NAB while creating (at most {QUEUE_PATCHES_PER_NAB})"
     );
-    let status_after_create = since(STATUS);
+    println!(
+        "| nac's NonAdminBackup status writes until all Created, and a moment after | {} |",
+        since(STATUS)
+    );
     let reads: Vec<String> = requests_until_created
         .keys()
         // Discovery (`GET /api`, ...) and the leader's Lease are nac's process, not its objects.
