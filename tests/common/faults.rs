@@ -119,6 +119,8 @@ pub struct Tally {
     pub orphans: usize,
     pub stuck: usize,
     pub lost: usize,
+    /// Why Velero failed what it failed (its validation errors or failure reason), to read on a mismatch.
+    pub why_failed: Vec<String>,
 }
 
 impl Tally {
@@ -142,7 +144,11 @@ impl std::fmt::Display for Tally {
             self.orphans,
             self.stuck,
             self.lost
-        )
+        )?;
+        if !self.why_failed.is_empty() {
+            write!(f, "; Velero's reasons: {}", self.why_failed.join("; "))?;
+        }
+        Ok(())
     }
 }
 
@@ -265,6 +271,10 @@ async fn survey(
                     ("Created", p @ ("Completed" | "PartiallyFailed")) => *t.states.entry(p.into()).or_default() += 1,
                     ("Created", p @ ("Failed" | "FailedValidation")) => {
                         let reason = s(&o, &["status", reference, "status", "failureReason"]);
+                        t.why_failed.push(format!(
+                            "{key} {p}: {reason}{}",
+                            o["status"][reference]["status"]["validationErrors"]
+                        ));
                         let event = event_of(s(&o, &["metadata", "name"]), &format!("{velero_kind}{p}"));
                         match event {
                             Some(m) if !reason.is_empty() || p == "FailedValidation" => {
