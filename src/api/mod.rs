@@ -8,6 +8,27 @@
 //! `cfg_attr(all(), serde(...))` because kube's derive passes no `serde` attribute on), and its controller acts on
 //! nothing of it.
 
+/// A kind's `without_spec`, what an object without `spec` decodes to (see above): its spec's default marked
+/// `unset`, with no metadata.
+macro_rules! without_spec {
+    ($kind:ident, $spec:ident) => {
+        impl $kind {
+            fn without_spec() -> Self {
+                let mut o = $kind::new(
+                    "",
+                    $spec {
+                        unset: true,
+                        ..Default::default()
+                    },
+                );
+                o.metadata = Default::default();
+                o
+            }
+        }
+    };
+}
+use without_spec;
+
 mod common;
 mod nab;
 mod nabsl;

@@ -32,20 +32,7 @@ pub struct NonAdminBackupSpec {
     pub unset: bool,
 }
 
-impl NonAdminBackup {
-    /// What an object without `spec` decodes to (see the [`api`](super) module).
-    fn without_spec() -> Self {
-        let mut o = NonAdminBackup::new(
-            "",
-            NonAdminBackupSpec {
-                unset: true,
-                ..Default::default()
-            },
-        );
-        o.metadata = Default::default();
-        o
-    }
-}
+super::without_spec!(NonAdminBackup, NonAdminBackupSpec);
 
 impl NonAdminBackupSpec {
     /// The store's copy of a settled NonAdminBackup keeps no spec of its own (see `Tenant::leave_out_spec`).
@@ -144,60 +131,32 @@ impl PartialEq for VeleroBackupRef {
     }
 }
 
-/// Counts of a backup's DataUploads (a restore's DataDownloads) by phase; a zero count is left out, as OADP writes
-/// them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DataMoverDataUploads {
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub total: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub new: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub accepted: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub prepared: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub in_progress: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub canceling: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub canceled: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub failed: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub completed: i64,
+/// A struct of counts by phase, as OADP writes them: Go `int`s, a zero count left out.
+macro_rules! phase_counts {
+    ($(#[$meta:meta])* $name:ident { $($phase:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name {
+            $(
+                #[serde(default, skip_serializing_if = "is_zero")]
+                #[schemars(with = "crate::wire::GoInt")]
+                pub $phase: i64,
+            )*
+        }
+    };
 }
 
-/// Counts of a backup's PodVolumeBackups (a restore's PodVolumeRestores) by phase; a zero count is left out.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FileSystemPodVolumeBackups {
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub total: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub new: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub in_progress: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub failed: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(with = "crate::wire::GoInt")]
-    pub completed: i64,
-}
+phase_counts!(
+    /// Counts of a backup's DataUploads (a restore's DataDownloads) by phase; a zero count is left out, as OADP writes
+    /// them.
+    DataMoverDataUploads { total, new, accepted, prepared, in_progress, canceling, canceled, failed, completed }
+);
+
+phase_counts!(
+    /// Counts of a backup's PodVolumeBackups (a restore's PodVolumeRestores) by phase; a zero count is left out.
+    FileSystemPodVolumeBackups { total, new, in_progress, failed, completed }
+);
 
 fn is_zero(n: &i64) -> bool {
     *n == 0

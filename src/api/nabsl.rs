@@ -31,20 +31,7 @@ pub struct NonAdminBackupStorageLocationSpec {
     pub unset: bool,
 }
 
-impl NonAdminBackupStorageLocation {
-    /// What an object without `spec` decodes to (see the [`api`](super) module).
-    fn without_spec() -> Self {
-        let mut o = NonAdminBackupStorageLocation::new(
-            "",
-            NonAdminBackupStorageLocationSpec {
-                unset: true,
-                ..Default::default()
-            },
-        );
-        o.metadata = Default::default();
-        o
-    }
-}
+super::without_spec!(NonAdminBackupStorageLocation, NonAdminBackupStorageLocationSpec);
 
 #[apply(crate::wire::tenant_status!)]
 pub struct NonAdminBackupStorageLocationStatus {

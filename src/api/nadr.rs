@@ -31,20 +31,7 @@ pub struct NonAdminDownloadRequestSpec {
     pub unset: bool,
 }
 
-impl NonAdminDownloadRequest {
-    /// What an object without `spec` decodes to (see the [`api`](super) module).
-    fn without_spec() -> Self {
-        let mut o = NonAdminDownloadRequest::new(
-            "",
-            NonAdminDownloadRequestSpec {
-                unset: true,
-                ..Default::default()
-            },
-        );
-        o.metadata = Default::default();
-        o
-    }
-}
+super::without_spec!(NonAdminDownloadRequest, NonAdminDownloadRequestSpec);
 
 /// The file: its kind, and the NonAdminBackup (backup kinds) or NonAdminRestore (restore kinds) of this namespace
 /// it belongs to.

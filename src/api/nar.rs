@@ -24,20 +24,7 @@ pub struct NonAdminRestoreSpec {
     pub unset: bool,
 }
 
-impl NonAdminRestore {
-    /// What an object without `spec` decodes to (see the [`api`](super) module).
-    fn without_spec() -> Self {
-        let mut o = NonAdminRestore::new(
-            "",
-            NonAdminRestoreSpec {
-                unset: true,
-                ..Default::default()
-            },
-        );
-        o.metadata = Default::default();
-        o
-    }
-}
+super::without_spec!(NonAdminRestore, NonAdminRestoreSpec);
 
 #[apply(crate::wire::tenant_status!)]
 pub struct NonAdminRestoreStatus {

@@ -36,20 +36,7 @@ pub struct NonAdminScheduleSpec {
     pub unset: bool,
 }
 
-impl NonAdminSchedule {
-    /// What an object without `spec` decodes to (see the [`api`](super) module).
-    fn without_spec() -> Self {
-        let mut o = NonAdminSchedule::new(
-            "",
-            NonAdminScheduleSpec {
-                unset: true,
-                ..Default::default()
-            },
-        );
-        o.metadata = Default::default();
-        o
-    }
-}
+super::without_spec!(NonAdminSchedule, NonAdminScheduleSpec);
 
 #[apply(crate::wire::tenant_struct!)]
 pub struct NonAdminScheduleTemplate {
