@@ -2,7 +2,8 @@
 //! (`oadp.openshift.io/v1alpha1`, OADP's), each Velero kind nac reads or writes (`velero.io/v1`), and the structs
 //! inside them. Absent fields are left out when written (`skip_serializing_none`), field names are camelCase.
 //!
-//! Velero's structs keep the fields of newer Velero versions in their `extra` map, so a round trip loses nothing;
+//! Velero's structs keep the fields of newer Velero versions in an `extra` map the `velero_*` aliases add as their
+//! last field, so a round trip loses nothing;
 //! what their schema says depends on where they sit in nac's CRDs. A spec a user writes (`velero_spec!`) is
 //! closed, as OADP's CRDs are: the API server prunes an unknown field and `kubectl --validate=strict` names it. A
 //! copy of a Velero status nac writes into its own status (`velero_struct!`) stays open
@@ -30,22 +31,39 @@ attribute_alias! {
         #[serde(rename_all = "camelCase")];
 
     #[apply(velero_kind!)] =
+        #[macro_rules_attribute::apply(crate::wire::with_extra!)]
         #[serde_with::skip_serializing_none]
         #[derive(kube::CustomResource, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[kube(group = "velero.io", version = "v1", namespaced)]
         #[serde(rename_all = "camelCase")];
 
     #[apply(velero_spec!)] =
+        #[macro_rules_attribute::apply(crate::wire::with_extra!)]
         #[serde_with::skip_serializing_none]
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "camelCase")];
 
     #[apply(velero_struct!)] =
+        #[macro_rules_attribute::apply(crate::wire::with_extra!)]
         #[serde_with::skip_serializing_none]
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "camelCase")]
         #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))];
 }
+
+/// The last field of every Velero struct: the fields of a newer Velero, kept as they are (see the module doc).
+macro_rules! with_extra {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($fields)*
+            #[serde(flatten, default, skip_serializing_if = "crate::velero::Extra::is_empty")]
+            #[schemars(skip)]
+            pub extra: crate::velero::Extra,
+        }
+    };
+}
+pub(crate) use with_extra;
 
 /// A tenant kind's status: the phase and conditions every kind reports (as OADP's do, first), then the kind's own
 /// fields, with the attributes of [`tenant_struct!`].

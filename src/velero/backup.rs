@@ -1,6 +1,6 @@
 //! Velero `Backup` (velero.io/v1).
 
-use super::{BackupHooks, Extra, TypedLocalObjectReference, UploaderConfigForBackup};
+use super::{BackupHooks, TypedLocalObjectReference, UploaderConfigForBackup};
 use crate::naming::{CompactTags, Tags};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -229,10 +229,6 @@ pub struct BackupSpec {
     /// Full or Incremental: how the data movers back up volume data (Velero 1.19; an older Velero ignores it).
     #[schemars(extend("enum" = ["Full", "Incremental"]))]
     pub backup_type: Option<String>,
-    /// Fields of newer Velero versions, kept as they are.
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 #[serde_with::skip_serializing_none]
@@ -267,9 +263,6 @@ pub struct BackupStatus {
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub warnings: Option<i64>,
     pub validation_errors: Option<Vec<String>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// The fields of Velero 1.18's BackupStatus that nac keeps in `extra`, declared in the schema.

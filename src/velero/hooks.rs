@@ -3,7 +3,6 @@
 //! least one word, `onError` Continue or Fail) and `kubectl explain` shows them. Each struct keeps the fields of a
 //! newer Velero in `extra`: what nac reads from Velero round-trips whole.
 
-use super::Extra;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use macro_rules_attribute::apply;
 
@@ -12,9 +11,6 @@ use macro_rules_attribute::apply;
 pub struct BackupHooks {
     /// Hooks run when backing up individual objects of a resource.
     pub resources: Option<Vec<BackupResourceHookSpec>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Hooks for the objects a namespace, resource and label filter selects.
@@ -37,18 +33,12 @@ pub struct BackupResourceHookSpec {
     pub pre: Option<Vec<BackupResourceHook>>,
     /// Hooks run after an object is stored in the backup.
     pub post: Option<Vec<BackupResourceHook>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// One backup hook: a command run in a pod's container.
 #[apply(crate::wire::velero_spec!)]
 pub struct BackupResourceHook {
     pub exec: ExecHook,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// A command run in a container of the pod being backed up.
@@ -64,9 +54,6 @@ pub struct ExecHook {
     pub on_error: Option<String>,
     /// How long Velero waits for the command (Go duration).
     pub timeout: Option<String>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Hooks run while restoring (`RestoreSpec.hooks`).
@@ -74,9 +61,6 @@ pub struct ExecHook {
 pub struct RestoreHooks {
     /// Hooks run when restoring individual objects of a resource.
     pub resources: Option<Vec<RestoreResourceHookSpec>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Restore hooks for the objects a namespace, resource and label filter selects.
@@ -92,9 +76,6 @@ pub struct RestoreResourceHookSpec {
     pub label_selector: Option<LabelSelector>,
     /// Hooks run after an object is restored.
     pub post_hooks: Option<Vec<RestoreResourceHook>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// One restore hook: a command in a restored pod's container, or init containers added to it.
@@ -102,9 +83,6 @@ pub struct RestoreResourceHookSpec {
 pub struct RestoreResourceHook {
     pub exec: Option<ExecRestoreHook>,
     pub init: Option<InitRestoreHook>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// A command run in a container of a restored pod.
@@ -121,9 +99,6 @@ pub struct ExecRestoreHook {
     pub wait_timeout: Option<String>,
     /// Whether Velero waits for the container to be ready before running the command.
     pub wait_for_ready: Option<bool>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Init containers added to a restored pod.
@@ -134,9 +109,6 @@ pub struct InitRestoreHook {
     pub init_containers: Option<Vec<serde_json::Value>>,
     /// How long Velero waits for the init containers (Go duration).
     pub timeout: Option<String>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Which resources' status a restore restores too.
@@ -144,9 +116,6 @@ pub struct InitRestoreHook {
 pub struct RestoreStatusSpec {
     pub included_resources: Option<Vec<String>>,
     pub excluded_resources: Option<Vec<String>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// The uploader's settings for a backup.
@@ -155,9 +124,6 @@ pub struct UploaderConfigForBackup {
     /// How many files the uploader uploads at once.
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub parallel_files_upload: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// The uploader's settings for a restore.
@@ -168,7 +134,4 @@ pub struct UploaderConfigForRestore {
     /// How many files the uploader downloads at once.
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub parallel_files_download: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }

@@ -25,9 +25,6 @@ pub struct DeleteBackupRequestStatus {
     /// New, InProgress or Processed.
     pub phase: Option<String>,
     pub errors: Option<Vec<String>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// What nac reads of data-mover and file-system backup/restore objects: the phase (it counts them by phase) and
@@ -92,9 +89,6 @@ pub struct BackupStorageLocationSpec {
     pub access_mode: Option<String>,
     pub backup_sync_period: Option<String>,
     pub validation_frequency: Option<String>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 #[apply(crate::wire::tenant_struct!)]
@@ -155,9 +149,6 @@ pub struct BackupStorageLocationStatus {
     #[schemars(with = "Option<crate::wire::Time>")]
     pub last_validation_time: Option<String>,
     pub message: Option<String>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Asks Velero for a signed URL to one file of a backup or restore in object storage (its log, resource list,

@@ -1,6 +1,6 @@
 //! Velero `Restore` (velero.io/v1).
 
-use super::{Extra, RestoreHooks, RestoreStatusSpec, TypedLocalObjectReference, UploaderConfigForRestore};
+use super::{RestoreHooks, RestoreStatusSpec, TypedLocalObjectReference, UploaderConfigForRestore};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use macro_rules_attribute::apply;
 use std::collections::BTreeMap;
@@ -38,10 +38,6 @@ pub struct RestoreSpec {
     pub resource_modifier: Option<TypedLocalObjectReference>,
     pub uploader_config: Option<UploaderConfigForRestore>,
     pub preserve_node_ports: Option<bool>,
-    /// Fields of newer Velero versions, kept as they are.
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Velero RestoreStatus, every field of Velero 1.18's typed (a Velero Restore is kept whole in nac's store, so
@@ -72,9 +68,6 @@ pub struct RestoreStatus {
     pub restore_item_operations_completed: Option<i64>,
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub restore_item_operations_failed: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// How many hooks of a restore ran, and how many failed.
@@ -84,9 +77,6 @@ pub struct HookStatus {
     pub hooks_attempted: Option<i64>,
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub hooks_failed: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// A restore's progress in items.
@@ -96,9 +86,6 @@ pub struct RestoreProgress {
     pub total_items: Option<i64>,
     #[schemars(with = "Option<crate::wire::GoInt>")]
     pub items_restored: Option<i64>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 pub const RESTORE_FINAL_PHASES: &[&str] = &["Completed", "PartiallyFailed", "Failed", "FailedValidation"];

@@ -1,7 +1,7 @@
 //! Velero `Schedule` (velero.io/v1): a cron expression and a backup template; Velero's schedule controller makes
 //! a Backup from the template at each run. The CRD has no status subresource: Velero writes status with the object.
 
-use super::{BackupSpec, Extra};
+use super::BackupSpec;
 use macro_rules_attribute::apply;
 
 #[apply(crate::wire::velero_kind!)]
@@ -17,9 +17,6 @@ pub struct ScheduleSpec {
     pub paused: bool,
     /// Skip the run that is due at once (on creation or unpause); Velero consumes it and records `lastSkipped`.
     pub skip_immediately: Option<bool>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 #[apply(crate::wire::velero_struct!)]
@@ -31,9 +28,6 @@ pub struct ScheduleStatus {
     #[schemars(with = "Option<crate::wire::Time>")]
     pub last_skipped: Option<String>,
     pub validation_errors: Option<Vec<String>>,
-    #[serde(flatten, default, skip_serializing_if = "Extra::is_empty")]
-    #[schemars(skip)]
-    pub extra: Extra,
 }
 
 /// Label Velero puts on every Backup a Schedule makes, naming the Schedule.
