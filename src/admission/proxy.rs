@@ -800,24 +800,12 @@ async fn backup_rights(
     }
     let field = format!("{path}.includedResources");
     let what = kind.kind();
-    let fail = |e: String| {
-        (
-            field.clone(),
-            format!(
-                "{what} refused: nac cannot check what {} may read now ({e}); retry",
-                who.username
-            ),
-        )
-    };
-    let access = state
-        .access
-        .as_deref()
-        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
-    let kinds = access.kinds().await.map_err(fail)?;
+    let fail = unchecked(field.clone(), what, &who.username, "read");
+    let (access, kinds) = rights_access(state, &fail).await?;
     let included = crate::rights::backup_kinds(spec, &kinds);
     let denied = crate::rights::unreadable(access, who, namespace, &included)
         .await
-        .map_err(fail)?;
+        .map_err(&fail)?;
     let readable: Vec<_> = included
         .iter()
         .copied()
@@ -825,7 +813,7 @@ async fn backup_rights(
         .collect();
     let lacks = crate::rights::features::backup_lacks(access, who, namespace, spec, &readable)
         .await
-        .map_err(fail)?;
+        .map_err(&fail)?;
     if denied.is_empty() && lacks.is_empty() {
         return Ok((record, Vec::new()));
     }
@@ -872,6 +860,35 @@ async fn backup_rights(
     }
 }
 
+/// Rights fail closed: the refusal, at `field`, of a request of `what` whose requester's rights (what `user` may
+/// `may`) nac cannot check now.
+fn unchecked<'a>(
+    field: String,
+    what: &'a str,
+    user: &'a str,
+    may: &'a str,
+) -> impl Fn(String) -> (String, String) + 'a {
+    move |e| {
+        (
+            field.clone(),
+            format!("{what} refused: nac cannot check what {user} may {may} now ({e}); retry"),
+        )
+    }
+}
+
+/// The cluster's answers about rights and the kinds it serves, or `fail`'s refusal when nac cannot have them.
+async fn rights_access<'a>(
+    state: &'a AdmissionState,
+    fail: &impl Fn(String) -> (String, String),
+) -> Result<(&'a dyn crate::rights::Access, std::sync::Arc<Vec<crate::rights::Kind>>), (String, String)> {
+    let access = state
+        .access
+        .as_deref()
+        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
+    let kinds = access.kinds().await.map_err(&fail)?;
+    Ok((access, kinds))
+}
+
 /// What a new NonAdminRestore asks of Velero beyond creating objects (see `crate::rights::features`), as far as
 /// its spec tells: exec hooks, and `restoreStatus` and `existingResourcePolicy: update` on the kinds its
 /// `includedResources` names. The kinds the backup holds are known once the reconciler reads its contents, which
@@ -887,20 +904,8 @@ async fn restore_rights(
     if mode == RightsMode::Off {
         return Ok(Vec::new());
     }
-    let fail = |e: String| {
-        (
-            PATH.to_string(),
-            format!(
-                "NonAdminRestore refused: nac cannot check what {} may do now ({e}); retry",
-                who.username
-            ),
-        )
-    };
-    let access = state
-        .access
-        .as_deref()
-        .ok_or_else(|| fail("nac runs without a connection to the cluster".into()))?;
-    let kinds = access.kinds().await.map_err(fail)?;
+    let fail = unchecked(PATH.to_string(), "NonAdminRestore", &who.username, "do");
+    let (access, kinds) = rights_access(state, &fail).await?;
     // The kinds the spec names: in `includedResources`, and those whose status it asks for.
     let names = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
@@ -922,7 +927,7 @@ async fn restore_rights(
         crate::rights::features::Storage::Admin,
     )
     .await
-    .map_err(fail)?;
+    .map_err(&fail)?;
     lacked(
         &lacks,
         ("NonAdminRestore", PATH, "restore"),
