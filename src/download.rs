@@ -10,6 +10,27 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use std::net::SocketAddr;
 
+/// A part of a downloaded file read as a stream, with a visitor of its own: the `DeserializeSeed` that reads the
+/// part (`deserialize_map`, `deserialize_seq`) with it, and the visitor, what it expects and its `visit_*` method.
+macro_rules! streamed_part {
+    ($de:lifetime, $t:ty, $deserialize:ident, $expecting:literal, $($visit:tt)*) => {
+        impl<$de> serde::de::DeserializeSeed<$de> for $t {
+            type Value = ();
+            fn deserialize<D: serde::Deserializer<$de>>(self, d: D) -> Result<(), D::Error> {
+                d.$deserialize(self)
+            }
+        }
+        impl<$de> serde::de::Visitor<$de> for $t {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str($expecting)
+            }
+            $($visit)*
+        }
+    };
+}
+pub(crate) use streamed_part;
+
 /// TLS settings for a storage endpoint: the system's roots plus `ca` (PEM, or base64 of PEM as Velero keeps a
 /// location's `caCert`).
 pub fn tls_config(ca: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {

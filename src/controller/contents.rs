@@ -134,7 +134,7 @@ pub fn messages_in_results(text: &[u8], namespace: &str) -> Result<Shown, String
 /// A results file's parts as serde visits them, keeping only what [`Shown`] holds.
 mod results_file {
     use super::{Shown, SHOWN_MESSAGE_CHARS};
-    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
     use std::fmt;
 
     /// Where the messages of one list go: marked and cut while there is room, counted always.
@@ -142,17 +142,7 @@ mod results_file {
         shown: &'a mut Shown,
         mark: &'static str,
     }
-    impl<'de> DeserializeSeed<'de> for Into<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_seq(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Into<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list of messages")
-        }
+    crate::download::streamed_part! { 'de, Into<'_>, deserialize_seq, "a list of messages",
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
             while let Some(m) = seq.next_element::<Message>()? {
                 self.shown.add(self.mark, &m.0);
@@ -183,17 +173,7 @@ mod results_file {
         then: Into<'a>,
         namespace: &'a str,
     }
-    impl<'de> DeserializeSeed<'de> for Part<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Part<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("Velero's messages by where they arose")
-        }
+    crate::download::streamed_part! { 'de, Part<'_>, deserialize_map, "Velero's messages by where they arose",
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             let Part { first, then, namespace } = self;
             let (mut first, mut then) = (Some(first), Some(then));
@@ -220,17 +200,7 @@ mod results_file {
         into: Into<'a>,
         namespace: &'a str,
     }
-    impl<'de> DeserializeSeed<'de> for Namespaces<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Namespaces<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("messages by namespace")
-        }
+    crate::download::streamed_part! { 'de, Namespaces<'_>, deserialize_map, "messages by namespace",
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             let mut into = Some(self.into);
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -350,6 +320,65 @@ impl Counts {
     }
 }
 
+/// What a tenant object's status copies of its Velero run's status, as far as the run's results go.
+pub struct Run<'a> {
+    /// "Backup" or "Restore".
+    pub kind: &'static str,
+    pub unfinished: bool,
+    pub errors: Option<i64>,
+    pub warnings: Option<i64>,
+    pub finished: Option<&'a str>,
+}
+
+macro_rules! run_of {
+    ($status:ty, $kind:literal, $unfinished:path) => {
+        impl<'a> From<&'a $status> for Run<'a> {
+            fn from(r: &'a $status) -> Self {
+                Run {
+                    kind: $kind,
+                    unfinished: $unfinished(r.phase.as_deref()),
+                    errors: r.errors,
+                    warnings: r.warnings,
+                    finished: r.completion_timestamp.as_deref(),
+                }
+            }
+        }
+    };
+}
+run_of!(
+    crate::velero::BackupStatus,
+    "Backup",
+    crate::velero::backup_phase_unfinished
+);
+run_of!(
+    crate::velero::RestoreStatus,
+    "Restore",
+    crate::velero::restore_phase_unfinished
+);
+
+/// Velero's first messages of a run it finished with errors or warnings, read once ([`Counts::to_read`]): the
+/// [`results_condition`] of `tenant`, whose status holds `conditions` and the copy `run` of Velero `target`'s
+/// status; nothing while it has no copy.
+pub async fn results_of<'a>(
+    ctx: &Shared,
+    view: &View,
+    tenant: &impl ResourceExt,
+    (conditions, run): (
+        &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+        Option<impl Into<Run<'a>>>,
+    ),
+    target: &str,
+    backup: Option<&Backup>,
+) -> Results {
+    let Some(run) = run.map(Into::into) else {
+        return Results::Nothing;
+    };
+    let Some(counts) = Counts::to_read(conditions, run.unfinished, run.errors, run.warnings) else {
+        return Results::Nothing;
+    };
+    results_condition(ctx, view, run.kind, target, backup, tenant, counts, run.finished).await
+}
+
 /// The `VeleroResults` condition of tenant object `tenant`, whose Velero `kind` ("Backup", "Restore") `target`
 /// finished at `finished` with `counts`: its reason and message, from the results file (stored on `backup`'s
 /// location) read through a DownloadRequest of its own. Pending while Velero or the storage does not answer, for
@@ -357,7 +386,7 @@ impl Counts {
 /// the condition says why it could not be read. A run that ended more than [`RESULTS_STALE`] ago is not read: a
 /// run from before nac was installed or upgraded, or one synced from object storage.
 #[allow(clippy::too_many_arguments)]
-pub async fn results_condition(
+async fn results_condition(
     ctx: &Shared,
     view: &View,
     kind: &'static str,

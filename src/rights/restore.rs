@@ -303,7 +303,7 @@ impl Judge<'_> {
 /// A restore resource list as serde visits it, judged item by item.
 mod resource_list {
     use super::{Judge, Listed};
-    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde::de::{MapAccess, SeqAccess, Visitor};
     use std::fmt;
 
     pub(super) struct File<'a, 'j> {
@@ -334,18 +334,7 @@ mod resource_list {
         out: &'a mut Listed,
     }
 
-    impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_seq(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for Items<'_, '_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list of items restored")
-        }
+    crate::download::streamed_part! { 'de, Items<'_, '_>, deserialize_seq, "a list of items restored",
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
             let kind = self.judge.kind_of(self.gvk);
             while let Some(item) = seq.next_element::<String>()? {

@@ -14,7 +14,7 @@ use crate::api::{
     VolumeDataProgress,
 };
 use crate::controller::conditions::{is_true, now_seconds, set_condition};
-use crate::controller::contents::{Counts, Results, RESULTS_RETRY};
+use crate::controller::contents::{self, Results, RESULTS_RETRY};
 use crate::controller::context::{key_of, Error, Shared, Watched};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -543,35 +543,13 @@ fn snapshot_stream(ctx: &Ctx) -> impl futures::Stream<Item = ()> + Send {
         })
 }
 
-/// Velero's first messages of a backup it finished with errors or warnings, read once (`Counts::to_read`).
+/// Velero's first messages of a backup it finished with errors or warnings, read once.
 async fn results_of(ctx: &Ctx, nab: &NonAdminBackup, vb: &Backup) -> Results {
-    let recorded = nab
-        .status
-        .as_ref()
-        .and_then(|s| Some((s, s.velero_backup.as_ref()?.status.as_ref()?)));
-    let Some((status, r)) = recorded else {
+    let Some(s) = nab.status.as_ref() else {
         return Results::Nothing;
     };
-    let Some(counts) = Counts::to_read(
-        &status.conditions,
-        backup_phase_unfinished(r.phase.as_deref()),
-        r.errors,
-        r.warnings,
-    ) else {
-        return Results::Nothing;
-    };
-    let finished = r.completion_timestamp.as_deref();
-    crate::controller::contents::results_condition(
-        ctx,
-        &ctx.view,
-        "Backup",
-        &vb.name_any(),
-        Some(vb),
-        nab,
-        counts,
-        finished,
-    )
-    .await
+    let run = s.velero_backup.as_ref().and_then(|v| v.status.as_ref());
+    contents::results_of(ctx, &ctx.view, nab, (&s.conditions, run), &vb.name_any(), Some(vb)).await
 }
 
 impl Kind for NonAdminBackup {

@@ -16,8 +16,8 @@ use crate::api::{
     NonAdminBackup, NonAdminPhase, NonAdminRestore, NonAdminRestoreStatus, RestorePreview, VeleroRestoreRef,
 };
 use crate::controller::conditions::{now_seconds, set_condition};
+use crate::controller::contents::{self, Results, RESULTS_RETRY};
 use crate::controller::contents::{restored_list, ContentsSource};
-use crate::controller::contents::{Counts, Results, RESULTS_RETRY};
 use crate::controller::context::{key_of, Error, Shared};
 use crate::controller::counts::{data_uploads, pod_volume_backups, PhaseTally, Volumes};
 use crate::controller::cx::Cx;
@@ -715,35 +715,13 @@ async fn remove_made_by(
     }
 }
 
-/// Velero's first messages of a restore it finished with errors or warnings, read once (`Counts::to_read`).
+/// Velero's first messages of a restore it finished with errors or warnings, read once.
 async fn results_of(ctx: &Ctx, nar: &NonAdminRestore, vr: &Restore, backup: Option<&Backup>) -> Results {
-    let recorded = nar
-        .status
-        .as_ref()
-        .and_then(|s| Some((s, s.velero_restore.as_ref()?.status.as_ref()?)));
-    let Some((status, r)) = recorded else {
+    let Some(s) = nar.status.as_ref() else {
         return Results::Nothing;
     };
-    let Some(counts) = Counts::to_read(
-        &status.conditions,
-        restore_phase_unfinished(r.phase.as_deref()),
-        r.errors,
-        r.warnings,
-    ) else {
-        return Results::Nothing;
-    };
-    let finished = r.completion_timestamp.as_deref();
-    crate::controller::contents::results_condition(
-        ctx,
-        &ctx.view,
-        "Restore",
-        &vr.name_any(),
-        backup,
-        nar,
-        counts,
-        finished,
-    )
-    .await
+    let run = s.velero_restore.as_ref().and_then(|v| v.status.as_ref());
+    contents::results_of(ctx, &ctx.view, nar, (&s.conditions, run), &vr.name_any(), backup).await
 }
 
 /// The Deleting message while Velero's own finalizer holds the Velero Restore longer than expected.
