@@ -103,9 +103,10 @@ fn parse_facts(text: &str) -> Api {
     api
 }
 
-/// The facts of nac's generated CRDs, walked as the facts file is written.
-fn nac_facts() -> Api {
-    let mut api = Api::default();
+/// The facts of nac's generated CRDs, walked as the facts file is written: one set a version the CRDs serve, as
+/// each is OADP's API to a client that asks for it.
+fn nac_facts() -> BTreeMap<String, Api> {
+    let mut apis: BTreeMap<String, Api> = BTreeMap::new();
     for crd in nac::api::crds() {
         let crd = serde_json::to_value(&crd).unwrap();
         let names = &crd["spec"]["names"];
@@ -114,34 +115,38 @@ fn nac_facts() -> Api {
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        api.kinds.insert(
-            kind.clone(),
-            format!("{} {}", names["plural"].as_str().unwrap(), shorts.join(",")),
-        );
-        let version = &crd["spec"]["versions"][0];
-        for c in version["additionalPrinterColumns"].as_array().into_iter().flatten() {
-            api.columns.entry(kind.clone()).or_default().push(Column {
-                name: c["name"].as_str().unwrap().into(),
-                rest: format!("{} {}", c["type"].as_str().unwrap(), c["jsonPath"].as_str().unwrap()),
-                priority: c["priority"].as_i64().unwrap_or(0),
-            });
-        }
-        let root = &version["schema"]["openAPIV3Schema"];
-        for top in ["spec", "status"] {
-            if let Some(s) = root["properties"].get(top) {
-                walk(&kind, top, s, &mut api.fields);
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        assert!(!versions.is_empty(), "{kind}: no version");
+        for version in versions {
+            let api = apis.entry(version["name"].as_str().unwrap().to_string()).or_default();
+            api.kinds.insert(
+                kind.clone(),
+                format!("{} {}", names["plural"].as_str().unwrap(), shorts.join(",")),
+            );
+            for c in version["additionalPrinterColumns"].as_array().into_iter().flatten() {
+                api.columns.entry(kind.clone()).or_default().push(Column {
+                    name: c["name"].as_str().unwrap().into(),
+                    rest: format!("{} {}", c["type"].as_str().unwrap(), c["jsonPath"].as_str().unwrap()),
+                    priority: c["priority"].as_i64().unwrap_or(0),
+                });
+            }
+            let root = &version["schema"]["openAPIV3Schema"];
+            for top in ["spec", "status"] {
+                if let Some(s) = root["properties"].get(top) {
+                    walk(&kind, top, s, &mut api.fields);
+                }
+            }
+            if let Some(r) = root["required"].as_array() {
+                let mut f = Field {
+                    type_: "object".into(),
+                    ..Default::default()
+                };
+                f.attrs.insert("required".into(), joined(r, ","));
+                api.fields.insert((kind.clone(), ".".into()), f);
             }
         }
-        if let Some(r) = root["required"].as_array() {
-            let mut f = Field {
-                type_: "object".into(),
-                ..Default::default()
-            };
-            f.attrs.insert("required".into(), joined(r, ","));
-            api.fields.insert((kind.clone(), ".".into()), f);
-        }
     }
-    api
+    apis
 }
 
 fn joined(values: &[Value], sep: &str) -> String {
@@ -272,7 +277,15 @@ fn differing(upstream: &Field, ours: &Field) -> Vec<String> {
 #[test]
 fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
     let upstream = parse_facts(FACTS);
-    let ours = nac_facts();
+    let versions = nac_facts();
+    assert!(versions.contains_key("v1alpha1"), "nac serves OADP's version, v1alpha1");
+    for (version, ours) in &versions {
+        same_but_for_the_listed_differences(&upstream, ours, version);
+    }
+}
+
+/// nac's facts of one served version against OADP's: the same but for the listed differences, each of which is one.
+fn same_but_for_the_listed_differences(upstream: &Api, ours: &Api, version: &str) {
     let listed = parse_differences();
     let mut used = vec![false; listed.len()];
     let mut unexplained = Vec::new();
@@ -289,10 +302,10 @@ fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
     assert_eq!(
         upstream.kinds.keys().collect::<Vec<_>>(),
         ours.kinds.keys().collect::<Vec<_>>(),
-        "the kinds"
+        "{version}: the kinds"
     );
     for (kind, names) in &upstream.kinds {
-        assert_eq!(names, &ours.kinds[kind], "{kind}: plural and short names");
+        assert_eq!(names, &ours.kinds[kind], "{version} {kind}: plural and short names");
     }
     for (kind, theirs) in &upstream.columns {
         let mine = ours.columns.get(kind).cloned().unwrap_or_default();
@@ -300,7 +313,7 @@ fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
         assert_eq!(
             theirs.iter().collect::<Vec<_>>(),
             shown,
-            "{kind}: the printer columns `kubectl get` shows, in order"
+            "{version} {kind}: the printer columns `kubectl get` shows, in order"
         );
         for c in mine.iter().filter(|c| c.priority != 0) {
             if !find("column", kind, &c.name, None) {
@@ -337,7 +350,7 @@ fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
     }
     assert!(
         unexplained.is_empty(),
-        "differences from OADP's API not in tests/fixtures/oadp-api-differences.txt:\n{}",
+        "{version}: differences from OADP's API not in tests/fixtures/oadp-api-differences.txt:\n{}",
         unexplained.join("\n")
     );
     let stale: Vec<&str> = listed
@@ -348,7 +361,7 @@ fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
         .collect();
     assert!(
         stale.is_empty(),
-        "listed differences that are none (any more):\n{}",
+        "{version}: listed differences that are none (any more):\n{}",
         stale.join("\n")
     );
 }
@@ -357,13 +370,15 @@ fn nac_s_crds_are_oadp_s_but_for_the_listed_differences() {
 fn every_listed_difference_is_explained_in_the_admin_guide() {
     let section = ADMIN_GUIDE
         .split("\n## ")
-        .find(|s| s.starts_with("Compatibility with OADP's API"))
+        .find(|s| s.lines().next() == Some("Compatibility with OADP's API"))
         .expect("docs/admin-guide.md has a section `## Compatibility with OADP's API`");
+    // What the section names: its code spans (between backticks), each whole.
+    let named: BTreeSet<&str> = section.split('`').skip(1).step_by(2).collect();
     for d in parse_differences() {
-        // The field's path or the column's name, in backticks.
+        // The field's path or the column's name.
         let name = d.path.trim_end_matches('*');
         assert!(
-            section.contains(&format!("`{name}`")),
+            named.contains(name),
             "the admin guide's compatibility section does not name `{name}` ({}; {})",
             d.line,
             d.reason
