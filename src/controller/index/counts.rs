@@ -113,7 +113,7 @@ pub fn pod_volume_backups(t: &PhaseTally) -> FileSystemPodVolumeBackups {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Entry {
+pub struct Entry {
     owner: String,
     phase: String,
     /// The uploader the object names (empty when it names none).
@@ -122,7 +122,7 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(owner: &str, phase: Option<&str>, uploader: Option<&str>, bytes: Bytes) -> Self {
+    pub fn new(owner: &str, phase: Option<&str>, uploader: Option<&str>, bytes: Bytes) -> Self {
         Entry {
             owner: owner.to_string(),
             phase: phase.unwrap_or_default().to_string(),
@@ -167,20 +167,12 @@ impl PhaseCounts {
 
     /// Records object `name` belonging to `owner` in `phase`. Returns the owners whose tally changed.
     pub fn upsert(&mut self, name: &str, owner: &str, phase: Option<&str>) -> Vec<String> {
-        self.upsert_with(name, owner, phase, None, Bytes::default())
+        self.upsert_with(name, Entry::new(owner, phase, None, Bytes::default()))
     }
 
     /// [`upsert`](Self::upsert) of an object that names its uploader and reports its bytes (a change of either
     /// is a change of the owner's).
-    pub fn upsert_with(
-        &mut self,
-        name: &str,
-        owner: &str,
-        phase: Option<&str>,
-        uploader: Option<&str>,
-        bytes: Bytes,
-    ) -> Vec<String> {
-        let entry = Entry::new(owner, phase, uploader, bytes);
+    pub fn upsert_with(&mut self, name: &str, entry: Entry) -> Vec<String> {
         if let Some(buffer) = self.relist.as_mut() {
             buffer.insert(name.to_string(), entry.clone());
         }
@@ -217,21 +209,14 @@ impl PhaseCounts {
     }
 
     pub fn relist_item(&mut self, name: &str, owner: &str, phase: Option<&str>) {
-        self.relist_item_with(name, owner, phase, None, Bytes::default())
+        self.relist_item_with(name, Entry::new(owner, phase, None, Bytes::default()))
     }
 
     /// [`relist_item`](Self::relist_item) of an object that names its uploader and reports its bytes.
-    pub fn relist_item_with(
-        &mut self,
-        name: &str,
-        owner: &str,
-        phase: Option<&str>,
-        uploader: Option<&str>,
-        bytes: Bytes,
-    ) {
+    pub fn relist_item_with(&mut self, name: &str, entry: Entry) {
         self.relist
             .get_or_insert_with(HashMap::new)
-            .insert(name.to_string(), Entry::new(owner, phase, uploader, bytes));
+            .insert(name.to_string(), entry);
     }
 
     /// Ends a relist; returns the owners whose tally (or uploader) differs from before.
@@ -358,15 +343,15 @@ mod tests {
     fn the_uploader_is_the_one_most_objects_name() {
         let mut c = PhaseCounts::new();
         assert_eq!(c.uploader("bk"), None);
-        c.upsert_with("pvb-1", "bk", Some("New"), Some("kopia"), Bytes::default());
+        c.upsert_with("pvb-1", Entry::new("bk", Some("New"), Some("kopia"), Bytes::default()));
         assert_eq!(c.uploader("bk"), Some("kopia".into()));
         // A change of uploader alone is a change of the owner.
         assert_eq!(
-            c.upsert_with("pvb-1", "bk", Some("New"), Some("restic"), Bytes::default()),
+            c.upsert_with("pvb-1", Entry::new("bk", Some("New"), Some("restic"), Bytes::default())),
             vec!["bk"]
         );
-        c.upsert_with("pvb-2", "bk", Some("New"), Some("kopia"), Bytes::default());
-        c.upsert_with("pvb-3", "bk", Some("New"), Some("kopia"), Bytes::default());
+        c.upsert_with("pvb-2", Entry::new("bk", Some("New"), Some("kopia"), Bytes::default()));
+        c.upsert_with("pvb-3", Entry::new("bk", Some("New"), Some("kopia"), Bytes::default()));
         assert_eq!(c.uploader("bk"), Some("kopia".into()));
         c.upsert("pvb-4", "bk", Some("New"));
         assert_eq!(c.tally("bk"), tally(&[("New", 4)]));
@@ -375,7 +360,10 @@ mod tests {
         }
         assert_eq!(c.uploader("bk"), None);
         c.start_relist();
-        c.relist_item_with("pvb-5", "bk", Some("Completed"), Some("restic"), Bytes::default());
+        c.relist_item_with(
+            "pvb-5",
+            Entry::new("bk", Some("Completed"), Some("restic"), Bytes::default()),
+        );
         assert_eq!(c.finish_relist(), vec!["bk"]);
         assert_eq!(c.uploader("bk"), Some("restic".into()));
     }
@@ -398,15 +386,15 @@ mod tests {
         let mut c = PhaseCounts::new();
         let b = |done, total| Bytes { done, total };
         assert_eq!(
-            c.upsert_with("du-1", "bk", Some("InProgress"), None, b(10, 100)),
+            c.upsert_with("du-1", Entry::new("bk", Some("InProgress"), None, b(10, 100))),
             vec!["bk"]
         );
-        c.upsert_with("du-2", "bk", Some("InProgress"), None, b(5, 50));
-        c.upsert_with("du-3", "other", Some("InProgress"), None, b(1, 2));
+        c.upsert_with("du-2", Entry::new("bk", Some("InProgress"), None, b(5, 50)));
+        c.upsert_with("du-3", Entry::new("other", Some("InProgress"), None, b(1, 2)));
         assert_eq!(c.bytes("bk"), b(15, 150));
         // Progress alone is a change of the owner's.
         assert_eq!(
-            c.upsert_with("du-1", "bk", Some("InProgress"), None, b(60, 100)),
+            c.upsert_with("du-1", Entry::new("bk", Some("InProgress"), None, b(60, 100))),
             vec!["bk"]
         );
         assert_eq!(c.bytes("bk"), b(65, 150));
@@ -415,7 +403,7 @@ mod tests {
         c.remove("du-1");
         assert_eq!(c.bytes("bk"), Bytes::default());
         c.start_relist();
-        c.relist_item_with("du-3", "other", Some("Completed"), None, b(2, 2));
+        c.relist_item_with("du-3", Entry::new("other", Some("Completed"), None, b(2, 2)));
         assert_eq!(c.finish_relist(), vec!["other"]);
         assert_eq!(c.bytes("other"), b(2, 2));
     }

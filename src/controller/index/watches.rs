@@ -257,16 +257,15 @@ volume_progress!(
     PodVolumeRestore => VELERO_RESTORE_NAME_LABEL, "velero podvolumerestores",
 );
 
+/// What the counts hold of a per-volume object.
+fn entry<V: VolumeProgress>(o: &V) -> super::counts::Entry {
+    super::counts::Entry::new(&o.backup(), o.phase().as_deref(), o.uploader(), o.bytes())
+}
+
 /// Per-volume counts, keyed by the owning Velero Backup's name.
 impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
     fn upsert_object(&mut self, o: &V) -> Vec<String> {
-        self.upsert_with(
-            &o.name_any(),
-            &o.backup(),
-            o.phase().as_deref(),
-            o.uploader(),
-            o.bytes(),
-        )
+        self.upsert_with(&o.name_any(), entry(o))
     }
     fn remove_object(&mut self, o: &V) -> Vec<String> {
         self.remove(&o.name_any())
@@ -275,13 +274,7 @@ impl<V: VolumeProgress> WatchIndex<V> for PhaseCounts {
         self.start_relist()
     }
     fn relist_object(&mut self, o: &V) {
-        self.relist_item_with(
-            &o.name_any(),
-            &o.backup(),
-            o.phase().as_deref(),
-            o.uploader(),
-            o.bytes(),
-        )
+        self.relist_item_with(&o.name_any(), entry(o))
     }
     fn relist_done(&mut self) -> Vec<String> {
         self.finish_relist()
