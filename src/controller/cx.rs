@@ -13,6 +13,17 @@ pub struct Cx<S> {
     pub own: S,
 }
 
+impl<S> Cx<S> {
+    /// A context on `shared` and `view` with `own` state.
+    pub fn new(shared: &Arc<Shared>, view: &Arc<View>, own: S) -> Arc<Self> {
+        Arc::new(Cx {
+            shared: shared.clone(),
+            view: view.clone(),
+            own,
+        })
+    }
+}
+
 impl<S> std::ops::Deref for Cx<S> {
     type Target = Shared;
     fn deref(&self) -> &Shared {

@@ -130,31 +130,11 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
     let view = Arc::new(reg.into_view());
     (
         Fixture {
-            nab: Arc::new(Cx {
-                shared: shared.clone(),
-                view: view.clone(),
-                own: nab,
-            }),
-            nar: Arc::new(Cx {
-                shared: shared.clone(),
-                view: view.clone(),
-                own: nar,
-            }),
-            nas: Arc::new(Cx {
-                shared: shared.clone(),
-                view: view.clone(),
-                own: nas,
-            }),
-            nabsl: Arc::new(Cx {
-                shared: shared.clone(),
-                view: view.clone(),
-                own: nabsl,
-            }),
-            nadr: Arc::new(Cx {
-                shared: shared.clone(),
-                view: view.clone(),
-                own: nadr,
-            }),
+            nab: Cx::new(&shared, &view, nab),
+            nar: Cx::new(&shared, &view, nar),
+            nas: Cx::new(&shared, &view, nas),
+            nabsl: Cx::new(&shared, &view, nabsl),
+            nadr: Cx::new(&shared, &view, nadr),
             nabs: nab_wiring.queued.objects,
             locations: locations_writer,
             download_requests: nadr_wiring.velero,

@@ -74,11 +74,7 @@ pub async fn term(
             .into_iter()
             .map(|start| start(view.clone(), jobs.clone(), stop.clone())),
     );
-    let background = Arc::new(Cx {
-        shared: shared.clone(),
-        view: view.clone(),
-        own: (),
-    });
+    let background = Cx::new(&shared, &view, ());
     // Velero's storage locations, read by several kinds: a change wakes what waits for it, and the kinds' hooks
     // hear of it (a tenant's location mirrors its own, the backups on a location that appears or goes say so).
     let velero_namespace = shared.opts.velero_namespace.clone();
