@@ -138,8 +138,8 @@ pub async fn review(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
     match endpoint {
-        Endpoint::Mutate(kind) => proxy::mutate(state, kind, req).await,
-        Endpoint::Validate(kind) => proxy::validate(state, kind, req).await,
+        Endpoint::Mutate(kind) => proxy::review(state, kind, req, true).await,
+        Endpoint::Validate(kind) => proxy::review(state, kind, req, false).await,
         Endpoint::ValidatePolicy => configmap::validate(state, req),
         Endpoint::Guard(kind) => velero_guard::review(state, kind, req).await,
         Endpoint::GuardSnapshots => velero_guard::review_snapshot_content(state, req).await,

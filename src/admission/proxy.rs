@@ -57,88 +57,113 @@ impl PartialEq for ProxyKind {
 }
 impl Eq for ProxyKind {}
 
+/// A spec type without duration fields: nothing a Go client writes for an unset field to read as unset.
+const NO_DURATIONS: policy::zero::GoFields = policy::zero::GoFields {
+    value_durations: &[],
+    pointer_durations: &[],
+};
+
+/// The webhook paths of a kind's plural: `/mutate/<plural>`, `/validate/<plural>`.
+macro_rules! webhook_paths {
+    ($plural:literal) => {
+        (concat!("/mutate/", $plural), concat!("/validate/", $plural))
+    };
+}
+
 impl ProxyKind {
-    pub const BACKUP: ProxyKind = ProxyKind {
-        origin: &naming::NAB,
-        mutate_path: "/mutate/nonadminbackups",
-        validate_path: "/validate/nonadminbackups",
-        spec_key: Some("backupSpec"),
-        backup_spec_path: Some("spec.backupSpec"),
-        go_fields: policy::zero::BACKUP,
-        evaluate: policy::evaluate_backup,
-        edited: false,
-        acts_as_requester: true,
-        synced: true,
-        waits: false,
-        labeled: true,
-    };
-    pub const RESTORE: ProxyKind = ProxyKind {
-        origin: &naming::NAR,
-        mutate_path: "/mutate/nonadminrestores",
-        validate_path: "/validate/nonadminrestores",
-        spec_key: Some("restoreSpec"),
-        backup_spec_path: None,
-        go_fields: policy::zero::RESTORE,
-        evaluate: |spec, policy, _| policy::evaluate_restore(spec, policy),
-        edited: false,
-        acts_as_requester: true,
-        synced: false,
-        waits: true,
-        labeled: true,
-    };
-    pub const STORAGE_LOCATION: ProxyKind = ProxyKind {
-        origin: &naming::NABSL,
-        mutate_path: "/mutate/nonadminbackupstoragelocations",
-        validate_path: "/validate/nonadminbackupstoragelocations",
-        spec_key: Some("backupStorageLocationSpec"),
-        backup_spec_path: None,
-        go_fields: policy::zero::STORAGE_LOCATION,
-        evaluate: |spec, policy, _| policy::evaluate_bsl(spec, policy),
-        edited: false,
-        acts_as_requester: true,
-        synced: false,
-        waits: false,
-        labeled: true,
-    };
-    pub const SCHEDULE: ProxyKind = ProxyKind {
-        origin: &naming::NAS,
-        mutate_path: "/mutate/nonadminschedules",
-        validate_path: "/validate/nonadminschedules",
-        spec_key: None,
-        backup_spec_path: Some(crate::policy::SCHEDULE_TEMPLATE_PREFIX),
+    pub const BACKUP: ProxyKind =
+        ProxyKind::new(&naming::NAB, webhook_paths!("nonadminbackups"), policy::evaluate_backup)
+            .spec_key("backupSpec", policy::zero::BACKUP)
+            .backup_spec("spec.backupSpec")
+            .synced();
+    pub const RESTORE: ProxyKind =
+        ProxyKind::new(&naming::NAR, webhook_paths!("nonadminrestores"), |spec, policy, _| {
+            policy::evaluate_restore(spec, policy)
+        })
+        .spec_key("restoreSpec", policy::zero::RESTORE)
+        .waits();
+    pub const STORAGE_LOCATION: ProxyKind = ProxyKind::new(
+        &naming::NABSL,
+        webhook_paths!("nonadminbackupstoragelocations"),
+        |spec, policy, _| policy::evaluate_bsl(spec, policy),
+    )
+    .spec_key("backupStorageLocationSpec", policy::zero::STORAGE_LOCATION);
+    pub const SCHEDULE: ProxyKind =
+        ProxyKind::new(&naming::NAS, webhook_paths!("nonadminschedules"), |spec, policy, ns| {
+            policy::evaluate_schedule(spec, policy, ns, jiff::Timestamp::now())
+        })
         // A schedule's template is a BackupSpec.
-        go_fields: policy::zero::BACKUP,
-        evaluate: |spec, policy, ns| policy::evaluate_schedule(spec, policy, ns, jiff::Timestamp::now()),
-        edited: true,
-        acts_as_requester: true,
-        synced: false,
-        waits: false,
-        labeled: true,
-    };
-    pub const DOWNLOAD: ProxyKind = ProxyKind {
-        origin: &naming::NADR,
-        mutate_path: "/mutate/nonadmindownloadrequests",
-        validate_path: "/validate/nonadmindownloadrequests",
-        spec_key: Some("target"),
-        backup_spec_path: None,
-        // No duration fields; the spec is immutable (a CRD rule).
-        go_fields: policy::zero::GoFields {
-            value_durations: &[],
-            pointer_durations: &[],
-        },
-        // No policy of its own: what it may reach is decided by its requester's rights (`stamp_rights`) and by
-        // the reconciler (the namespace's own backups, the locations the policy opens).
-        evaluate: |spec, _, _| Outcome {
+        .go_fields(policy::zero::BACKUP)
+        .backup_spec(crate::policy::SCHEDULE_TEMPLATE_PREFIX)
+        .edited();
+    // No policy of its own: what it may reach is decided by its requester's rights (`stamp_rights`) and by the
+    // reconciler (the namespace's own backups, the locations the policy opens). No duration fields; the spec is
+    // immutable (a CRD rule).
+    pub const DOWNLOAD: ProxyKind = ProxyKind::new(
+        &naming::NADR,
+        webhook_paths!("nonadmindownloadrequests"),
+        |spec, _, _| Outcome {
             spec: spec.clone(),
             warnings: Vec::new(),
             violations: Vec::new(),
         },
-        edited: false,
-        acts_as_requester: true,
-        synced: false,
-        waits: false,
-        labeled: false,
-    };
+    )
+    .spec_key("target", NO_DURATIONS)
+    .unlabeled();
+
+    /// A kind with webhooks at `paths` and the policy's decision `evaluate`; by default the policy reads the whole
+    /// spec, which has no duration fields and no BackupSpec, is immutable, has its requester stamped, is never
+    /// created by backup sync, has no wait timeout and is identified by its nacuuid label.
+    const fn new(
+        origin: &'static naming::Origin,
+        (mutate_path, validate_path): (&'static str, &'static str),
+        evaluate: fn(&Map<String, Value>, &Policy, &str) -> Outcome,
+    ) -> Self {
+        ProxyKind {
+            origin,
+            mutate_path,
+            validate_path,
+            spec_key: None,
+            backup_spec_path: None,
+            go_fields: NO_DURATIONS,
+            evaluate,
+            edited: false,
+            acts_as_requester: true,
+            synced: false,
+            waits: false,
+            labeled: true,
+        }
+    }
+    /// What the policy reads is `spec.<key>`, of the Velero spec type `go_fields`.
+    const fn spec_key(self, key: &'static str, go_fields: policy::zero::GoFields) -> Self {
+        ProxyKind {
+            spec_key: Some(key),
+            go_fields,
+            ..self
+        }
+    }
+    const fn go_fields(self, go_fields: policy::zero::GoFields) -> Self {
+        ProxyKind { go_fields, ..self }
+    }
+    const fn backup_spec(self, path: &'static str) -> Self {
+        ProxyKind {
+            backup_spec_path: Some(path),
+            ..self
+        }
+    }
+    const fn edited(self) -> Self {
+        ProxyKind { edited: true, ..self }
+    }
+    const fn synced(self) -> Self {
+        ProxyKind { synced: true, ..self }
+    }
+    const fn waits(self) -> Self {
+        ProxyKind { waits: true, ..self }
+    }
+    const fn unlabeled(self) -> Self {
+        ProxyKind { labeled: false, ..self }
+    }
+
     /// The kinds with webhooks. Adding one adds its entry here.
     pub const ALL: [ProxyKind; 5] = [
         Self::BACKUP,
@@ -348,15 +373,31 @@ fn deny_all(resp: AdmissionResponse, violations: Vec<(String, String)>) -> Admis
     deny(resp, message, violations)
 }
 
-pub(super) async fn mutate(
+/// A review of a tenant kind at its mutating (`mutating`) or validating webhook.
+pub(super) async fn review(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
+    mutating: bool,
 ) -> AdmissionResponse {
     let (resp, p) = match prepare(kind, req) {
         Ok(x) => x,
         Err(done) => return *done,
     };
+    if mutating {
+        mutate(state, kind, req, resp, p).await
+    } else {
+        validate(state, kind, req, resp, p).await
+    }
+}
+
+async fn mutate(
+    state: &AdmissionState,
+    kind: ProxyKind,
+    req: &AdmissionRequest<DynamicObject>,
+    resp: AdmissionResponse,
+    p: Parsed<'_>,
+) -> AdmissionResponse {
     if let Some(answer) = status_probe(state, kind, req, &p) {
         return with_warnings(resp, vec![answer]);
     }
@@ -1048,15 +1089,13 @@ fn set_label(object: &mut Value, key: &str, value: String) {
     meta["labels"][key] = Value::String(value);
 }
 
-pub(super) async fn validate(
+async fn validate(
     state: &AdmissionState,
     kind: ProxyKind,
     req: &AdmissionRequest<DynamicObject>,
+    resp: AdmissionResponse,
+    p: Parsed<'_>,
 ) -> AdmissionResponse {
-    let (resp, p) = match prepare(kind, req) {
-        Ok(x) => x,
-        Err(done) => return *done,
-    };
     let verdict = validate_parsed(state, kind, req, resp.clone(), &p);
     if !verdict.allowed || kind != ProxyKind::STORAGE_LOCATION || p.old.is_some() {
         return verdict;
