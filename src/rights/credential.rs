@@ -33,12 +33,8 @@ pub async fn check(
         return Ok(Ok(()));
     }
     let Some(who) = who else {
-        return Ok(Err(format!(
-            "{KIND} has no record of who created it (annotation {}): it was not created through nac's admission \
-             webhook, so whether its requester may read Secret {secret:?} cannot be checked (policy \
-             rights.locations: {mode}); create it again",
-            super::REQUESTER_ANNOTATION
-        )));
+        let what = format!("whether its requester may read Secret {secret:?}");
+        return Ok(Err(super::no_requester(KIND, &what, Some(("rights.locations", mode)))));
     };
     if access.ask(who, &question(namespace, secret)).await? {
         return Ok(Ok(()));

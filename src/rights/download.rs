@@ -19,7 +19,7 @@
 //! or `rights.restore: off` (restore files) nothing is checked, as in OADP.
 
 use super::features::{backup_exec_hooks, restore_exec_hooks};
-use super::{backup_kinds, unreadable, Access, Kind, Question, Requester, RightsMode, REQUESTER_ANNOTATION};
+use super::{backup_kinds, unreadable, Access, Kind, Question, Requester, RightsMode};
 use crate::api::DownloadTargetKind;
 use crate::policy::Policy;
 use serde_json::{Map, Value};
@@ -205,11 +205,8 @@ pub async fn check(
     let what = file.what();
     let setting = setting(file.kind);
     let Some(who) = who else {
-        return Ok(Err(format!(
-            "{KIND} has no record of who created it (annotation {REQUESTER_ANNOTATION}): it was not created \
-             through nac's admission webhook, so whether its requester may read {what} cannot be checked (policy \
-             {setting}: {mode}); create it again"
-        )));
+        let what = format!("whether its requester may read {what}");
+        return Ok(Err(super::no_requester(KIND, &what, Some((setting, mode)))));
     };
     let all = access.kinds().await?;
     let kinds = file.kinds(&all);

@@ -64,6 +64,16 @@ impl std::fmt::Display for RightsMode {
     }
 }
 
+/// The refusal of an object of `kind` with no requester recorded: it did not pass nac's webhook, so `what` cannot
+/// be checked, under `policy` (its setting and mode) when one applies.
+pub fn no_requester(kind: &str, what: &str, policy: Option<(&str, RightsMode)>) -> String {
+    let policy = policy.map(|(s, m)| format!(" (policy {s}: {m})")).unwrap_or_default();
+    format!(
+        "{kind} has no record of who created it (annotation {REQUESTER_ANNOTATION}): it was not created through \
+         nac's admission webhook, so {what} cannot be checked{policy}; create it again"
+    )
+}
+
 /// The user a request came from, as the API server authenticated them.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

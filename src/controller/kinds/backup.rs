@@ -715,11 +715,7 @@ pub async fn recheck_rights(
         meta.name.as_deref().unwrap_or_default()
     );
     let Some(who) = who else {
-        return Ok(Err(format!(
-            "{kind} has no record of who created it (annotation {}): it was not created through nac's \
-             admission webhook, so what it may read cannot be checked; create it again",
-            crate::rights::REQUESTER_ANNOTATION
-        )));
+        return Ok(Err(crate::rights::no_requester(kind, "what it may read", None)));
     };
     let ns = meta.namespace.clone().unwrap_or_default();
     let mut map = to_map(spec);

@@ -767,10 +767,10 @@ async fn check_rights(
     };
     let who = requester(Some(nar));
     if who.is_none() && mode != RightsMode::Off {
-        return refuse(format!(
-            "NonAdminRestore has no record of who created it (annotation {REQUESTER_ANNOTATION}): it was not created \
-             through nac's admission webhook, so its rights cannot be checked (policy rights.restore: {mode}); create \
-             it again"
+        return refuse(crate::rights::no_requester(
+            "NonAdminRestore",
+            "its rights",
+            Some(("rights.restore", mode)),
         ));
     }
     let ns = nar.namespace().unwrap_or_default();
