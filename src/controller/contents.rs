@@ -287,6 +287,16 @@ pub enum Results {
     Read(&'static str, String),
 }
 
+impl Results {
+    /// Sets the `VeleroResults` condition in `conditions` once the results are read (only then is there one).
+    pub fn mirror(&self, conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>) {
+        if let Results::Read(reason, message) = self {
+            let now = super::conditions::now_seconds();
+            super::conditions::set_condition(conditions, super::status::VELERO_RESULTS, true, reason, message, now);
+        }
+    }
+}
+
 /// How soon a results read that got no answer is tried again.
 pub const RESULTS_RETRY: Duration = Duration::from_secs(30);
 /// How long after the run finished nac keeps trying; then the condition says the results could not be read.

@@ -326,16 +326,7 @@ impl Mirrors for NonAdminBackup {
             }
             None => s.conditions.retain(|c| c.type_ != LOCATION_AVAILABLE),
         }
-        if let Results::Read(reason, message) = &vb.results {
-            set_condition(
-                &mut s.conditions,
-                status::VELERO_RESULTS,
-                true,
-                reason,
-                message,
-                now_seconds(),
-            );
-        }
+        vb.results.mirror(&mut s.conditions);
     }
 }
 

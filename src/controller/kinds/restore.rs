@@ -29,7 +29,7 @@ use crate::controller::queue::reported;
 use crate::controller::status::{
     self, Mirrors, Placed, Words, BACKUP_PARTIALLY_FAILED, REQUESTER_RIGHTS_EXCEEDED, RESOURCES_LEFT_OUT,
     RESOURCES_OUTSIDE_RIGHTS, RESTORED_AS_CHECKED, RESTORED_OUTSIDE_NAMESPACE, RESTORE_NOT_VERIFIED,
-    UNCHECKED_RESOURCES_RESTORED, VELERO_RESULTS, WAITING_FOR_BACKUP,
+    UNCHECKED_RESOURCES_RESTORED, WAITING_FOR_BACKUP,
 };
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
@@ -187,9 +187,7 @@ impl Mirrors for NonAdminRestore {
                 now_seconds(),
             );
         }
-        if let Results::Read(reason, message) = &vr.results {
-            set_condition(&mut s.conditions, VELERO_RESULTS, true, reason, message, now_seconds());
-        }
+        vr.results.mirror(&mut s.conditions);
         if let Some(w) = &vr.left_out {
             set_condition(
                 &mut s.conditions,
