@@ -22,6 +22,64 @@ pub fn not_by(user: &str, indent: &str) -> String {
 /// The name of [`not_by`]'s condition.
 pub const NOT_BY_NAC: &str = "not-by-nac";
 
+/// Where every webhook calls nac, and how long the API server waits for it.
+struct Target<'a> {
+    url: &'a str,
+    ca: &'a str,
+    timeout_seconds: u32,
+}
+
+/// One webhook: its name, nac's path for it, the one resource it reviews (group, version, operations, scope), and
+/// the YAML lines that narrow it (selectors, match conditions).
+struct Hook<'a> {
+    name: &'a str,
+    path: &'a str,
+    group: &'a str,
+    version: &'a str,
+    operations: &'a str,
+    resource: &'a str,
+    scope: &'a str,
+    narrowed: String,
+}
+
+impl Target<'_> {
+    fn hook(&self, h: Hook) -> String {
+        let Target {
+            url,
+            ca,
+            timeout_seconds,
+        } = self;
+        let Hook {
+            name,
+            path,
+            group,
+            version,
+            operations,
+            resource,
+            scope,
+            narrowed,
+        } = h;
+        format!(
+            r#"- name: {name}
+  clientConfig:
+    url: {url}{path}
+    caBundle: {ca}
+  rules:
+  - apiGroups: ["{group}"]
+    apiVersions: ["{version}"]
+    operations: [{operations}]
+    resources: ["{resource}"]
+    scope: {scope}
+{narrowed}  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  timeoutSeconds: {timeout_seconds}
+"#
+        )
+    }
+}
+
 /// Mutating and validating webhook configurations as a YAML stream. With `own_user` (nac's identity), the tenant
 /// webhooks and the guard leave out its requests ([`not_by`]).
 pub fn render(
@@ -33,104 +91,69 @@ pub fn render(
     own_user: Option<&str>,
 ) -> String {
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let url = url.trim_end_matches('/');
-    let not_nac = |indent: &str| own_user.map(|u| not_by(u, indent)).unwrap_or_default();
-    let proxy_hook = |name: &str, path: &str, resource: &str| {
-        let conditions = own_user
-            .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
-            .unwrap_or_default();
-        format!(
-            r#"- name: {name}
-  clientConfig:
-    url: {url}{path}
-    caBundle: {ca}
-  rules:
-  - apiGroups: ["oadp.openshift.io"]
-    apiVersions: ["v1alpha1"]
-    operations: ["CREATE", "UPDATE"]
-    resources: ["{resource}"]
-    scope: Namespaced
-  namespaceSelector:
-    matchExpressions:
-    - key: kubernetes.io/metadata.name
-      operator: NotIn
-      values: ["kube-system", "{namespace}"]
-{conditions}  failurePolicy: Fail
-  matchPolicy: Equivalent
-  sideEffects: None
-  admissionReviewVersions: ["v1"]
-  timeoutSeconds: {timeout_seconds}
-"#
-        )
+    let target = Target {
+        url: url.trim_end_matches('/'),
+        ca: &ca,
+        timeout_seconds,
     };
+    let not_nac = |indent: &str| own_user.map(|u| not_by(u, indent)).unwrap_or_default();
     let mut out = String::new();
     out.push_str("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\n");
     out.push_str("metadata:\n  name: nac-mutating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
-    out.push_str(&proxy_hook(
-        "mnab.nac.oadp.openshift.io",
-        "/mutate/nonadminbackups",
-        "nonadminbackups",
-    ));
-    out.push_str("  reinvocationPolicy: Never\n");
-    out.push_str(&proxy_hook(
-        "mnar.nac.oadp.openshift.io",
-        "/mutate/nonadminrestores",
-        "nonadminrestores",
-    ));
-    out.push_str("  reinvocationPolicy: Never\n");
-    out.push_str(&proxy_hook(
-        "mnabsl.nac.oadp.openshift.io",
-        "/mutate/nonadminbackupstoragelocations",
-        "nonadminbackupstoragelocations",
-    ));
-    out.push_str("  reinvocationPolicy: Never\n");
-    out.push_str(&proxy_hook(
-        "mnas.nac.oadp.openshift.io",
-        "/mutate/nonadminschedules",
-        "nonadminschedules",
-    ));
-    out.push_str("  reinvocationPolicy: Never\n");
-    out.push_str(&proxy_hook(
-        "mnadr.nac.oadp.openshift.io",
-        "/mutate/nonadmindownloadrequests",
-        "nonadmindownloadrequests",
-    ));
-    out.push_str("  reinvocationPolicy: Never\n");
+    for (short, plural) in [
+        ("nab", "nonadminbackups"),
+        ("nar", "nonadminrestores"),
+        ("nabsl", "nonadminbackupstoragelocations"),
+        ("nas", "nonadminschedules"),
+        ("nadr", "nonadmindownloadrequests"),
+    ] {
+        let conditions = own_user
+            .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
+            .unwrap_or_default();
+        out.push_str(&target.hook(Hook {
+            name: &format!("m{short}.nac.oadp.openshift.io"),
+            path: &format!("/mutate/{plural}"),
+            group: "oadp.openshift.io",
+            version: "v1alpha1",
+            operations: r#""CREATE", "UPDATE""#,
+            resource: plural,
+            scope: "Namespaced",
+            narrowed: format!(
+                "  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      \
+                 operator: NotIn\n      values: [\"kube-system\", \"{namespace}\"]\n{conditions}"
+            ),
+        }));
+        out.push_str("  reinvocationPolicy: Never\n");
+    }
     out.push_str("---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n");
     out.push_str("metadata:\n  name: nac-validating\n  labels:\n    app.kubernetes.io/name: nac\nwebhooks:\n");
     // The tenant kinds are decided by the mutating call alone (it applies the validating rules to its result):
     // a second call per request costs a third of a create's latency (BENCHMARKS.md §5).
-    out.push_str(&format!(
-        r#"- name: vpolicy.nac.oadp.openshift.io
-  clientConfig:
-    url: {url}/validate/policies
-    caBundle: {ca}
-  rules:
-  - apiGroups: [""]
-    apiVersions: ["v1"]
-    operations: ["CREATE", "UPDATE"]
-    resources: ["configmaps"]
-    scope: Namespaced
-  namespaceSelector:
-    matchLabels:
-      kubernetes.io/metadata.name: {namespace}
-  objectSelector:
-    matchLabels:
-      {POLICY_LABEL}: "true"
-  failurePolicy: Fail
-  matchPolicy: Equivalent
-  sideEffects: None
-  admissionReviewVersions: ["v1"]
-  timeoutSeconds: {timeout_seconds}
-"#
-    ));
-    out.push_str(&velero_hooks(url, &ca, velero_namespace, timeout_seconds, own_user));
+    out.push_str(&target.hook(Hook {
+        name: "vpolicy.nac.oadp.openshift.io",
+        path: "/validate/policies",
+        group: "",
+        version: "v1",
+        operations: r#""CREATE", "UPDATE""#,
+        resource: "configmaps",
+        scope: "Namespaced",
+        narrowed: format!(
+            "{}  objectSelector:\n    matchLabels:\n      {POLICY_LABEL}: \"true\"\n",
+            in_namespace(namespace)
+        ),
+    }));
+    out.push_str(&velero_hooks(&target, velero_namespace, own_user));
     out
+}
+
+/// The selector of the objects of `namespace` (YAML lines).
+fn in_namespace(namespace: &str) -> String {
+    format!("  namespaceSelector:\n    matchLabels:\n      kubernetes.io/metadata.name: {namespace}\n")
 }
 
 /// The validating hooks in Velero's own path (admission/velero_guard.rs): its unfinished Backups, the
 /// VolumeSnapshotContents it creates for a backup, its DeleteBackupRequests.
-fn velero_hooks(url: &str, ca: &str, velero_namespace: &str, timeout_seconds: u32, own_user: Option<&str>) -> String {
+fn velero_hooks(target: &Target, velero_namespace: &str, own_user: Option<&str>) -> String {
     let not_nac = |indent: &str| own_user.map(|u| not_by(u, indent)).unwrap_or_default();
     let mut out = String::new();
     // Velero's unfinished Backups and PodVolumeBackups, so a tenant's bucket cannot start one (admission/velero_guard.rs);
@@ -139,89 +162,52 @@ fn velero_hooks(url: &str, ca: &str, velero_namespace: &str, timeout_seconds: u3
     // backups, and telling those from synced ones needs a look at their Backup's phase.
     #[allow(clippy::single_element_loop)]
     for kind in [GuardedKind::Backup] {
-        out.push_str(&format!(
-            r#"- name: v{resource}.velero.nac.oadp.openshift.io
-  clientConfig:
-    url: {url}{path}
-    caBundle: {ca}
-  rules:
-  - apiGroups: ["velero.io"]
-    apiVersions: ["v1"]
-    operations: ["CREATE"]
-    resources: ["{resource}"]
-    scope: Namespaced
-  namespaceSelector:
-    matchLabels:
-      kubernetes.io/metadata.name: {velero_namespace}
-  matchConditions:
-{not_nac}  - name: unfinished
-    expression: "{condition}"
-  failurePolicy: Fail
-  matchPolicy: Equivalent
-  sideEffects: None
-  admissionReviewVersions: ["v1"]
-  timeoutSeconds: {timeout_seconds}
-"#,
-            resource = kind.resource(),
-            path = Endpoint::Guard(kind).path(),
-            condition = kind.match_condition(),
-            not_nac = not_nac("  "),
-        ));
+        out.push_str(&target.hook(Hook {
+            name: &format!("v{}.velero.nac.oadp.openshift.io", kind.resource()),
+            path: Endpoint::Guard(kind).path(),
+            group: "velero.io",
+            version: "v1",
+            operations: r#""CREATE""#,
+            resource: kind.resource(),
+            scope: "Namespaced",
+            narrowed: format!(
+                "{}  matchConditions:\n{}  - name: unfinished\n    expression: \"{}\"\n",
+                in_namespace(velero_namespace),
+                not_nac("  "),
+                kind.match_condition()
+            ),
+        }));
     }
     // The VolumeSnapshotContents Velero creates for a backup (deleting one of its snapshots, or restoring from
     // one): on a tenant's location only those nac recorded (admission/velero_guard.rs).
-    out.push_str(&format!(
-        r#"- name: vvolumesnapshotcontents.velero.nac.oadp.openshift.io
-  clientConfig:
-    url: {url}{path}
-    caBundle: {ca}
-  rules:
-  - apiGroups: ["snapshot.storage.k8s.io"]
-    apiVersions: ["v1"]
-    operations: ["CREATE"]
-    resources: ["volumesnapshotcontents"]
-    scope: Cluster
-  objectSelector:
-    matchExpressions:
-    - key: {label}
-      operator: Exists
-{conditions}  failurePolicy: Fail
-  matchPolicy: Equivalent
-  sideEffects: None
-  admissionReviewVersions: ["v1"]
-  timeoutSeconds: {timeout_seconds}
-"#,
-        path = Endpoint::GuardSnapshots.path(),
+    out.push_str(&target.hook(Hook {
+        name: "vvolumesnapshotcontents.velero.nac.oadp.openshift.io",
+        path: Endpoint::GuardSnapshots.path(),
+        group: "snapshot.storage.k8s.io",
+        version: "v1",
+        operations: r#""CREATE""#,
+        resource: "volumesnapshotcontents",
+        scope: "Cluster",
         // Velero's label on what it makes for a backup.
-        label = "velero.io/backup-name",
-        conditions = own_user
-            .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
-            .unwrap_or_default(),
-    ));
+        narrowed: format!(
+            "  objectSelector:\n    matchExpressions:\n    - key: velero.io/backup-name\n      operator: Exists\n{}",
+            own_user
+                .map(|_| format!("  matchConditions:\n{}", not_nac("  ")))
+                .unwrap_or_default()
+        ),
+    }));
     // Velero's DeleteBackupRequests, whoever makes them (nac's own too): a backup on a tenant's location is not
     // deleted while Velero has a VolumeSnapshotLocation (admission/velero_guard.rs).
-    out.push_str(&format!(
-        r#"- name: vdeletebackuprequests.velero.nac.oadp.openshift.io
-  clientConfig:
-    url: {url}{path}
-    caBundle: {ca}
-  rules:
-  - apiGroups: ["velero.io"]
-    apiVersions: ["v1"]
-    operations: ["CREATE"]
-    resources: ["deletebackuprequests"]
-    scope: Namespaced
-  namespaceSelector:
-    matchLabels:
-      kubernetes.io/metadata.name: {velero_namespace}
-  failurePolicy: Fail
-  matchPolicy: Equivalent
-  sideEffects: None
-  admissionReviewVersions: ["v1"]
-  timeoutSeconds: {timeout_seconds}
-"#,
-        path = Endpoint::GuardDeleteRequests.path(),
-    ));
+    out.push_str(&target.hook(Hook {
+        name: "vdeletebackuprequests.velero.nac.oadp.openshift.io",
+        path: Endpoint::GuardDeleteRequests.path(),
+        group: "velero.io",
+        version: "v1",
+        operations: r#""CREATE""#,
+        resource: "deletebackuprequests",
+        scope: "Namespaced",
+        narrowed: in_namespace(velero_namespace),
+    }));
     out
 }
 
