@@ -598,7 +598,6 @@ mod tests {
     }
 
     impl World {
-        /// NonAdminBackup `ns/name` with Velero Backup `<ns>-<name>` in `phase` on `location`.
         /// NonAdminBackup `ns/name` and its Velero Backup `<ns>-<name>` in `phase` on `location` (the admin's
         /// `default` location exists in every world).
         fn add_backup(&mut self, ns: &str, name: &str, phase: &str, location: &str) {
