@@ -7,7 +7,7 @@ mod common;
 use common::e2e::*;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nac::api::{NonAdminBackup, NonAdminSchedule};
+use nac::api::{NonAdminBackup, NonAdminRestore, NonAdminSchedule};
 use serde_json::json;
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ const TIER_LABEL: &str = "nac-e2e/tier";
 const POLICY: &str = "
 enforceBackupSpec: {ttl: 720h0m0s}
 schedule: {minInterval: 1h}
-quotas: {maxBackups: 1, maxSchedules: 1}
-rights: {backup: off}
+quotas: {maxBackups: 1, maxSchedules: 1, maxRestoresPerHour: 1}
+rights: {backup: off, restore: off}
 tiers:
 - name: gold
   namespaceSelector:
@@ -38,6 +38,32 @@ fn nab(name: &str) -> NonAdminBackup {
         "metadata": {"name": name}, "spec": {"backupSpec": {"includedResources": ["configmaps"]}}
     }))
     .unwrap()
+}
+
+fn nar(name: &str, backup: &str) -> NonAdminRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": backup}}
+    }))
+    .unwrap()
+}
+
+/// Plays Velero: the Velero Backup of NonAdminBackup `name` Completed now.
+async fn complete(env: &Env, nabs: &Api<NonAdminBackup>, name: &str) {
+    let v = wait_json(nabs, name, T, "the backup Created", |v| {
+        v["status"]["veleroBackup"]["name"].is_string()
+    })
+    .await;
+    let velero: Api<nac::velero::Backup> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let done = k8s_openapi::jiff::Timestamp::now().to_string();
+    velero
+        .patch(
+            v["status"]["veleroBackup"]["name"].as_str().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Completed", "completionTimestamp": done}})),
+        )
+        .await
+        .unwrap();
 }
 
 fn nas(name: &str, schedule: &str) -> NonAdminSchedule {
@@ -187,6 +213,30 @@ async fn tiers_follow_namespace_labels_live_and_quotas_hold_at_reconcile() {
     let velero: Api<nac::velero::Schedule> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
     let name = two["status"]["veleroSchedule"]["name"].as_str().unwrap_or("none");
     assert!(velero.get_opt(name).await.unwrap().is_none(), "{two}");
+    // Two restores made at once: the later one is refused (one an hour), and gets no Velero Restore.
+    complete(&env, &nabs, "first").await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(env.admin.clone(), &ns);
+    for name in ["r-1", "r-2"] {
+        nars.create(&PostParams::default(), &nar(name, "first")).await.unwrap();
+    }
+    let refused = wait_json(&nars, "r-2", T, "the second restore refused", |v| {
+        condition_of(v, "Accepted") == ("False".into(), "QuotaExceeded".into())
+    })
+    .await;
+    let message = condition(&refused, "Accepted").unwrap()["message"].to_string();
+    assert!(message.contains("(quotas.maxRestoresPerHour: 1)"), "{message}");
+    let first = wait_json(&nars, "r-1", T, "the first restore handed to Velero", |v| {
+        v["status"]["veleroRestore"]["name"].is_string()
+    })
+    .await;
+    let restores: Api<nac::velero::Restore> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let made = restores
+        .get_opt(first["status"]["veleroRestore"]["name"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert!(made.is_some(), "{first}");
+    let name = refused["status"]["veleroRestore"]["name"].as_str().unwrap_or("none");
+    assert!(restores.get_opt(name).await.unwrap().is_none(), "{refused}");
     register_webhooks(&env.cluster, &env.admin, &env.nac).await;
 }
 
@@ -266,22 +316,9 @@ async fn recovery_point_objective(env: &Env) {
     );
 
     // A backup completes (Velero's part played: its status patched): the breach ends.
-    let nabs: Api<NonAdminBackup> = Api::namespaced(user, &ns);
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
     nabs.create(&PostParams::default(), &nab("protect")).await.unwrap();
-    let v = wait_json(&nabs, "protect", T, "the backup Created", |v| {
-        v["status"]["veleroBackup"]["name"].is_string()
-    })
-    .await;
-    let velero: Api<nac::velero::Backup> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
-    let done = k8s_openapi::jiff::Timestamp::now().to_string();
-    velero
-        .patch(
-            v["status"]["veleroBackup"]["name"].as_str().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Completed", "completionTimestamp": done}})),
-        )
-        .await
-        .unwrap();
+    complete(env, &nabs, "protect").await;
     eventually(T, "the breach ended", || async {
         (gauge("namespace_recovery_point_breached").await == Some(0.0)).then_some(())
     })
@@ -312,6 +349,29 @@ async fn recovery_point_objective(env: &Env) {
         gauge("namespace_recovery_point_breached").await.is_none().then_some(())
     })
     .await;
+
+    // The base allows one restore an hour: the second is refused at apply, naming the quota, the use and the limit.
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    nars.create(&PostParams::default(), &nar("r-1", "protect"))
+        .await
+        .unwrap();
+    // Once nac's counts show it (the webhook counts from its watch, a moment behind the create).
+    eventually(T, "the restore counted", || async {
+        nac_status(env, &ns)
+            .await
+            .contains("quotas.maxRestoresPerHour    1 of 1")
+            .then_some(())
+    })
+    .await;
+    let e = nars
+        .create(&PostParams::default(), &nar("r-2", "protect"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("made 1 NonAdminRestores in the last hour"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("(quotas.maxRestoresPerHour: 1)"), "{e}");
 }
 
 fn rand_suffix() -> String {
