@@ -183,7 +183,8 @@ declare -A MODE_ARGS=(
 	[existing]="--set certs.mode=existing --set certs.existing.secretName=my-tls --set-file certs.existing.caBundle=$PEM_CA"
 	[localUrl]="--set webhook.url=https://127.0.0.1:9443 --set-file webhook.caBundle=$PEM_CA"
 )
-EXTRAS=(--set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true)
+EXTRAS=(--set metrics.serviceMonitor.enabled=true --set metrics.dashboard.enabled=true
+	--set metrics.prometheusRule.enabled=true)
 for mode in selfSigned certManager certManagerIssuer existing localUrl; do
 	# shellcheck disable=SC2086
 	helm lint --strict "$CHART" --namespace "$NS" ${MODE_ARGS[$mode]} "${EXTRAS[@]}" >"$WORK/lint-$mode.log" 2>&1 ||
@@ -244,11 +245,12 @@ kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o nam
 	fail "the cluster in $CLUSTER_DIR already has webhook configurations: use a fresh CLUSTER_DIR"
 "$ROOT/hack/install-crds.sh" -f "$CHART/crds" >&2
 
-# thirdparty_crds DEST: the cert-manager and ServiceMonitor CRDs of the pinned releases, as Go modules.
+# thirdparty_crds DEST: the cert-manager, ServiceMonitor and PrometheusRule CRDs of the pinned releases, as Go
+# modules.
 thirdparty_crds() {
 	local dest=$1 json dir
 	mkdir -p "$dest"
-	if [[ -f $dest/.versions && $(cat "$dest/.versions") == "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" ]]; then
+	if [[ -f $dest/.versions && $(cat "$dest/.versions") == "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION rules" ]]; then
 		return 0
 	fi
 	rm -f "$dest"/*.yaml
@@ -259,8 +261,9 @@ thirdparty_crds() {
 	json=$(cd / && GOWORK=off GOFLAGS=-mod=mod timeout 300 "${GO:-go}" mod download -json \
 		"github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION") || return 1
 	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
-	install -m 0644 "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$dest/" || return 1
-	echo "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" >"$dest/.versions"
+	install -m 0644 "$dir"/example/prometheus-operator-crd/monitoring.coreos.com_{servicemonitors,prometheusrules}.yaml \
+		"$dest/" || return 1
+	echo "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION rules" >"$dest/.versions"
 }
 THIRDPARTY=1
 if [[ ${SKIP_THIRDPARTY_CRDS:-} == 1 ]]; then

@@ -37,6 +37,13 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// A namespace tracked against a recovery-point objective, and its tier (empty under the base policy).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct TrackedLabels {
+    pub namespace: String,
+    pub tier: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
@@ -60,6 +67,10 @@ pub struct Metrics {
     pub occupancy_lists: Counter,
     pub queue_stalled: Gauge,
     pub restores_not_verified: Counter,
+    pub stale_reads: Family<KindLabels, Counter>,
+    pub last_backup_age: Family<TrackedLabels, Gauge>,
+    pub objective_seconds: Family<TrackedLabels, Gauge>,
+    pub objective_breached: Family<TrackedLabels, Gauge>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -99,6 +110,10 @@ impl Metrics {
             occupancy_lists: Counter::default(),
             queue_stalled: Gauge::default(),
             restores_not_verified: Counter::default(),
+            stale_reads: Family::default(),
+            last_backup_age: Family::default(),
+            objective_seconds: Family::default(),
+            objective_breached: Family::default(),
             registry: Registry::default(),
         };
         // The metrics are of several types, so a table of (name, help, metric) is a macro, not a loop.
@@ -137,6 +152,22 @@ impl Metrics {
                  is tried again with backoff; the NonAdminRestore shows ResourcesOutsideRights=True \
                  RestoreNotVerified meanwhile)",
                 m.restores_not_verified.clone();
+            "stale_reads",
+                "Reads of a tenant object the watch cache could not answer, by kind: a status write's conflict, or \
+                 the cache behind nac's own write (for longer than 5 s before a reconcile, at all before a status \
+                 write); none while the watches keep up",
+                m.stale_reads.clone();
+            "namespace_last_backup_age_seconds",
+                "Seconds since the newest completed backup of a namespace tracked against a recovery-point objective \
+                 ended (absent: none completed); on the leader",
+                m.last_backup_age.clone();
+            "namespace_recovery_point_objective_seconds",
+                "The recovery-point objective of a tracked namespace, by namespace and tier; on the leader",
+                m.objective_seconds.clone();
+            "namespace_recovery_point_breached",
+                "1 while a tracked namespace's newest completed backup is older than its recovery-point objective \
+                 (or it has none), else 0; on the leader",
+                m.objective_breached.clone();
         }
         Metrics { registry, ..m }
     }
@@ -174,6 +205,13 @@ impl Metrics {
     pub fn sync_write(&self, kind: &str) {
         self.write(kind);
         self.sync_writes
+            .get_or_create(&KindLabels { kind: kind.to_string() })
+            .inc();
+    }
+
+    /// A read of a tenant object its watch cache could not answer.
+    pub fn stale_read(&self, kind: &str) {
+        self.stale_reads
             .get_or_create(&KindLabels { kind: kind.to_string() })
             .inc();
     }

@@ -101,6 +101,14 @@ fn exported_metrics() -> BTreeMap<String, Vec<String>> {
         .set(1);
     m.collected("Backup");
     m.sync_write("NonAdminBackup");
+    m.stale_read("NonAdminBackup");
+    let tracked = TrackedLabels {
+        namespace: "team-a".into(),
+        tier: "gold".into(),
+    };
+    m.last_backup_age.get_or_create(&tracked).set(60);
+    m.objective_seconds.get_or_create(&tracked).set(3600);
+    m.objective_breached.get_or_create(&tracked).set(0);
     let text = m.encode();
     let mut out = BTreeMap::new();
     for line in text.lines() {
@@ -922,6 +930,7 @@ fn optional_monitoring_objects() {
     let Some(helm) = helm() else { return };
     let docs = render(&helm, &[]);
     assert!(!kinds(&docs).contains("ServiceMonitor"));
+    assert!(!kinds(&docs).contains("PrometheusRule"));
     assert!(!docs.iter().any(|d| d["metadata"]["name"] == "nac-dashboard"));
     let docs = render(
         &helm,
@@ -934,9 +943,30 @@ fn optional_monitoring_objects() {
             "metrics.dashboard.enabled=true",
             "--set",
             "metrics.dashboard.namespace=monitoring",
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--set",
+            "metrics.prometheusRule.for=15m",
         ],
     );
     let sm = find(&docs, "ServiceMonitor", RELEASE);
+    // The recovery-point gauges' `namespace` label is the tenant's, kept as is.
+    assert_eq!(sm["spec"]["endpoints"][0]["honorLabels"], true);
+    let rule = &find(&docs, "PrometheusRule", RELEASE)["spec"]["groups"][0]["rules"][0];
+    assert_eq!(rule["alert"], "NacRecoveryPointObjectiveBreached");
+    assert_eq!(rule["for"], "15m");
+    let expr = rule["expr"].as_str().unwrap();
+    assert!(
+        metric_names_in(expr)
+            .iter()
+            .all(|n| exported_metrics().values().flatten().any(|e| e == n)),
+        "{expr}"
+    );
+    assert!(expr.contains("nac_namespace_recovery_point_breached"), "{expr}");
+    assert_eq!(
+        rule["annotations"]["summary"],
+        "Namespace {{ $labels.namespace }} has no backup within its recovery-point objective"
+    );
     assert_eq!(sm["metadata"]["labels"]["release"], "prom");
     assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");

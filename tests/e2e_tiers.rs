@@ -7,7 +7,7 @@ mod common;
 use common::e2e::*;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nac::api::{NonAdminBackup, NonAdminSchedule};
+use nac::api::{NonAdminBackup, NonAdminRestore, NonAdminSchedule};
 use serde_json::json;
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ const TIER_LABEL: &str = "nac-e2e/tier";
 const POLICY: &str = "
 enforceBackupSpec: {ttl: 720h0m0s}
 schedule: {minInterval: 1h}
-quotas: {maxBackups: 1, maxSchedules: 1}
-rights: {backup: off}
+quotas: {maxBackups: 1, maxSchedules: 1, maxRestoresPerHour: 1}
+rights: {backup: off, restore: off}
 tiers:
 - name: gold
   namespaceSelector:
@@ -26,6 +26,10 @@ tiers:
   enforceBackupSpec: {ttl: 2160h0m0s}
   schedule: {minInterval: 24h}
   quotas: {maxBackups: 5, maxSchedules: 5}
+- name: watched
+  namespaceSelector:
+    matchLabels: {nac-e2e/tier: watched}
+  recoveryPointObjective: 20s
 ";
 
 fn nab(name: &str) -> NonAdminBackup {
@@ -34,6 +38,32 @@ fn nab(name: &str) -> NonAdminBackup {
         "metadata": {"name": name}, "spec": {"backupSpec": {"includedResources": ["configmaps"]}}
     }))
     .unwrap()
+}
+
+fn nar(name: &str, backup: &str) -> NonAdminRestore {
+    serde_json::from_value(json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+        "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": backup}}
+    }))
+    .unwrap()
+}
+
+/// Plays Velero: the Velero Backup of NonAdminBackup `name` Completed now.
+async fn complete(env: &Env, nabs: &Api<NonAdminBackup>, name: &str) {
+    let v = wait_json(nabs, name, T, "the backup Created", |v| {
+        v["status"]["veleroBackup"]["name"].is_string()
+    })
+    .await;
+    let velero: Api<nac::velero::Backup> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let done = k8s_openapi::jiff::Timestamp::now().to_string();
+    velero
+        .patch(
+            v["status"]["veleroBackup"]["name"].as_str().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Completed", "completionTimestamp": done}})),
+        )
+        .await
+        .unwrap();
 }
 
 fn nas(name: &str, schedule: &str) -> NonAdminSchedule {
@@ -122,23 +152,14 @@ async fn tiers_follow_namespace_labels_live_and_quotas_hold_at_reconcile() {
     assert_eq!(ttl(&b), "2160h0m0s");
 
     // `kubectl nac status` as the namespace's user: its tier, each quota's use and limit.
-    let dir = tempfile::tempdir().unwrap();
-    let kc = user_kubeconfig(&env.cluster, dir.path(), &format!("user-{base}"), &base);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nac"))
-            .env("KUBECONFIG", &kc)
-            .arg("status")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let text = nac_status(&env, &base).await;
     assert!(text.contains("Tier:       \"gold\""), "{text}");
     assert!(text.contains("quotas.maxBackups            2 of 5"), "{text}");
     assert!(text.contains("quotas.maxSchedules          1 of 5"), "{text}");
     assert!(text.contains("Newest completed backup: none"), "{text}");
+    assert!(text.contains("Recovery point objective: none (not tracked)"), "{text}");
+
+    recovery_point_objective(&env).await;
 
     // With the webhooks out of the way, the reconciler counts again: in a base namespace the second backup and
     // the second schedule are refused with QuotaExceeded and get no Velero object.
@@ -192,7 +213,165 @@ async fn tiers_follow_namespace_labels_live_and_quotas_hold_at_reconcile() {
     let velero: Api<nac::velero::Schedule> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
     let name = two["status"]["veleroSchedule"]["name"].as_str().unwrap_or("none");
     assert!(velero.get_opt(name).await.unwrap().is_none(), "{two}");
+    // Two restores made at once: the later one is refused (one an hour), and gets no Velero Restore.
+    complete(&env, &nabs, "first").await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(env.admin.clone(), &ns);
+    for name in ["r-1", "r-2"] {
+        nars.create(&PostParams::default(), &nar(name, "first")).await.unwrap();
+    }
+    let refused = wait_json(&nars, "r-2", T, "the second restore refused", |v| {
+        condition_of(v, "Accepted") == ("False".into(), "QuotaExceeded".into())
+    })
+    .await;
+    let message = condition(&refused, "Accepted").unwrap()["message"].to_string();
+    assert!(message.contains("(quotas.maxRestoresPerHour: 1)"), "{message}");
+    let first = wait_json(&nars, "r-1", T, "the first restore handed to Velero", |v| {
+        v["status"]["veleroRestore"]["name"].is_string()
+    })
+    .await;
+    let restores: Api<nac::velero::Restore> = Api::namespaced(env.admin.clone(), VELERO_NAMESPACE);
+    let made = restores
+        .get_opt(first["status"]["veleroRestore"]["name"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert!(made.is_some(), "{first}");
+    let name = refused["status"]["veleroRestore"]["name"].as_str().unwrap_or("none");
+    assert!(restores.get_opt(name).await.unwrap().is_none(), "{refused}");
     register_webhooks(&env.cluster, &env.admin, &env.nac).await;
+}
+
+/// `kubectl nac status` as the user of `ns`.
+async fn nac_status(env: &Env, ns: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = user_kubeconfig(&env.cluster, dir.path(), &format!("user-{ns}"), ns);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-nac"))
+            .env("KUBECONFIG", &kc)
+            .arg("status")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// A namespace of the `watched` tier (objective 20 s): in breach at once without a completed backup (the gauge,
+/// one Event, `kubectl nac status`), met once a backup completes, in breach again 20 s later (a second Event).
+async fn recovery_point_objective(env: &Env) {
+    let (ns, user) = env.tenant("e2e-tier-rpo").await;
+    label(&env.admin, &ns, Some("watched")).await;
+    let series = format!("{{namespace=\"{ns}\",tier=\"watched\"}} ");
+    let gauge = |name: &'static str| {
+        let series = series.clone();
+        async move {
+            let text = env.nac.metrics_text().await;
+            let prefix = format!("nac_{name}{series}");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .map(|v| v.trim().parse::<f64>().unwrap())
+        }
+    };
+    let breaches = || async {
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(env.admin.clone(), &ns);
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("RecoveryPointObjectiveBreached")
+                    && e.involved_object.kind.as_deref() == Some("Namespace")
+                    && e.involved_object.name.as_deref() == Some(ns.as_str())
+            })
+            .map(|e| e.message.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    eventually(T, "the namespace in breach", || async {
+        (gauge("namespace_recovery_point_breached").await == Some(1.0)).then_some(())
+    })
+    .await;
+    assert_eq!(gauge("namespace_recovery_point_objective_seconds").await, Some(20.0));
+    assert_eq!(
+        gauge("namespace_last_backup_age_seconds").await,
+        None,
+        "no backup, no age"
+    );
+    let said = eventually(T, "the breach's Event", || async {
+        Some(breaches().await).filter(|b| !b.is_empty())
+    })
+    .await;
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("has no completed backup"), "{said:?}");
+    assert!(said[0].contains("set by cluster policy tier \"watched\""), "{said:?}");
+    let text = nac_status(env, &ns).await;
+    assert!(
+        text.contains(
+            "Recovery point objective: 20s (set by cluster policy tier \"watched\"): BREACHED: no completed backup"
+        ),
+        "{text}"
+    );
+
+    // A backup completes (Velero's part played: its status patched): the breach ends.
+    let nabs: Api<NonAdminBackup> = Api::namespaced(user.clone(), &ns);
+    nabs.create(&PostParams::default(), &nab("protect")).await.unwrap();
+    complete(env, &nabs, "protect").await;
+    eventually(T, "the breach ended", || async {
+        (gauge("namespace_recovery_point_breached").await == Some(0.0)).then_some(())
+    })
+    .await;
+    let age = gauge("namespace_last_backup_age_seconds").await.unwrap();
+    assert!((0.0..=20.0).contains(&age), "{age}");
+    let text = nac_status(env, &ns).await;
+    assert!(text.contains("(set by cluster policy tier \"watched\"): met"), "{text}");
+
+    // 20 s after it completed, the namespace is in breach again: a second Event, naming the backup.
+    eventually(Duration::from_secs(45), "in breach again", || async {
+        (gauge("namespace_recovery_point_breached").await == Some(1.0)).then_some(())
+    })
+    .await;
+    let said = eventually(T, "the second breach's Event", || async {
+        Some(breaches().await).filter(|b| b.len() >= 2)
+    })
+    .await;
+    assert_eq!(said.len(), 2, "one Event per breach: {said:?}");
+    assert!(
+        said.iter()
+            .any(|m| m.contains("the newest completed backup, protect, is")),
+        "{said:?}"
+    );
+    // Moved out of the tier, the namespace is not tracked: its gauges go.
+    label(&env.admin, &ns, None).await;
+    eventually(T, "the gauges gone", || async {
+        gauge("namespace_recovery_point_breached").await.is_none().then_some(())
+    })
+    .await;
+
+    // The base allows one restore an hour: the second is refused at apply, naming the quota, the use and the limit.
+    let nars: Api<NonAdminRestore> = Api::namespaced(user, &ns);
+    nars.create(&PostParams::default(), &nar("r-1", "protect"))
+        .await
+        .unwrap();
+    // Once nac's counts show it (the webhook counts from its watch, a moment behind the create).
+    eventually(T, "the restore counted", || async {
+        nac_status(env, &ns)
+            .await
+            .contains("quotas.maxRestoresPerHour    1 of 1")
+            .then_some(())
+    })
+    .await;
+    let e = nars
+        .create(&PostParams::default(), &nar("r-2", "protect"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("made 1 NonAdminRestores in the last hour"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("(quotas.maxRestoresPerHour: 1)"), "{e}");
 }
 
 fn rand_suffix() -> String {

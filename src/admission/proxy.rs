@@ -611,14 +611,13 @@ fn status_probe(
             serde_json::json!({"namespace": p.namespace, "error": no_policy_message(state, kind, p.namespace)})
         ));
     };
-    let usage = state
-        .policy
-        .usage()
-        .filter(|u| u.synced())
-        .map(|u| u.usage(p.namespace, None, jiff::Timestamp::now().as_second()));
+    let index = state.policy.usage().filter(|u| u.synced());
+    let usage = index.map(|u| u.usage(p.namespace, None, jiff::Timestamp::now().as_second()));
+    // The probe is itself a NonAdminBackup in the namespace: tracked as one that uses nac.
+    let objective = crate::policy::objective::tracked(&policy, true);
     Some(format!(
         "nac-status: {}",
-        crate::policy::quotas::status_json(&policy, p.namespace, usage.as_ref())
+        crate::policy::quotas::status_json(&policy, p.namespace, usage.as_ref(), objective)
     ))
 }
 

@@ -271,6 +271,7 @@ impl Shared {
             Some(since) if since < CACHE_WAIT => return Ok(Err(CACHE_WAIT - since)),
             Some(_) => {}
         }
+        self.metrics.stale_read(&K::kind(&()));
         let fresh = api.get(&obj.meta().name.clone().unwrap_or_default()).await?;
         self.recent.record(&fresh);
         Ok(Ok(Arc::new(fresh)))

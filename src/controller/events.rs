@@ -69,6 +69,26 @@ impl Recorder {
         self.publish_at(note, regarding, Timestamp::now()).await
     }
 
+    /// Publishes `note` on `regarding` as the Event named `name`, once: `false` when an Event of that name exists
+    /// (published by this or an earlier leader), so a name derived from what the Event is about makes it one per
+    /// occurrence across leaders, without reading Events.
+    pub async fn publish_once(
+        &self,
+        note: &Note,
+        regarding: &ObjectReference,
+        name: &str,
+    ) -> Result<bool, kube::Error> {
+        let mut event = self.event(note, regarding, Timestamp::now());
+        event.metadata.name = Some(name.to_string());
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn publish_at(&self, note: &Note, regarding: &ObjectReference, now: Timestamp) -> Result<(), kube::Error> {
         let key = self.key(note, regarding);
         let repeat = self.repeat(key, now);

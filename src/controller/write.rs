@@ -376,6 +376,7 @@ where
 {
     let name = obj.name_any();
     let mut current = if recent.is_stale(obj) {
+        metrics.stale_read(&K::kind(&()));
         let fresh = api.get(&name).await?;
         recent.record(&fresh);
         fresh
@@ -418,6 +419,7 @@ where
             }
             Err(e) if is_conflict(&e) && attempt < STATUS_ATTEMPTS => {
                 tracing::debug!(object = %name, attempt, "status write conflict; re-reading");
+                metrics.stale_read(&K::kind(&()));
                 current = api.get(&name).await?;
                 recent.record(&current);
             }

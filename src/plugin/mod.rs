@@ -216,9 +216,26 @@ fn warnings(headers: &axum::http::HeaderMap) -> Vec<String> {
         .map(|w| {
             let w = w.trim();
             let text = w.strip_prefix("299 - ").unwrap_or(w);
-            text.trim_matches('"').replace("\\\"", "\"")
+            unquote(text)
         })
         .collect()
+}
+
+/// The text of an HTTP quoted-string (`"..."`, `\` escaping the next character, as the API server escapes `"`
+/// and `\`); anything else as it is.
+fn unquote(s: &str) -> String {
+    let Some(inner) = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
+        return s.to_string();
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Prints the webhook's warnings the way kubectl does.
@@ -256,4 +273,25 @@ pub(crate) fn values(list: kube::core::ObjectList<kube::api::DynamicObject>) -> 
         .into_iter()
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warning_headers_are_unquoted_as_the_api_server_quotes_them() {
+        let mut h = axum::http::HeaderMap::new();
+        // What the API server sends for the text `{"by": "tier \"gold\"", "path": "a\b"}`.
+        h.append(
+            "warning",
+            r#"299 - "{\"by\": \"tier \\\"gold\\\"\", \"path\": \"a\\\\b\"}""#
+                .parse()
+                .unwrap(),
+        );
+        h.append("warning", "299 - plain".parse().unwrap());
+        let got = super::warnings(&h);
+        let v: serde_json::Value = serde_json::from_str(&got[0]).unwrap();
+        assert_eq!(v["by"], "tier \"gold\"");
+        assert_eq!(v["path"], "a\\b");
+        assert_eq!(got[1], "plain");
+    }
 }

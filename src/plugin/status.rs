@@ -82,6 +82,26 @@ pub fn render(namespace: &str, answer: &Value, backups: &[Value], now: jiff::Tim
         }
         None => out.push_str("Newest completed backup: none\n"),
     }
+    let objective = answer["recoveryPointObjective"]
+        .as_str()
+        .and_then(|d| crate::duration::GoDuration::parse(d).ok());
+    if let Some(objective) = objective {
+        // As nac names who set a rule (the answer carries no quotes: a warning header would escape them).
+        let by = answer["tier"]
+            .as_str()
+            .map_or("cluster policy".to_string(), |t| format!("cluster policy tier {t:?}"));
+        let s = crate::policy::objective::standing(objective, newest.map(|(at, _)| at.as_second()), now.as_second());
+        let verdict = match s.age {
+            _ if !s.breached => "met".to_string(),
+            Some(age) => format!("BREACHED: the newest completed backup is {} old", age_text(age)),
+            None => "BREACHED: no completed backup".to_string(),
+        };
+        out.push_str(&format!(
+            "Recovery point objective: {objective} (set by {by}): {verdict}\n"
+        ));
+    } else if answer["error"].is_null() {
+        out.push_str("Recovery point objective: none (not tracked)\n");
+    }
     out
 }
 
@@ -102,6 +122,7 @@ fn age_text(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::duration::GoDuration;
 
     fn nab(name: &str, phase: &str, done: &str) -> Value {
         json!({"metadata": {"name": name}, "status": {"veleroBackup": {"status": {
@@ -123,7 +144,8 @@ mod tests {
             stored_bytes: 1536 << 20,
             ..Default::default()
         };
-        let answer = crate::policy::quotas::status_json(&gold, "team-a", Some(&usage));
+        let answer =
+            crate::policy::quotas::status_json(&gold, "team-a", Some(&usage), Some(GoDuration::from_secs(86_400)));
         let now: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let out = render(
             "team-a",
@@ -140,15 +162,32 @@ mod tests {
             "Namespace:  team-a\nTier:       \"gold\"\nQuotas:\n  quotas.maxBackups            3 of 10\n  \
              quotas.maxSchedules          0 of no limit\n  quotas.maxRestoresPerHour    0 of no limit\n  \
              quotas.maxStoredBytes        1.5 GiB (1610612736 bytes) of 10.0 GiB (10737418240 bytes)\n\
-             Newest completed backup: new, completed 2026-11-28T10:00:00Z (1d2h ago)\n"
+             Newest completed backup: new, completed 2026-11-28T10:00:00Z (1d2h ago)\n\
+             Recovery point objective: 24h0m0s (set by cluster policy tier \"gold\"): BREACHED: the newest completed \
+             backup is 1d2h old\n"
         );
-        let base = crate::policy::quotas::status_json(&crate::policy::Policy::parse("").unwrap(), "ns", None);
+        let met =
+            crate::policy::quotas::status_json(&gold, "team-a", Some(&usage), Some(GoDuration::from_secs(2 * 86_400)));
+        let out = render("team-a", &met, &[nab("new", "Completed", "2026-11-28T10:00:00Z")], now);
+        assert!(
+            out.ends_with("Recovery point objective: 48h0m0s (set by cluster policy tier \"gold\"): met\n"),
+            "{out}"
+        );
+        let none = render("team-a", &answer, &[], now);
+        assert!(
+            none.ends_with("24h0m0s (set by cluster policy tier \"gold\"): BREACHED: no completed backup\n"),
+            "{none}"
+        );
+        let base = crate::policy::quotas::status_json(&crate::policy::Policy::parse("").unwrap(), "ns", None, None);
         let out = render("ns", &base, &[], now);
         assert!(out.contains("Tier:       (none: the base policy)"), "{out}");
         assert!(
             out.contains("quotas.maxBackups            not counted yet of no limit"),
             "{out}"
         );
-        assert!(out.ends_with("Newest completed backup: none\n"), "{out}");
+        assert!(
+            out.ends_with("Newest completed backup: none\nRecovery point objective: none (not tracked)\n"),
+            "{out}"
+        );
     }
 }

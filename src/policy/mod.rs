@@ -7,6 +7,7 @@ pub use crate::duration;
 mod eval;
 mod lifecycle;
 pub mod live;
+pub mod objective;
 pub mod quotas;
 mod schedule;
 pub mod tiers;
@@ -68,6 +69,9 @@ pub struct Policy {
     pub schedule: ScheduleRules,
     /// Limits per namespace.
     pub quotas: Quotas,
+    /// How old a namespace's newest completed backup may get before the namespace is in breach; `None`: not
+    /// tracked.
+    pub recovery_point_objective: Option<GoDuration>,
     /// The tier this policy is the effective policy of; `None`: the base.
     pub tier: Option<String>,
     /// The base's tiers, in order (empty in a tier's own policy).
@@ -229,6 +233,9 @@ struct RawPolicy {
     schedule: Option<schedule::RawScheduleRules>,
     #[serde(default)]
     quotas: Option<quotas::RawQuotas>,
+    /// A Go duration: the age the newest completed backup of a namespace may reach.
+    #[serde(default)]
+    recovery_point_objective: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -416,9 +423,13 @@ impl Policy {
         };
         let (schedule, per_namespace) = schedule::parse_schedule(raw.schedule.unwrap_or_default(), &mut problems);
         let quotas = quotas::parse_quotas(raw.quotas.unwrap_or_default(), per_namespace, &mut problems);
+        let recovery_point_objective = raw
+            .recovery_point_objective
+            .and_then(|s| objective::parse_objective(&s, &mut problems));
         let policy = Policy {
             schedule,
             quotas,
+            recovery_point_objective,
             rights,
             non_admin_bsl,
             downloads,
@@ -593,6 +604,11 @@ impl Policy {
             lines.push(format!("schedules run at most once every {d}"));
         }
         lines.extend(self.quotas.summary());
+        if let Some(d) = self.recovery_point_objective {
+            lines.push(format!(
+                "a namespace whose newest completed backup is older than {d} is in breach (recoveryPointObjective)"
+            ));
+        }
         if sched.skip_immediately {
             lines.push(
                 "schedules skip a run due at once when unpaused overdue (skipImmediately) unless they say otherwise"

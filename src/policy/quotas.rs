@@ -267,7 +267,13 @@ pub const STATUS_PROBE_ANNOTATION: &str = "nac.oadp.openshift.io/status-probe";
 
 /// A namespace's tier and each quota's use and limit, as `kubectl nac status` reads them; `usage` `None`: not
 /// counted yet.
-pub fn status_json(policy: &super::Policy, namespace: &str, usage: Option<&Usage>) -> Value {
+/// `objective`: the recovery-point objective the namespace is tracked against, if any.
+pub fn status_json(
+    policy: &super::Policy,
+    namespace: &str,
+    usage: Option<&Usage>,
+    objective: Option<crate::duration::GoDuration>,
+) -> Value {
     let q = &policy.quotas;
     let row = |key: &str, used: Option<u64>, limit: Option<u64>| serde_json::json!({"quota": key, "use": used, "limit": limit});
     serde_json::json!({
@@ -279,6 +285,7 @@ pub fn status_json(policy: &super::Policy, namespace: &str, usage: Option<&Usage
             row("quotas.maxRestoresPerHour", usage.map(|u| u.restores_last_hour), q.max_restores_per_hour),
             row("quotas.maxStoredBytes", usage.map(|u| u.stored_bytes), q.max_stored_bytes),
         ],
+        "recoveryPointObjective": objective.map(|d| d.to_string()),
     })
 }
 

@@ -602,6 +602,7 @@ fn the_admin_guides_policy_reference_names_every_key_with_its_default() {
         rights: Some(Default::default()),
         schedule: Some(Default::default()),
         quotas: Some(Default::default()),
+        recovery_point_objective: Some(String::new()),
     })
     .unwrap();
     let mut keys = Vec::new();

@@ -23,6 +23,7 @@ pub const TIER_PARTS: &[&str] = &[
     "rights",
     "downloads",
     "quotas",
+    "recoveryPointObjective",
 ];
 
 /// One tier: its name, which namespaces it takes, and the whole policy they get.

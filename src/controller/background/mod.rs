@@ -3,5 +3,6 @@
 //! [`Jobs`](super::jobs::Jobs).
 
 pub mod gc;
+pub mod objective;
 pub mod standstill;
 pub mod sync;

@@ -593,6 +593,7 @@ impl Kind for NonAdminBackup {
         tokio::join!(
             tenant::run_counting::<_, DataUpload, PodVolumeBackup>(controller, &ctx, &ctx.own.volumes, stop.clone()),
             crate::controller::background::standstill::watch(&ctx.shared, &ctx.own.queued, stop.clone()),
+            crate::controller::background::objective::watch(&ctx.shared, stop.clone()),
             futures::StreamExt::for_each(
                 futures::StreamExt::take_until(snapshot_stream(&ctx), stop.cancelled_owned()),
                 |_| async {}

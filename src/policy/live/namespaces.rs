@@ -44,6 +44,12 @@ impl NamespaceLabels {
         s.labels.get(namespace).cloned()
     }
 
+    /// Every namespace with its labels.
+    pub fn all(&self) -> Vec<(String, Arc<Labels>)> {
+        let s = self.state.read().unwrap_or_else(|e| e.into_inner());
+        s.labels.iter().map(|(n, l)| (n.clone(), l.clone())).collect()
+    }
+
     pub fn synced(&self) -> bool {
         self.state.read().unwrap_or_else(|e| e.into_inner()).synced
     }

@@ -26,6 +26,8 @@ pub struct Entry {
     pub counted: bool,
     /// Bytes a finished backup holds.
     pub bytes: u64,
+    /// When a Completed backup ended (seconds), for the recovery-point objective.
+    pub completed: Option<i64>,
 }
 
 #[derive(Default)]
@@ -85,11 +87,17 @@ pub fn backup_entry(b: &NonAdminBackup) -> Entry {
     } else {
         0
     };
+    let completed = velero
+        .and_then(|v| v.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Completed"))
+        .and_then(|s| s.completion_timestamp.as_deref()?.parse::<jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
     Entry {
         created: created_of(&b.metadata),
         name: b.name_any(),
         counted: b.metadata.deletion_timestamp.is_none() && !b.spec.delete_backup && (holds || !refused),
         bytes,
+        completed,
     }
 }
 
@@ -99,6 +107,7 @@ fn plain_entry(meta: &kube::core::ObjectMeta) -> Entry {
         name: meta.name.clone().unwrap_or_default(),
         counted: meta.deletion_timestamp.is_none(),
         bytes: 0,
+        completed: None,
     }
 }
 
@@ -180,6 +189,32 @@ impl UsageIndex {
                 .get(namespace)
                 .map_or(0, |es| es.values().filter(|e| e.counted).map(|e| e.bytes).sum()),
         }
+    }
+
+    /// The newest Completed backup of `namespace` that still holds its backup: when it ended (seconds) and its
+    /// NonAdminBackup's name.
+    pub fn newest_completed(&self, namespace: &str) -> Option<(i64, String)> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner
+            .backups
+            .get(namespace)?
+            .values()
+            .filter(|e| e.counted)
+            .filter_map(|e| Some((e.completed?, e.name.clone())))
+            .max()
+    }
+
+    /// Whether `namespace` has a NonAdminBackup or a NonAdminSchedule (the base's recovery-point objective tracks
+    /// only such namespaces).
+    pub fn uses_nac(&self, namespace: &str) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.backups.contains_key(namespace) || inner.schedules.contains_key(namespace)
+    }
+
+    /// The namespaces that have a NonAdminBackup or a NonAdminSchedule.
+    pub fn namespaces_using_nac(&self) -> std::collections::BTreeSet<String> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.backups.keys().chain(inner.schedules.keys()).cloned().collect()
     }
 
     /// Follows the three kinds in every namespace until the process ends.
