@@ -417,9 +417,64 @@ async fn b_file_system_backup_restores_the_same_bytes_for_an_empty_dir_and_a_cla
         velero_done_at.saturating_sub(made_at)
     );
 
+    stored_bytes_quota(&c, &admin, &nabs, &ns, &done).await;
+
     let after = app.lose_and_restore(&c, &admin, "volumes").await;
     assert_eq!(app.before, after, "the restored volumes hold the same bytes");
     println!("checksums before and after:\n{after}");
+}
+
+/// `quotas.maxStoredBytes` with Velero's own byte counts: a tier for namespace `ns` alone whose limit lies between
+/// what one backup of it holds and two. The second backup is admitted and completes, taking the namespace over;
+/// the third is refused, naming the bytes held and the limit. `first` is the namespace's completed backup.
+async fn stored_bytes_quota(c: &Cluster, admin: &Client, nabs: &Api<NonAdminBackup>, ns: &str, first: &Value) {
+    let one = first["status"]["volumeDataProgress"]["totalBytes"].as_u64().unwrap();
+    assert!(one > 0, "{first}");
+    let limit = one + one / 2;
+    let ttl = "719h0m0s";
+    let _policy = PolicyChanged::edit(c, admin, nabs, json!({"ttl": ttl}), |policy| {
+        let mut enforced = serde_json::to_value(policy.get("enforceBackupSpec")).unwrap();
+        enforced["ttl"] = ttl.into();
+        let tier = json!({
+            "name": "stored",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "enforceBackupSpec": enforced,
+            "quotas": {"maxStoredBytes": limit},
+        });
+        policy.insert("tiers".into(), serde_yaml::to_value(json!([tier])).unwrap());
+    })
+    .await;
+    nabs.create(&PostParams::default(), &nab("second", json!({})))
+        .await
+        .unwrap();
+    let second = backup_completed(nabs, "second").await;
+    let two = second["status"]["volumeDataProgress"]["totalBytes"].as_u64().unwrap();
+    assert!(one + two >= limit, "{one} + {two} bytes, limit {limit}");
+    // nac counts a backup's bytes from its watch of the NonAdminBackups, a moment after the status just read: a
+    // dry run shows when.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually(Duration::from_secs(30), "the third backup refused", || async {
+        nabs.create(&dry, &nab("third", json!({}))).await.err()
+    })
+    .await;
+    let refused = nabs
+        .create(&PostParams::default(), &nab("third", json!({})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("(quotas.maxStoredBytes)"), "{refused}");
+    assert!(
+        refused.contains(&format!("hold {}", nac::policy::quotas::human_bytes(one + two))),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(&format!("limit of {}", nac::policy::quotas::human_bytes(limit))),
+        "{refused}"
+    );
+    assert!(refused.contains("set by cluster policy tier \"stored\""), "{refused}");
 }
 
 /// A tenant (`alice`'s namespace) whose pod writes `mib` MiB of random data into an emptyDir and into a claim on a
@@ -1284,19 +1339,32 @@ impl PolicyChanged {
     /// Enforces `fields` on every backup, and waits until both of nac's pods apply them: a dry-run create of
     /// `probe` (a NonAdminBackup API of a tenant) comes back with them five times in a row.
     async fn enforce(c: &Cluster, admin: &Client, probe: &Api<NonAdminBackup>, fields: Value) -> PolicyChanged {
+        let set = fields.clone();
+        Self::edit(c, admin, probe, fields, move |policy| {
+            let enforced = policy
+                .entry("enforceBackupSpec".into())
+                .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
+            for (k, v) in set.as_object().unwrap() {
+                enforced
+                    .as_mapping_mut()
+                    .unwrap()
+                    .insert(k.as_str().into(), serde_yaml::to_value(v).unwrap());
+            }
+        })
+        .await
+    }
+
+    /// The policy as `edit` changes it; applied once `probe`'s dry-run creates come back with `fields` enforced.
+    async fn edit(
+        c: &Cluster,
+        admin: &Client,
+        probe: &Api<NonAdminBackup>,
+        fields: Value,
+        edit: impl FnOnce(&mut serde_yaml::Mapping),
+    ) -> PolicyChanged {
         let before = common::e2e::chart::current_policy(admin).await;
         let mut policy: serde_yaml::Value = serde_yaml::from_str(&before).unwrap();
-        let enforced = policy
-            .as_mapping_mut()
-            .unwrap()
-            .entry("enforceBackupSpec".into())
-            .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
-        for (k, v) in fields.as_object().unwrap() {
-            enforced
-                .as_mapping_mut()
-                .unwrap()
-                .insert(k.as_str().into(), serde_yaml::to_value(v).unwrap());
-        }
+        edit(policy.as_mapping_mut().unwrap());
         let guard = PolicyChanged {
             kubectl: vec![
                 c.get("KUBECTL").into(),
