@@ -266,3 +266,22 @@ fn a_settled_backup_costs_less_than_a_third_of_its_whole_copies_in_the_stores() 
     assert!(stored.0 <= 3_300.0, "{} bytes per settled backup", stored.0);
     assert!(stored.1 <= 35.0, "{} allocations per settled backup", stored.1);
 }
+
+/// The quota usage watch (every NonAdminBackup, on every replica) decodes each object it lists or hears of only
+/// as far as the counts read it: what one decoded NonAdminBackup holds, whole against counted.
+#[test]
+fn the_usage_watch_decodes_a_backup_as_far_as_the_counts_read_it() {
+    use nac::policy::live::usage::CountedBackup;
+    let pairs: Vec<(String, String)> = (0..N).map(pair).collect();
+    let whole = per_pair(&pairs, |n, _| serde_json::from_str::<NonAdminBackup>(n).unwrap());
+    let counted = per_pair(&pairs, |n, _| serde_json::from_str::<CountedBackup>(n).unwrap());
+    println!(
+        "per NonAdminBackup decoded by the usage watch: whole {:.0} bytes in {:.1} allocations; counted {:.0} bytes \
+         in {:.1}",
+        whole.0, whole.1, counted.0, counted.1
+    );
+    assert!(
+        counted.0 * 10.0 <= whole.0,
+        "counted {counted:?} against whole {whole:?}"
+    );
+}

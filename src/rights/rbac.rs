@@ -17,6 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::Api;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -175,7 +176,13 @@ where
 {
     let mut pause = Duration::from_secs(1);
     loop {
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        // The rules stores keep each object for the process's life: only its name and namespace of the metadata.
+        let mut events = watcher::watcher(api.clone(), watcher::Config::default())
+            .modify(|o: &mut K| {
+                let m = o.meta_mut();
+                (m.managed_fields, m.annotations, m.labels) = (None, None, None);
+            })
+            .boxed();
         while let Some(event) = events.next().await {
             if let Ok(e) = &event {
                 feed(e);

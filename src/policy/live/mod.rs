@@ -8,4 +8,4 @@ pub mod usage;
 
 pub use namespaces::NamespaceLabels;
 pub use store::{Offer, PolicyState, PolicyStore};
-pub use usage::UsageIndex;
+pub use usage::{CountedBackup, UsageIndex};

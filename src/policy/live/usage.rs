@@ -6,9 +6,13 @@
 use crate::api::{NonAdminBackup, NonAdminRestore, NonAdminSchedule};
 use crate::policy::Usage;
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::core::ObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource, ResourceExt};
+use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -67,9 +71,158 @@ fn created_of(meta: &kube::core::ObjectMeta) -> i64 {
     meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
 }
 
+/// A NonAdminBackup as the counts read it: only the fields [`backup_entry`] reads are decoded, the rest of each
+/// object (spec, the Velero Backup's spec and status copies, managedFields) is skipped while parsing. The watch
+/// of every NonAdminBackup runs on every replica; whole objects cost it a page of them at each list and a whole
+/// object per event, for a few fields.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CountedBackup {
+    #[serde(deserialize_with = "counted_meta")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: CountedSpec,
+    status: Option<CountedStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountedSpec {
+    #[serde(default)]
+    delete_backup: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountedStatus {
+    #[serde(default)]
+    conditions: Vec<CountedCondition>,
+    velero_backup: Option<CountedVelero>,
+    volume_data_progress: Option<CountedProgress>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct CountedCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+struct CountedVelero {
+    name: Option<String>,
+    status: Option<CountedVeleroStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountedVeleroStatus {
+    phase: Option<String>,
+    completion_timestamp: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountedProgress {
+    total_bytes: i64,
+}
+
+/// The metadata the counts and the watch read (the watch resumes from `resourceVersion`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountedMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+}
+
+fn counted_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = CountedMeta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        ..Default::default()
+    })
+}
+
+impl Resource for CountedBackup {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        NonAdminBackup::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        NonAdminBackup::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        NonAdminBackup::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        NonAdminBackup::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl From<&NonAdminBackup> for CountedBackup {
+    fn from(b: &NonAdminBackup) -> Self {
+        let m = &b.metadata;
+        let status = b.status.as_ref().map(|s| CountedStatus {
+            conditions: s
+                .conditions
+                .iter()
+                .map(|c| CountedCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                })
+                .collect(),
+            velero_backup: s.velero_backup.as_ref().map(|v| CountedVelero {
+                name: v.name.clone(),
+                status: v.status.as_ref().map(|s| CountedVeleroStatus {
+                    phase: s.phase.clone(),
+                    completion_timestamp: s.completion_timestamp.clone(),
+                }),
+            }),
+            volume_data_progress: s.volume_data_progress.as_ref().map(|p| CountedProgress {
+                total_bytes: p.total_bytes,
+            }),
+        });
+        CountedBackup {
+            metadata: ObjectMeta {
+                name: m.name.clone(),
+                namespace: m.namespace.clone(),
+                uid: m.uid.clone(),
+                resource_version: m.resource_version.clone(),
+                creation_timestamp: m.creation_timestamp.clone(),
+                deletion_timestamp: m.deletion_timestamp.clone(),
+                ..Default::default()
+            },
+            spec: CountedSpec {
+                delete_backup: b.spec.delete_backup,
+            },
+            status,
+        }
+    }
+}
+
 /// A NonAdminBackup's entry: counted unless deleted, deleting its backup, or refused without a backup; its bytes
 /// once Velero finished it (volume data as Velero's per-volume objects report it).
 pub fn backup_entry(b: &NonAdminBackup) -> Entry {
+    counted_entry(&CountedBackup::from(b))
+}
+
+fn counted_entry(b: &CountedBackup) -> Entry {
     let status = b.status.as_ref();
     let velero = status.and_then(|s| s.velero_backup.as_ref());
     let holds = velero.and_then(|v| v.name.as_ref()).is_some();
@@ -144,8 +297,12 @@ impl UsageIndex {
     }
 
     pub fn put_backup(&self, b: &NonAdminBackup) {
+        self.put_counted(&CountedBackup::from(b));
+    }
+
+    fn put_counted(&self, b: &CountedBackup) {
         let (ns, uid) = (b.namespace().unwrap_or_default(), b.uid().unwrap_or_default());
-        self.put(Which::Backups, &ns, &uid, backup_entry(b));
+        self.put(Which::Backups, &ns, &uid, counted_entry(b));
     }
 
     pub fn put_schedule(&self, meta: &kube::core::ObjectMeta) {
@@ -220,9 +377,9 @@ impl UsageIndex {
     /// Follows the three kinds in every namespace until the process ends.
     pub async fn watch(self: std::sync::Arc<Self>, client: kube::Client) {
         let backups = follow(
-            Api::<NonAdminBackup>::all(client.clone()),
+            Api::<CountedBackup>::all(client.clone()),
             self.clone(),
-            |me, b| me.put_backup(b),
+            |me, b| me.put_counted(b),
             |me, b| {
                 me.remove(
                     Which::Backups,
@@ -267,7 +424,7 @@ impl UsageIndex {
 fn which_of<K: 'static>() -> Option<Which> {
     use std::any::TypeId;
     let t = TypeId::of::<K>();
-    if t == TypeId::of::<NonAdminBackup>() {
+    if t == TypeId::of::<CountedBackup>() {
         Some(Which::Backups)
     } else if t == TypeId::of::<kube::core::PartialObjectMeta<NonAdminSchedule>>() {
         Some(Which::Schedules)
@@ -382,6 +539,57 @@ mod tests {
             });
         assert!(!backup_entry(&b).counted);
         assert!(backup_entry(&nab("y", 10, None, "")).counted);
+    }
+
+    /// A whole NonAdminBackup as the API server sends it decodes into the counted fields alone, to the same entry.
+    #[test]
+    fn a_whole_backup_decodes_to_the_same_entry() {
+        let mut b = nab("w", 10, Some(2048), "Completed");
+        b.metadata.resource_version = Some("4711".into());
+        b.spec.backup_spec = std::sync::Arc::new(
+            serde_json::from_value(serde_json::json!({"includedNamespaces": ["team-a"], "ttl": "720h0m0s"})).unwrap(),
+        );
+        let status = b.status.as_mut().unwrap();
+        status
+            .velero_backup
+            .as_mut()
+            .unwrap()
+            .status
+            .as_mut()
+            .unwrap()
+            .completion_timestamp = Some("2026-11-25T10:00:00Z".into());
+        status
+            .conditions
+            .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: crate::api::condition::ACCEPTED.into(),
+                status: "True".into(),
+                reason: "BackupAccepted".into(),
+                message: "accepted".into(),
+                last_transition_time: Time(jiff::Timestamp::from_second(11).unwrap()),
+                observed_generation: Some(1),
+            });
+        let mut json = serde_json::to_value(&b).unwrap();
+        json["metadata"]["managedFields"] = serde_json::json!([{"manager": "nac", "operation": "Update",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {".": {}, "f:conditions": {}}}}]);
+        json["metadata"]["labels"] = serde_json::json!({"openshift.io/oadp-nab-origin-nacuuid": "team-a-w-1"});
+        json["status"]["queueInfo"] = serde_json::json!({"estimatedQueuePosition": 0});
+        let counted: CountedBackup = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(counted_entry(&counted), backup_entry(&b));
+        assert_eq!(backup_entry(&b).completed, Some(1_795_600_800));
+        assert_eq!(backup_entry(&b).bytes, 2048);
+        assert_eq!(counted.meta().resource_version.as_deref(), Some("4711"));
+        assert_eq!(counted.uid().as_deref(), Some("uid-w"));
+        assert!(counted.meta().managed_fields.is_none() && counted.meta().labels.is_none());
+        // Deleting its backup, then deleted: no longer counted, as the whole object reads.
+        json["spec"]["deleteBackup"] = serde_json::json!(true);
+        b.spec.delete_backup = true;
+        let counted: CountedBackup = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(counted_entry(&counted), backup_entry(&b));
+        assert!(!counted_entry(&counted).counted);
+        json["spec"] = serde_json::json!({});
+        json["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-25T11:00:00Z");
+        let counted: CountedBackup = serde_json::from_value(json).unwrap();
+        assert!(!counted_entry(&counted).counted && counted_entry(&counted).created == 10);
     }
 
     #[test]
