@@ -218,6 +218,14 @@ fn pair(i: usize) -> (String, String) {
     (n.to_string(), v.to_string())
 }
 
+/// The counting allocator counts every thread: each test holds this while it runs, so another test's allocations
+/// are not counted as its own.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Live bytes and allocations of what `hold` keeps of the 1,000 pairs, per pair.
 fn per_pair<T>(pairs: &[(String, String)], hold: impl Fn(&str, &str) -> T) -> (f64, f64) {
     let (bytes, blocks) = (BYTES.load(Relaxed), BLOCKS.load(Relaxed));
@@ -231,6 +239,7 @@ fn per_pair<T>(pairs: &[(String, String)], hold: impl Fn(&str, &str) -> T) -> (f
 
 #[test]
 fn a_settled_backup_costs_less_than_a_third_of_its_whole_copies_in_the_stores() {
+    let _serial = one_at_a_time();
     let pairs: Vec<(String, String)> = (0..N).map(pair).collect();
     let whole = per_pair(&pairs, |n, v| {
         let mut nab: NonAdminBackup = serde_json::from_str(n).unwrap();
@@ -271,6 +280,7 @@ fn a_settled_backup_costs_less_than_a_third_of_its_whole_copies_in_the_stores() 
 /// as far as the counts read it: what one decoded NonAdminBackup holds, whole against counted.
 #[test]
 fn the_usage_watch_decodes_a_backup_as_far_as_the_counts_read_it() {
+    let _serial = one_at_a_time();
     use nac::policy::live::usage::CountedBackup;
     let pairs: Vec<(String, String)> = (0..N).map(pair).collect();
     let whole = per_pair(&pairs, |n, _| serde_json::from_str::<NonAdminBackup>(n).unwrap());
