@@ -57,9 +57,9 @@ macro_rules! with_extra {
         $(#[$meta])*
         $vis struct $name {
             $($fields)*
-            #[serde(flatten, default, skip_serializing_if = "crate::velero::Extra::is_empty")]
+            #[serde(flatten, default, skip_serializing_if = "serde_json::Map::is_empty")]
             #[schemars(skip)]
-            pub extra: crate::velero::Extra,
+            pub extra: serde_json::Map<String, serde_json::Value>,
         }
     };
 }
