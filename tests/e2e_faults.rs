@@ -1045,8 +1045,7 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
             velero.as_str(),
             "{back}"
         );
-        let said = events_of(&admin, &ns, name, "BackupSynced").await;
-        assert!(said.iter().any(|m| m.contains("found in object storage")), "{said:?}");
+        event_said(&admin, &ns, name, "BackupSynced", "found in object storage").await;
     }
     let sync_recovered = t0.elapsed();
     // The runs after the failed one, in order: one that fell due while the store was dead, or before Velero
@@ -1098,11 +1097,7 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
     assert_eq!(condition_of(&s, "Accepted").0, "True", "{s}");
     // Each run's Events say what it is: a run of the schedule (not a backup found in object storage).
     for r in [&run, &next] {
-        let said = events_of(&admin, &sns, r, "ScheduledRun").await;
-        assert!(
-            said.iter().any(|m| m.contains("NonAdminSchedule minutely")),
-            "{r}: {said:?}"
-        );
+        event_said(&admin, &sns, r, "ScheduledRun", "NonAdminSchedule minutely").await;
         assert!(events_of(&admin, &sns, r, "BackupSynced").await.is_empty(), "{r}");
     }
     // No more runs while the final check counts; then the schedule goes, and its Velero Schedule with it.

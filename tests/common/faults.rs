@@ -414,6 +414,20 @@ pub async fn events_of(admin: &Client, ns: &str, name: &str, reason: &str) -> Ve
         .collect()
 }
 
+/// The messages of `reason` Events on `name` once one of them contains `text`: nac publishes an Event beside the
+/// write it is about, not before it, so the object's new state can show before its Event does.
+pub async fn event_said(admin: &Client, ns: &str, name: &str, reason: &str, text: &str) -> Vec<String> {
+    eventually(
+        Duration::from_secs(60),
+        &format!("the {reason} Event on {name}"),
+        || async {
+            let said = events_of(admin, ns, name, reason).await;
+            said.iter().any(|m| m.contains(text)).then_some(said)
+        },
+    )
+    .await
+}
+
 /// Waits until Velero runs nothing (no Backup New, queued or in progress), so the next backup is the one a fault
 /// catches mid-run, not one queued behind another test's.
 pub async fn velero_idle(admin: &kube::Client) {
