@@ -83,7 +83,7 @@ fn benches(c: &mut Criterion) {
     let (typical, violating, restore) = (typical_backup(), violating_backup(), typical_restore());
     assert!(evaluate_backup(&typical, &policy, "team-a").allowed());
     assert!(!evaluate_backup(&violating, &policy, "team-a").allowed());
-    assert!(evaluate_restore(&restore, &policy).allowed());
+    assert!(evaluate_restore(&restore, &policy, "team-a").allowed());
 
     let st = state(&text);
     let mutate_nab = Endpoint::Mutate(ProxyKind::BACKUP);
@@ -108,7 +108,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| evaluate_backup(black_box(&violating), black_box(&policy), black_box("team-a")))
     });
     g.bench_function("evaluate_restore/typical", |b| {
-        b.iter(|| evaluate_restore(black_box(&restore), black_box(&policy)))
+        b.iter(|| evaluate_restore(black_box(&restore), black_box(&policy), "team-a"))
     });
     g.bench_function("parse/strict", |b| b.iter(|| Policy::parse(black_box(&text))));
     g.bench_function("decode_review/nab-create", |b| {

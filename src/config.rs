@@ -37,6 +37,9 @@ pub struct WebhookSettings {
     pub cert_reload_secs: u64,
     /// Users (e.g. nac's own service account) allowed to set or change identity labels.
     pub privileged_users: Vec<String>,
+    /// Namespaces the API server does not send to nac's webhooks (the chart's `webhook.excludedNamespaces` and
+    /// nac's own): no restore copies into them.
+    pub excluded_namespaces: Vec<String>,
     /// Offer HTTP/2 to the API server (ALPN `h2`); false: HTTP/1.1 with keep-alive only.
     pub http2: bool,
     /// Seconds between SIGTERM and closing the listener, while `/readyz` fails: the time the pod's Service
@@ -153,6 +156,7 @@ impl Default for WebhookSettings {
             key_file: "/etc/nac/tls/tls.key".into(),
             cert_reload_secs: 2,
             privileged_users: vec![format!("system:serviceaccount:{}:nac", default_namespace())],
+            excluded_namespaces: vec!["kube-system".to_string()],
             http2: true,
             shutdown_delay_secs: 0,
         }
@@ -253,6 +257,7 @@ impl Settings {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("webhook.privileged_users")
+                .with_list_parse_key("webhook.excluded_namespaces")
                 .with_list_parse_key("endpoints.cluster_networks")
                 .try_parsing(true)
                 .source(Some(vars)),
@@ -332,12 +337,14 @@ mod tests {
             env(&[
                 ("NAC_WEBHOOK__LISTEN", "127.0.0.1:2"),
                 ("NAC_WEBHOOK__PRIVILEGED_USERS", "a,b"),
+                ("NAC_WEBHOOK__EXCLUDED_NAMESPACES", "kube-system,ops"),
             ]),
         )
         .unwrap();
         assert_eq!(s.webhook.listen.to_string(), "127.0.0.1:2");
         assert!(!s.controllers.enabled);
         assert_eq!(s.webhook.privileged_users, vec!["a", "b"]);
+        assert_eq!(s.webhook.excluded_namespaces, vec!["kube-system", "ops"]);
     }
 
     #[test]

@@ -12,6 +12,9 @@ use uuid::Uuid;
 pub const NAB_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nab-origin-nacuuid";
 /// Label on a NonAdminRestore and its Velero Restore carrying the restore's identity.
 pub const NAR_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nar-origin-nacuuid";
+/// On each object a copy restored into another namespace: the namespace whose backup it came from (beside
+/// [`NAB_ORIGIN_NACUUID_LABEL`], naming that backup). nac's own; OADP has no copies.
+pub const COPIED_FROM_NAMESPACE_LABEL: &str = "nac.oadp.openshift.io/copied-from-namespace";
 pub const NAB_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nab-origin-name";
 pub const NAB_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nab-origin-namespace";
 pub const NAR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nar-origin-name";

@@ -4,7 +4,8 @@
 //! tenant's own bucket naming a new privileged namespace and a DataUpload, a tarball in a tenant's own bucket naming
 //! another snapshot for Velero to delete, a file of a backup downloaded by a user who may not read what it holds, a
 //! schedule unpaused by a user with fewer rights, a ServiceAccount Velero would merge into an existing one, Roles and
-//! RoleBindings from a tenant's own location), each by a user with an
+//! RoleBindings from a tenant's own location, a copy into a namespace the user may not restore into or a tarball
+//! naming a third namespace for a copy), each by a user with an
 //! ordinary role, asserting that none succeeds and that a user who holds the right keeps the feature. The rules
 //! are `crate::rights::features`.
 #![cfg(feature = "e2e")]
@@ -33,6 +34,8 @@ nonAdminBSL:
   enabled: true
   requireApproval: true
   allowedEndpoints: {hosts: [127.0.0.1]}
+restore:
+  allowNamespaceCopies: true
 rights:
   backup: exclude
   restore: exclude
@@ -1498,4 +1501,153 @@ async fn a_native_snapshot_list_in_a_tenants_bucket_deletes_nothing_through_the_
     .await;
     server.abort();
     let _ = std::fs::remove_file(&config);
+}
+
+/// A copy of a backup into another namespace (`namespaceMapping: {A: B}`): refused at apply unless B is a tenant's
+/// namespace that exists and where the requester may restore (a system namespace, Velero's, one where they only
+/// view, one that does not exist, and every other shape of mapping are refused, naming why). Into B, from a
+/// tarball in the tenant's own bucket with an item in the backup's namespace claiming a third namespace the user
+/// also owns: Velero restores only the backup's namespace, into B, each object labelled with where it came from.
+/// The same tarball with an item in the third namespace's own directory is refused (nac restores nothing from a
+/// tenant's tarball that names another namespace). The third namespace and the backup's own receive nothing.
+#[tokio::test]
+async fn a_copy_goes_only_into_a_namespace_its_user_may_restore_into_and_nowhere_else() {
+    let (ns, client, admin, bucket, backups) = backups_on_own_location("att-copy", &["offsite"]).await;
+    let backup = backups[0].clone();
+    let user = format!("edit-{ns}");
+    let (into, viewed, third) = (format!("{ns}-b"), format!("{ns}-v"), format!("{ns}-t"));
+    for (n, role) in [(&into, "edit"), (&viewed, "view"), (&third, "edit")] {
+        ensure_namespace(&admin, n).await;
+        if role == "edit" {
+            bind_editor(&admin, n, &user).await;
+        }
+        bind(&admin, n, &user, role).await;
+        may_soon(&admin, n, &user, "list", "", "configmaps").await;
+    }
+    may_soon(&admin, &into, &user, "create", "oadp.openshift.io", "nonadminrestores").await;
+
+    let path = format!("/apis/oadp.openshift.io/v1alpha1/namespaces/{ns}/nonadminrestores");
+    let refused = |name: &str, mapping: Value| {
+        let body = json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore",
+            "metadata": {"name": name}, "spec": {"restoreSpec": {"backupName": "offsite", "namespaceMapping": mapping}}});
+        let (client, path, name) = (client.clone(), path.clone(), name.to_string());
+        async move {
+            let (status, resp, _) = create_raw(&client, &path, &body).await;
+            assert!(status >= 400, "{name} admitted: {resp:#}");
+            resp["message"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let m = refused("sys", json!({&ns: "kube-system"})).await;
+    assert!(m.contains("kube-system is a system namespace"), "{m}");
+    let m = refused("velero", json!({&ns: VELERO_NAMESPACE})).await;
+    assert!(m.contains(&format!("namespace {VELERO_NAMESPACE} is Velero's")), "{m}");
+    let m = refused("viewed", json!({&ns: &viewed})).await;
+    assert!(
+        m.contains(&format!(
+            "{user} may not create nonadminrestores.oadp.openshift.io in namespace {viewed}"
+        )),
+        "{m}"
+    );
+    let m = refused("missing", json!({&ns: format!("{ns}-none")})).await;
+    assert!(m.contains("does not exist"), "{m}");
+    for mapping in [json!({&third: &into}), json!({&ns: &into, &third: &into})] {
+        let m = refused("shape", mapping).await;
+        assert!(
+            m.contains("may only map the restore's own namespace to one other namespace"),
+            "{m}"
+        );
+    }
+
+    // The tenant's bucket: a ConfigMap in the backup's own directory claiming the third namespace.
+    let planted = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": &third}, "data": {"k": "planted"}})
+    };
+    let tarball = backup_dir_in(&bucket, &format!("{ns}/p"), &backup).join(format!("{backup}.tar.gz"));
+    let original = std::fs::read(&tarball).unwrap();
+    let stray = item_entries("configmaps", &ns, "stray", &planted("stray"));
+    std::fs::write(&tarball, with_entries(&original, stray.clone())).unwrap();
+
+    create_nar(
+        &client,
+        &ns,
+        "copy",
+        json!({"backupName": "offsite", "namespaceMapping": {&ns: &into}}),
+    )
+    .await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
+    let vr = velero_restore_of(&admin, &nars, "copy").await;
+    assert_eq!(vr.spec.included_namespaces, Some(vec![ns.clone()]));
+    assert_eq!(
+        vr.spec.namespace_mapping,
+        Some([(ns.clone(), into.clone())].into_iter().collect())
+    );
+    let n = wait_json(&nars, "copy", T, "the copy restored", |n| {
+        matches!(
+            n["status"]["veleroRestore"]["status"]["phase"].as_str(),
+            Some("Completed" | "PartiallyFailed" | "Failed")
+        )
+    })
+    .await;
+    let verified = wait_json(&nars, "copy", T, "what Velero made verified", |n| {
+        condition(n, "ResourcesOutsideRights").is_some()
+    })
+    .await;
+    assert_eq!(
+        condition(&verified, "ResourcesOutsideRights").unwrap()["status"],
+        "False",
+        "{verified:#}"
+    );
+    let copied: Api<ConfigMap> = Api::namespaced(admin.clone(), &into);
+    let plain = copied
+        .get("plain")
+        .await
+        .unwrap_or_else(|e| panic!("not copied ({e}): {n:#}"));
+    let labels = plain.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get(nac::naming::COPIED_FROM_NAMESPACE_LABEL),
+        Some(&ns),
+        "{labels:?}"
+    );
+    let nab_id = nac::naming::NAB_ORIGIN_NACUUID_LABEL;
+    let vb: Api<nac::velero::Backup> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+    assert_eq!(
+        labels.get(nab_id),
+        vb.get(&backup).await.unwrap().metadata.labels.unwrap().get(nab_id)
+    );
+
+    // An item in the third namespace's own directory: the copy is refused, nothing restored anywhere.
+    let mut extra = stray;
+    extra.extend(item_entries("configmaps", &third, "planted", &planted("planted")));
+    std::fs::write(&tarball, with_entries(&original, extra)).unwrap();
+    create_nar(
+        &client,
+        &ns,
+        "copy-2",
+        json!({"backupName": "offsite", "namespaceMapping": {&ns: &into}}),
+    )
+    .await;
+    let refused = wait_json(&nars, "copy-2", T, "refused", |n| n["status"]["phase"] == "BackingOff").await;
+    let accepted = condition(&refused, "Accepted").unwrap();
+    assert_eq!(accepted["reason"], "BackupHoldsItemsOutsideNamespace", "{refused:#}");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("configmaps {third}/planted")),
+        "{accepted:#}"
+    );
+    for (namespace, name) in [
+        (&third, "planted"),
+        (&third, "stray"),
+        (&into, "stray"),
+        (&into, "planted"),
+        (&ns, "stray"),
+    ] {
+        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), namespace);
+        assert!(
+            cms.get_opt(name).await.unwrap().is_none(),
+            "{namespace}/{name} restored from the tenant's tarball"
+        );
+    }
 }

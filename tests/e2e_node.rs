@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::e2e::{bind, bind_editor, condition, eventually, parse_env, unique_ns, wait_json, Cluster};
+use common::e2e::{bind, bind_editor, condition, eventually, may_soon, parse_env, unique_ns, wait_json, Cluster};
 use common::faults::{failed_by_velero_stopping, final_check_of, list_json, velero_idle};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -1242,7 +1242,7 @@ struct CsiApp {
 
 impl CsiApp {
     /// A CSI app of `mib` MiB in a new tenant namespace, the tenant's NonAdminBackups, and a policy that enforces
-    /// the data mover (restored on drop).
+    /// the data mover and allows copies into another namespace (restored on drop).
     async fn under_the_data_mover(
         c: &Cluster,
         admin: &Client,
@@ -1251,12 +1251,26 @@ impl CsiApp {
     ) -> (CsiApp, Api<NonAdminBackup>, PolicyChanged) {
         let app = CsiApp::new(c, admin, prefix, mib).await;
         let nabs: Api<NonAdminBackup> = Api::namespaced(app.alice.clone(), &app.ns);
-        let policy = PolicyChanged::enforce(
-            c,
-            admin,
-            &nabs,
-            json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false}),
-        )
+        let fields = json!({"snapshotMoveData": true, "snapshotVolumes": true, "defaultVolumesToFsBackup": false});
+        let set = fields.clone();
+        let policy = PolicyChanged::edit(c, admin, &nabs, fields, move |policy| {
+            let mapping = |policy: &mut serde_yaml::Mapping, key: &str| {
+                policy
+                    .entry(key.into())
+                    .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()))
+                    .as_mapping_mut()
+                    .unwrap()
+                    .clone()
+            };
+            let mut enforced = mapping(policy, "enforceBackupSpec");
+            for (k, v) in set.as_object().unwrap() {
+                enforced.insert(k.as_str().into(), serde_yaml::to_value(v).unwrap());
+            }
+            policy.insert("enforceBackupSpec".into(), enforced.into());
+            let mut restore = mapping(policy, "restore");
+            restore.insert("allowNamespaceCopies".into(), true.into());
+            policy.insert("restore".into(), restore.into());
+        })
         .await;
         (app, nabs, policy)
     }
@@ -1637,6 +1651,49 @@ async fn f_the_data_mover_backs_up_a_csi_claim_under_policy_and_a_restore_brings
     );
     nothing_left_by_the_data_mover(&c, &app.ns).await;
     println!("checksum before and after: {after}");
+
+    // A copy into another namespace alice owns: a claim of its own there with the same bytes, each object
+    // labelled with where it came from.
+    let copy_ns = format!("{}-copy", app.ns);
+    Api::<Namespace>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": copy_ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    bind_editor(&admin, &copy_ns, USER).await;
+    bind(&admin, &copy_ns, USER, "admin").await;
+    may_soon(&admin, &copy_ns, USER, "create", "", "persistentvolumeclaims").await;
+    let nars: Api<NonAdminRestore> = Api::namespaced(app.alice.clone(), &app.ns);
+    let copy: NonAdminRestore = serde_json::from_value(json!({"metadata": {"name": "copy"},
+        "spec": {"restoreSpec": {"backupName": "moved", "namespaceMapping": {&app.ns: &copy_ns}}}}))
+    .unwrap();
+    nars.create(&PostParams::default(), &copy).await.unwrap();
+    wait_json(&nars, "copy", Duration::from_secs(300), "the copy Completed", |v| {
+        let phase = v["status"]["veleroRestore"]["status"]["phase"].as_str().unwrap_or("");
+        assert!(
+            !matches!(phase, "Failed" | "PartiallyFailed" | "FailedValidation"),
+            "copy {phase}: {v}"
+        );
+        phase == "Completed"
+    })
+    .await;
+    pod_ready(&admin, &copy_ns, "app", Duration::from_secs(120)).await;
+    assert_eq!(csi_checksum(&c, &copy_ns), app.before, "the copy holds the same bytes");
+    let pod = Api::<Pod>::namespaced(admin.clone(), &copy_ns)
+        .get("app")
+        .await
+        .unwrap();
+    assert_eq!(
+        pod.metadata
+            .labels
+            .unwrap_or_default()
+            .get(nac::naming::COPIED_FROM_NAMESPACE_LABEL),
+        Some(&app.ns)
+    );
+    println!("copy into {copy_ns}: checksum {}", csi_checksum(&c, &copy_ns));
+    remove_namespace(&admin, &copy_ns).await;
 
     // A viewer of the namespace reaches no volume data: its backup holds none, whatever the policy enforces.
     let viewer = format!("viewer-{}", app.ns);

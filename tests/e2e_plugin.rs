@@ -246,6 +246,76 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     let r = nac(&kc, &["restore", "logs", "back"]).await;
     assert!(r.ok && !r.out.is_empty(), "{}", r.err);
 
+    // A copy into another namespace the user owns: previewed there (all to create but the namespace's own
+    // kube-root-ca.crt), made, each object labelled with where it came from; the backup's namespace untouched.
+    let copy_ns = format!("{ns}-copy");
+    ensure_namespace(&admin, &copy_ns).await;
+    grant_editor(&admin, &copy_ns, &format!("user-{ns}")).await;
+    let mapping = format!("{ns}:{copy_ns}");
+    let r = nac(&kc, &["restore", "preview", "first", "--namespace-mappings", &mapping]).await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    assert!(
+        r.out.starts_with(&format!(
+            "Restore preview into namespace {copy_ns} (nothing was changed):"
+        )),
+        "{}",
+        r.out
+    );
+    let copy_row = |kind: &str| -> Vec<String> {
+        let line = r.out.lines().find(|l| l.starts_with(&format!("{kind} ")));
+        let line = line.unwrap_or_else(|| panic!("no {kind} row:\n{}", r.out));
+        line.split("   ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        copy_row("configmaps"),
+        ["configmaps", "2 (app-config, app-data)", "1 (kube-root-ca.crt)", "0"],
+        "{}",
+        r.out
+    );
+    assert_eq!(
+        copy_row("deployments.apps"),
+        ["deployments.apps", "1 (web)", "0", "0"],
+        "{}",
+        r.out
+    );
+    let copies: Api<ConfigMap> = Api::namespaced(admin.clone(), &copy_ns);
+    assert!(
+        copies.get_opt("app-config").await.unwrap().is_none(),
+        "the preview copied"
+    );
+    let r = nac(
+        &kc,
+        &[
+            "restore",
+            "create",
+            "copy",
+            "--from-backup",
+            "first",
+            "--namespace-mappings",
+            &mapping,
+            "--wait",
+        ],
+    )
+    .await;
+    assert!(r.ok, "{}{}", r.out, r.err);
+    assert!(r.out.contains("restore: Completed"), "{}", r.out);
+    let copied = copies.get("app-config").await.unwrap();
+    assert_eq!(
+        copied
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(nac::naming::COPIED_FROM_NAMESPACE_LABEL),
+        Some(&ns)
+    );
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(admin.clone(), &copy_ns);
+    deployments.get("web").await.unwrap();
+    assert_eq!(cms.get("app-data").await.unwrap().data.unwrap()["items"], "changed");
+
     // Refused by the policy: the webhook's message, naming the field; nothing made.
     let r = nac(&kc, &["backup", "create", "long", "--ttl", "9999h"]).await;
     assert!(!r.ok);

@@ -26,6 +26,7 @@ tiers:
   enforceBackupSpec: {ttl: 2160h0m0s}
   schedule: {minInterval: 24h}
   quotas: {maxBackups: 5, maxSchedules: 5}
+  restore: {allowNamespaceCopies: true}
 - name: watched
   namespaceSelector:
     matchLabels: {nac-e2e/tier: watched}
@@ -107,6 +108,41 @@ async fn tiers_follow_namespace_labels_live_and_quotas_hold_at_reconcile() {
     })
     .await;
     assert_eq!(ttl(&made), "2160h0m0s");
+    // Copies: the gold tier opens them, the base does not; a copy asks both namespaces' policies, each under its
+    // own tier, before anything else.
+    let copy = |name: &str, from: &str, to: &str| -> NonAdminRestore {
+        serde_json::from_value(json!({
+            "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminRestore", "metadata": {"name": name},
+            "spec": {"restoreSpec": {"backupName": "made", "namespaceMapping": {from: to}}}
+        }))
+        .unwrap()
+    };
+    let gold_nars: Api<NonAdminRestore> = Api::namespaced(gold_user.clone(), &gold);
+    let e = gold_nars
+        .create(&PostParams::default(), &copy("c-1", &gold, &base))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "namespace {base} does not take copies (restore.allowNamespaceCopies: false, set by cluster policy for \
+             {base})"
+        )),
+        "{e}"
+    );
+    let base_nars: Api<NonAdminRestore> = Api::namespaced(base_user.clone(), &base);
+    let e = base_nars
+        .create(&PostParams::default(), &copy("c-2", &base, &gold))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "copies from namespace {base} into {gold} are off (restore.allowNamespaceCopies: false, set by cluster \
+             policy)"
+        )),
+        "{e}"
+    );
     let base_nabs: Api<NonAdminBackup> = Api::namespaced(base_user.clone(), &base);
     let b = base_nabs.create(&PostParams::default(), &nab("b-1")).await.unwrap();
     assert_eq!(ttl(&b), "720h0m0s");

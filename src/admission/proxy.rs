@@ -76,12 +76,13 @@ impl ProxyKind {
             .spec_key("backupSpec", policy::zero::BACKUP)
             .backup_spec("spec.backupSpec")
             .synced();
-    pub const RESTORE: ProxyKind =
-        ProxyKind::new(&naming::NAR, webhook_paths!("nonadminrestores"), |spec, policy, _| {
-            policy::evaluate_restore(spec, policy)
-        })
-        .spec_key("restoreSpec", policy::zero::RESTORE)
-        .waits();
+    pub const RESTORE: ProxyKind = ProxyKind::new(
+        &naming::NAR,
+        webhook_paths!("nonadminrestores"),
+        policy::evaluate_restore,
+    )
+    .spec_key("restoreSpec", policy::zero::RESTORE)
+    .waits();
     pub const STORAGE_LOCATION: ProxyKind = ProxyKind::new(
         &naming::NABSL,
         webhook_paths!("nonadminbackupstoragelocations"),
@@ -696,7 +697,13 @@ async fn stamp_rights(
 ) -> Result<(), (String, String)> {
     if kind == ProxyKind::RESTORE {
         let spec = spec_of(kind, patched).unwrap_or_default();
-        warnings.extend(restore_rights(state, policy.rights.restore, who, namespace, &spec).await?);
+        // A copy (its shape and the source's policy judged with the spec): the target's side from nac's caches.
+        let target = crate::policy::copy::target(&spec, namespace).ok().flatten();
+        if let Some(refusal) = target.as_deref().and_then(|t| state.policy.copy_refusal(t)) {
+            return Err(("spec.restoreSpec.namespaceMapping".into(), refusal));
+        }
+        let into = target.as_deref().unwrap_or(namespace);
+        warnings.extend(restore_rights(state, policy.rights.restore, who, into, namespace != into, &spec).await?);
         return Ok(());
     }
     if kind == ProxyKind::DOWNLOAD {
@@ -931,21 +938,36 @@ async fn rights_access<'a>(
 
 /// What a new NonAdminRestore asks of Velero beyond creating objects (see `crate::rights::features`), as far as
 /// its spec tells: exec hooks, and `restoreStatus` and `existingResourcePolicy: update` on the kinds its
-/// `includedResources` names. The kinds the backup holds are known once the reconciler reads its contents, which
-/// asks again about all of them.
+/// `includedResources` names, in `namespace`, where it restores (for a `copy`, the target, where the requester
+/// must also be allowed to create NonAdminRestores, whatever `mode`). The kinds the backup holds are known once the
+/// reconciler reads its contents, which asks again about all of them.
 async fn restore_rights(
     state: &AdmissionState,
     mode: RightsMode,
     who: &Requester,
     namespace: &str,
+    copy: bool,
     spec: &Map<String, Value>,
 ) -> Result<Vec<String>, (String, String)> {
     const PATH: &str = "spec.restoreSpec";
+    let mode = if copy && mode == RightsMode::Off {
+        RightsMode::Exclude
+    } else {
+        mode
+    };
     if mode == RightsMode::Off {
         return Ok(Vec::new());
     }
     let fail = unchecked(PATH.to_string(), "NonAdminRestore", &who.username, "do");
     let (access, kinds) = rights_access(state, &fail).await?;
+    if copy {
+        if let Some(refusal) = crate::rights::restore::copy_right(access, who, namespace)
+            .await
+            .map_err(&fail)?
+        {
+            return Err((format!("{PATH}.namespaceMapping"), refusal));
+        }
+    }
     // The kinds the spec names: in `includedResources`, and those whose status it asks for.
     let names = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)

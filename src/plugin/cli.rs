@@ -556,7 +556,8 @@ struct RestoreFlags {
     /// How long to wait for asynchronous plugin operations (Go duration)
     #[arg(long, value_name = "DURATION")]
     item_operation_timeout: Option<String>,
-    /// Restore into other namespaces, src:dst comma-separated: nac restores into this namespace only
+    /// Restore a copy into another namespace where you may restore: THIS:OTHER (only the restore's own
+    /// namespace maps, to one other; the admin's policy must allow copies for both)
     #[arg(long, value_delimiter = ',', value_name = "SRC:DST")]
     namespace_mappings: Vec<String>,
 }

@@ -327,8 +327,10 @@ pub fn evaluate_backup_as(
     c.out
 }
 
-/// Applies the policy and the tenant rules to a NonAdminRestore's `spec.restoreSpec`.
-pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy) -> Outcome {
+/// Applies the policy and the tenant rules to a NonAdminRestore's `spec.restoreSpec` in `namespace`. A mapping of
+/// the namespace to another (a copy) is judged here for its shape and the source's policy; the target's side
+/// needs the cluster ([`super::copy::target_refusal`]).
+pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy, namespace: &str) -> Outcome {
     let mut c = Ctx {
         kind: NAR,
         prefix: RESTORE_PREFIX,
@@ -355,7 +357,18 @@ pub fn evaluate_restore(spec: &Map<String, Value>, policy: &Policy) -> Outcome {
         "nac restores into the NonAdminRestore's own namespace only",
     );
     c.must_be_empty("excludedNamespaces", "must remain empty");
-    c.must_be_empty("namespaceMapping", "must remain empty");
+    let copy = super::copy::target(&c.out.spec, namespace).and_then(|t| {
+        match t.and_then(|t| super::copy::source_refusal(policy, namespace, &t)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    });
+    if let Err(message) = copy {
+        c.out.violations.push(Violation {
+            field: format!("{RESTORE_PREFIX}.namespaceMapping"),
+            message,
+        });
+    }
     c.must_not_be_true("includeClusterResources");
     c.only_enforced(VELERO_NAMESPACE_REFS, &policy.enforce_restore_spec);
     c.apply_enforced(&policy.enforce_restore_spec, RESTORE_DURATION_FIELDS);

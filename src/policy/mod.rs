@@ -2,6 +2,7 @@
 //! reconciler apply exactly the same rules and both are tested without a cluster.
 
 mod bsl;
+pub mod copy;
 mod dpa;
 pub use crate::duration;
 mod eval;
@@ -139,6 +140,9 @@ pub struct RestoreRules {
     pub max_wait_timeout: GoDuration,
     /// Whether a restore may use a backup Velero finished `PartiallyFailed` (with a warning condition).
     pub allow_partially_failed: bool,
+    /// Whether restores may copy a backup into another namespace (`namespaceMapping`), asked of the source's and
+    /// the target's policy alike ([`copy`]).
+    pub allow_namespace_copies: bool,
 }
 
 /// The default wait (Velero's own default for additional items).
@@ -152,6 +156,7 @@ impl Default for RestoreRules {
             wait_timeout: DEFAULT_RESTORE_WAIT,
             max_wait_timeout: DEFAULT_MAX_RESTORE_WAIT,
             allow_partially_failed: true,
+            allow_namespace_copies: false,
         }
     }
 }
@@ -259,6 +264,8 @@ struct RawRestoreRules {
     max_wait_timeout: Option<Value>,
     #[serde(default)]
     allow_partially_failed: Option<bool>,
+    #[serde(default)]
+    allow_namespace_copies: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -514,8 +521,13 @@ impl Policy {
             } else {
                 "refused"
             };
+            let copies = if self.restore.allow_namespace_copies {
+                "; copies into another namespace the user may restore into allowed"
+            } else {
+                ""
+            };
             lines.push(format!(
-                "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}",
+                "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}{copies}",
                 self.restore.max_wait_timeout
             ));
         }
@@ -657,6 +669,9 @@ fn parse_restore(raw: RawRestoreRules, problems: &mut Vec<PolicyProblem>) -> Res
     }
     if let Some(b) = raw.allow_partially_failed {
         r.allow_partially_failed = b;
+    }
+    if let Some(b) = raw.allow_namespace_copies {
+        r.allow_namespace_copies = b;
     }
     if r.wait_timeout > r.max_wait_timeout {
         problems.push(problem(

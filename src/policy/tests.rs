@@ -108,7 +108,7 @@ fn references_into_veleros_namespace_are_the_administrators_alone() {
         let mut r = serde_json::Map::new();
         r.insert("backupName".into(), json!("nightly"));
         r.insert(field.into(), cm.clone());
-        let o = evaluate_restore(&r, &open);
+        let o = evaluate_restore(&r, &open, "team-a");
         assert_eq!(o.violations.len(), 1, "{field}");
         assert_eq!(o.violations[0].field, format!("spec.restoreSpec.{field}"));
     }
@@ -235,7 +235,7 @@ fn first_changed_field_names_the_field() {
 #[test]
 fn restore_rules() {
     let p = policy(STRICT);
-    let ok = evaluate_restore(&spec(json!({"backupName": "nightly"})), &p);
+    let ok = evaluate_restore(&spec(json!({"backupName": "nightly"})), &p, "team-a");
     assert!(ok.allowed());
     assert_eq!(ok.spec["restorePVs"], json!(true));
     assert_eq!(
@@ -243,7 +243,7 @@ fn restore_rules() {
         vec!["spec.restoreSpec.restorePVs set to true by cluster policy"]
     );
 
-    let missing = evaluate_restore(&Map::new(), &p);
+    let missing = evaluate_restore(&Map::new(), &p, "team-a");
     assert_eq!(missing.violations[0].field, "spec.restoreSpec.backupName");
     for (s, field) in [
         (json!({"scheduleName": "s"}), "scheduleName"),
@@ -255,7 +255,7 @@ fn restore_rules() {
     ] {
         let mut s = spec(s);
         s.insert("backupName".into(), json!("b"));
-        let o = evaluate_restore(&s, &p);
+        let o = evaluate_restore(&s, &p, "team-a");
         assert_eq!(o.violations.len(), 1, "{field}");
         assert_eq!(o.violations[0].field, format!("spec.restoreSpec.{field}"));
         assert!(o.violations[0].message.starts_with("NonAdminRestore spec.restoreSpec."));
@@ -511,14 +511,22 @@ fn a_restore_spec_as_go_writes_it_is_a_restore_spec_leaving_those_fields_out() {
     for text in GO_POLICIES {
         let p = policy(text);
         for base in &bases {
-            let left_out = evaluate_restore(&spec(base.clone()), &p);
+            let left_out = evaluate_restore(&spec(base.clone()), &p, "team-a");
             for sent in with_zero_subsets(base, &zero) {
-                assert_eq!(evaluate_restore(&sent, &p), left_out, "policy {text:?}, sent {sent:?}");
+                assert_eq!(
+                    evaluate_restore(&sent, &p, "team-a"),
+                    left_out,
+                    "policy {text:?}, sent {sent:?}"
+                );
                 let typed: crate::velero::RestoreSpec = serde_json::from_value(Value::Object(sent.clone())).unwrap();
                 let Value::Object(reread) = serde_json::to_value(&typed).unwrap() else {
                     unreachable!()
                 };
-                assert_eq!(evaluate_restore(&reread, &p), left_out, "reconciler, policy {text:?}");
+                assert_eq!(
+                    evaluate_restore(&reread, &p, "team-a"),
+                    left_out,
+                    "reconciler, policy {text:?}"
+                );
             }
         }
     }
@@ -570,7 +578,7 @@ fn zero_that_a_go_client_sends_only_on_request_stands() {
     let o = evaluate_backup(&spec(json!({"snapshotVolumes": false})), &p, "ns");
     assert_eq!(o.violations.len(), 1, "{o:?}");
     assert!(o.message().contains("requested false"), "{}", o.message());
-    let o = evaluate_restore(&spec(json!({"backupName": "b", "restorePVs": false})), &p);
+    let o = evaluate_restore(&spec(json!({"backupName": "b", "restorePVs": false})), &p, "team-a");
     assert!(!o.allowed());
     // A storage location's sync period is a pointer: zero asks Velero not to sync it.
     let p = policy("nonAdminBSL: {enabled: true, enforceBSLSpec: {backupSyncPeriod: 2m}}");

@@ -465,9 +465,16 @@ pub async fn status_unwritable(
 }
 
 /// The resource modifier document (Velero's `version: v1` format, as JSON, which Velero's YAML reader takes) that
-/// removes [`RESTORE_STATUS_ANNOTATION`] from every item of `kinds` restored into `namespace`, after the rules of
-/// `admin` (the document of a modifier the policy enforces) when there is one.
-pub fn status_guard(namespace: &str, kinds: &[String], admin: Option<&str>) -> Result<String, String> {
+/// removes [`RESTORE_STATUS_ANNOTATION`] from every item of `kinds` restored from `namespace`, after the rules of
+/// `admin` (the document of a modifier the policy enforces) when there is one; for a copy, `labels` (the kinds
+/// restored and the labels) adds those labels to every item. Velero matches a rule's namespaces before it maps
+/// an item to its target namespace, so `namespace` is the backup's.
+pub fn status_guard(
+    namespace: &str,
+    kinds: &[String],
+    admin: Option<&str>,
+    labels: Option<(&[String], &BTreeMap<String, String>)>,
+) -> Result<String, String> {
     let mut rules: Vec<Value> = match admin {
         None => Vec::new(),
         Some(doc) => {
@@ -488,6 +495,15 @@ pub fn status_guard(namespace: &str, kinds: &[String], admin: Option<&str>) -> R
             "conditions": {"groupResource": k, "namespaces": [namespace]},
             "mergePatches": [{"patchData": patch}],
         }));
+    }
+    if let Some((restored, labels)) = labels {
+        let patch = serde_json::json!({"metadata": {"labels": labels}}).to_string();
+        for k in restored {
+            rules.push(serde_json::json!({
+                "conditions": {"groupResource": k, "namespaces": [namespace]},
+                "mergePatches": [{"patchData": patch}],
+            }));
+        }
     }
     Ok(serde_json::json!({"version": "v1", "resourceModifierRules": rules}).to_string())
 }
@@ -780,7 +796,7 @@ mod tests {
 
     #[test]
     fn the_status_guard_removes_velero_s_annotation_after_the_admins_rules() {
-        let doc = status_guard("team-a", &["services".into()], None).unwrap();
+        let doc = status_guard("team-a", &["services".into()], None, None).unwrap();
         let v: Value = serde_json::from_str(&doc).unwrap();
         assert_eq!(v["version"], "v1");
         assert_eq!(
@@ -790,12 +806,22 @@ mod tests {
         );
         let admin = "version: v1\nresourceModifierRules:\n- conditions: {groupResource: deployments.apps}\n  patches: [{operation: replace, path: /spec/replicas, value: \"0\"}]\n";
         let v: Value =
-            serde_json::from_str(&status_guard("team-a", &["services".into()], Some(admin)).unwrap()).unwrap();
+            serde_json::from_str(&status_guard("team-a", &["services".into()], Some(admin), None).unwrap()).unwrap();
         let rules = v["resourceModifierRules"].as_array().unwrap();
         assert_eq!(rules.len(), 2);
         assert_eq!(rules[0]["conditions"]["groupResource"], "deployments.apps");
-        assert!(status_guard("team-a", &[], Some("version: v2")).is_err());
-        assert!(status_guard("team-a", &[], Some(": :")).is_err());
+        assert!(status_guard("team-a", &[], Some("version: v2"), None).is_err());
+        assert!(status_guard("team-a", &[], Some(": :"), None).is_err());
+        // A copy's items get the labels naming where they came from, matched in the backup's namespace.
+        let labels = BTreeMap::from([("a".to_string(), "b".to_string())]);
+        let kinds = ["configmaps".to_string(), "pods".to_string()];
+        let v: Value =
+            serde_json::from_str(&status_guard("team-a", &[], None, Some((&kinds, &labels))).unwrap()).unwrap();
+        assert_eq!(
+            v["resourceModifierRules"][1],
+            json!({"conditions": {"groupResource": "pods", "namespaces": ["team-a"]},
+                   "mergePatches": [{"patchData": r#"{"metadata":{"labels":{"a":"b"}}}"#}]})
+        );
     }
 
     #[tokio::test]

@@ -114,6 +114,36 @@ impl RestoreRights {
     }
 }
 
+/// The namespace a Velero Restore of namespace `source` writes into: its mapping's target (a copy), else `source`.
+pub fn target_of(mapping: Option<&BTreeMap<String, String>>, source: &str) -> String {
+    mapping
+        .and_then(|m| m.get(source))
+        .cloned()
+        .unwrap_or_else(|| source.to_string())
+}
+
+/// For a copy into `target`: the refusal when `who` may not create NonAdminRestores there, the right that makes a
+/// namespace theirs to restore into (what the restore then writes there is asked kind by kind, as for any
+/// restore).
+pub async fn copy_right(access: &dyn Access, who: &Requester, target: &str) -> Result<Option<String>, String> {
+    let q = Question {
+        verb: "create".into(),
+        group: crate::api::GROUP.into(),
+        resource: "nonadminrestores".into(),
+        namespace: target.into(),
+        ..Default::default()
+    };
+    Ok((!access.ask(who, &q).await?).then(|| {
+        format!(
+            "NonAdminRestore spec.restoreSpec.namespaceMapping is restricted: {} may not create \
+             nonadminrestores.{} in namespace {target}; a copy goes only into a namespace where its requester \
+             may restore",
+            who.username,
+            crate::api::GROUP
+        )
+    }))
+}
+
 /// Kinds Velero never restores and refuses in `includedResources` (its restore controller's list).
 pub const NON_RESTORABLE: &[&str] = &[
     "nodes",

@@ -290,6 +290,13 @@ fn rights_access(
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(PolicyStore::new(Some(metrics.clone())));
+    // No restore copies into Velero's namespace, nac's, or one nac's webhooks never see.
+    let mut protected = settings.webhook.excluded_namespaces.clone();
+    protected.extend([
+        settings.controllers.velero_namespace.clone(),
+        settings.policy.namespace.clone(),
+    ]);
+    store.protect_namespaces(protected);
     // The root of the shutdown tree: servers and controllers stop when it is cancelled.
     let shutdown = CancellationToken::new();
 

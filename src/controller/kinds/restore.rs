@@ -34,12 +34,14 @@ use crate::controller::status::{
 use crate::controller::tenant::{self, Admission, Tenant, Waiting};
 use crate::controller::tenant::{KindState, KindWiring};
 use crate::controller::view::Registry;
-use crate::naming::{Origin, NAB, NABSL_ORIGIN_NACUUID_LABEL, NAR};
+use crate::naming::{
+    Origin, COPIED_FROM_NAMESPACE_LABEL, NAB, NABSL_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAR,
+};
 use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTATION};
 use crate::rights::contents::Contents;
 use crate::rights::features::Storage;
 use crate::rights::preview::{is_preview, table as preview_table, totals as preview_totals, Existing, Stage};
-use crate::rights::restore::{decide, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
+use crate::rights::restore::{copy_right, decide, target_of, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::exclusions::{add_restore_exclusions, to_map};
 use crate::velero::{
@@ -222,6 +224,10 @@ impl Tenant for NonAdminRestore {
         if let Err(message) = velero_restore_spec(nar, "", policy) {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
+        // A copy: the target namespace's side, from the caches (the source's was judged with the spec).
+        if let Some(refusal) = copy_target(nar).and_then(|t| ctx.policy.copy_refusal(&t)) {
+            return Ok(Admission::from_spec::<Self>(Err(refusal)));
+        }
         let annotation = nar.annotations().get(WAIT_TIMEOUT_ANNOTATION).map(String::as_str);
         let wait = match policy.restore.wait_for(annotation) {
             Ok(d) => d,
@@ -343,7 +349,12 @@ impl Tenant for NonAdminRestore {
             source_warning: source.and_then(|b| partially_failed_warning(&b)),
             left_out: RestoreRights::of(vr.metadata.annotations.as_ref())
                 .filter(RestoreRights::limits)
-                .map(|r| r.message(NAR.origin_of(&vr.metadata).map(|(ns, _)| ns).unwrap_or_default())),
+                .map(|r| {
+                    r.message(&target_of(
+                        vr.spec.namespace_mapping.as_ref(),
+                        &nar.namespace().unwrap_or_default(),
+                    ))
+                }),
         }
     }
 }
@@ -460,7 +471,8 @@ async fn verify(
     let Some(rights) = RestoreRights::of(vr.metadata.annotations.as_ref()).filter(|r| !r.included.is_empty()) else {
         return (None, None);
     };
-    let ns = nar.namespace().unwrap_or_default();
+    // What Velero made is looked for where it restored to: the copy's target, else the restore's namespace.
+    let ns = target_of(vr.spec.namespace_mapping.as_ref(), &nar.namespace().unwrap_or_default());
     let key = format!("verify-{}", nar.uid().unwrap_or_else(|| nar.name_any()));
     let unverified = |why: String| {
         tracing::warn!(nar = %key_of(nar), error = %why, "what Velero restored cannot be verified; trying again");
@@ -732,6 +744,14 @@ pub fn restore_finalizer_stalled_message(namespace: &str, name: &str, finalizers
     )
 }
 
+/// The namespace a NonAdminRestore copies into, when its spec maps its namespace to another (its shape judged
+/// with the spec: a mapping of another shape is refused before this is asked).
+fn copy_target(nar: &NonAdminRestore) -> Option<String> {
+    crate::policy::copy::target(&to_map(&nar.spec.restore_spec), &nar.namespace().unwrap_or_default())
+        .ok()
+        .flatten()
+}
+
 /// The user who created a NonAdminRestore, as nac's webhook recorded it.
 fn requester(nar: Option<&NonAdminRestore>) -> Option<Requester> {
     serde_json::from_str(nar?.annotations().get(REQUESTER_ANNOTATION)?).ok()
@@ -750,6 +770,15 @@ async fn check_rights(
     ctx: &Ctx,
 ) -> Result<Admission<RestorePlan>, Error> {
     let preview = is_preview(nar.annotations());
+    let ns = nar.namespace().unwrap_or_default();
+    // A copy writes where the requester's rights are the only limit nac has: always checked (`off` as `exclude`).
+    let target = target_of(spec.namespace_mapping.as_ref(), &ns);
+    let copy = target != ns;
+    let mode = if copy && mode == RightsMode::Off {
+        RightsMode::Exclude
+    } else {
+        mode
+    };
     if mode == RightsMode::Off && !preview {
         return Ok(Admission::Admit(RestorePlan {
             spec,
@@ -771,7 +800,6 @@ async fn check_rights(
             Some(("rights.restore", mode)),
         ));
     }
-    let ns = nar.namespace().unwrap_or_default();
     let key = nar.uid().unwrap_or_else(|| nar.name_any());
     let contents = match ctx.own.contents.contents(ctx, &ctx.view, backup, &ns, &key).await? {
         Ok(c) => c,
@@ -812,20 +840,28 @@ async fn check_rights(
             ),
         });
     }
-    let rights = decide(ctx.access.as_ref(), &who, &ns, &map, &contents, mode, storage)
+    let mut refused = None;
+    if copy {
+        refused = copy_right(ctx.access.as_ref(), &who, &target)
+            .await
+            .map_err(Error::NotReady)?;
+        if let (Some(message), false) = (&refused, preview) {
+            return refuse(message.clone());
+        }
+    }
+    let rights = decide(ctx.access.as_ref(), &who, &target, &map, &contents, mode, storage)
         .await
         .map_err(Error::NotReady)?;
-    let mut refused = None;
     if rights.limits() {
         tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
-        if mode == RightsMode::Deny {
-            refused = Some(format!("NonAdminRestore refused: {}", rights.message(&ns)));
+        if mode == RightsMode::Deny && refused.is_none() {
+            refused = Some(format!("NonAdminRestore refused: {}", rights.message(&target)));
         }
     }
     if refused.is_none() && rights.included.is_empty() {
         // Velero restores every kind when none is named: a restore of nothing cannot be bound.
         let why = if rights.limits() {
-            format!(": {}", rights.message(&ns))
+            format!(": {}", rights.message(&target))
         } else {
             String::new()
         };
@@ -840,9 +876,15 @@ async fn check_rights(
     }
     let checked = map.clone();
     rights.apply(&mut map);
-    if !rights.status_guarded.is_empty() && !preview {
+    if (!rights.status_guarded.is_empty() || copy) && !preview {
         let admin = spec.resource_modifier.as_ref().map(|r| r.name.clone());
-        let name = match status_guard(nar, &ns, &rights.status_guarded, admin.as_deref(), ctx).await? {
+        // A copy's objects name where they came from: the namespace, and the backup by its identity.
+        let mut labels = BTreeMap::from([(COPIED_FROM_NAMESPACE_LABEL.to_string(), ns.clone())]);
+        if let Some(id) = backup.labels().get(NAB_ORIGIN_NACUUID_LABEL) {
+            labels.insert(NAB_ORIGIN_NACUUID_LABEL.to_string(), id.clone());
+        }
+        let copy_labels = copy.then_some((rights.included.as_slice(), &labels));
+        let name = match status_guard(nar, &ns, &rights.status_guarded, admin.as_deref(), copy_labels, ctx).await? {
             Ok(name) => name,
             Err(why) => return refuse(format!("NonAdminRestore refused: {why}")),
         };
@@ -879,13 +921,18 @@ const NAC_EXCLUSIONS: &str = "nac's exclusions (kinds nac never restores)";
 /// (listed from the API server's watch cache, names only; never an object read).
 async fn preview(nar: &NonAdminRestore, plan: RestorePlan, ctx: &Ctx) -> Result<RestorePreview, Error> {
     let input = plan.preview.expect("a preview's plan has its input");
-    let ns = nar.namespace().unwrap_or_default();
+    // What exists now where the restore would write: a copy's target, else the namespace.
+    let ns = target_of(
+        plan.spec.namespace_mapping.as_ref(),
+        &nar.namespace().unwrap_or_default(),
+    );
     let kinds = ctx.access.kinds().await.map_err(Error::NotReady)?;
     let user = to_map(&nar.spec.restore_spec);
+    let source = nar.namespace().unwrap_or_default();
     let policy = ctx
         .policy
-        .current()
-        .map(|p| evaluate_restore(&user, &p).spec)
+        .current_in(&source)
+        .map(|p| evaluate_restore(&user, &p, &source).spec)
         .unwrap_or_default();
     let none = serde_json::Map::new();
     let stages = [
@@ -972,6 +1019,7 @@ async fn status_guard(
     namespace: &str,
     kinds: &[String],
     admin: Option<&str>,
+    labels: Option<(&[String], &BTreeMap<String, String>)>,
     ctx: &Ctx,
 ) -> Result<Result<String, String>, Error> {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -996,7 +1044,7 @@ async fn status_guard(
             data.into_values().next()
         }
     };
-    let doc = match crate::rights::features::status_guard(namespace, kinds, admin_doc.as_deref()) {
+    let doc = match crate::rights::features::status_guard(namespace, kinds, admin_doc.as_deref(), labels) {
         Ok(d) => d,
         Err(e) => return Ok(Err(e)),
     };
@@ -1239,7 +1287,7 @@ pub fn velero_restore_spec(
     policy: &Policy,
 ) -> Result<RestoreSpec, String> {
     let ns = nar.namespace().unwrap_or_default();
-    let outcome = evaluate_restore(&to_map(&nar.spec.restore_spec), policy);
+    let outcome = evaluate_restore(&to_map(&nar.spec.restore_spec), policy, &ns);
     if !outcome.allowed() {
         return Err(outcome.message());
     }

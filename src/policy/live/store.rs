@@ -37,6 +37,8 @@ pub struct PolicyStore {
     /// Namespaces' use of their quotas; unset without a cluster (quotas then cannot be counted: a policy with
     /// quotas refuses what they limit).
     usage: std::sync::OnceLock<Arc<super::UsageIndex>>,
+    /// Namespaces no copy may go into whatever the policy says (Velero's, nac's, those nac's webhooks leave out).
+    protected: std::sync::OnceLock<Vec<String>>,
 }
 
 /// What happened to an offered policy text.
@@ -55,7 +57,25 @@ impl PolicyStore {
             unreadable: Mutex::default(),
             namespaces: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
+            protected: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the namespaces no copy may go into (once, at start).
+    pub fn protect_namespaces(&self, namespaces: Vec<String>) {
+        let _ = self.protected.set(namespaces);
+    }
+
+    /// The refusal of a copy into namespace `target`, judged from nac's caches (`crate::policy::copy`).
+    pub fn copy_refusal(&self, target: &str) -> Option<String> {
+        let exists = self.namespaces.get().is_some_and(|n| n.labels(target).is_some());
+        let policy = self.current_in(target);
+        crate::policy::copy::target_refusal(&crate::policy::copy::Target {
+            name: target,
+            exists,
+            policy: policy.as_deref(),
+            protected: self.protected.get().map(Vec::as_slice).unwrap_or_default(),
+        })
     }
 
     /// Gives the store the namespaces' use of their quotas (once).
