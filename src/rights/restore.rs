@@ -144,6 +144,31 @@ pub async fn copy_right(access: &dyn Access, who: &Requester, target: &str) -> R
     }))
 }
 
+/// For a copy out of namespace `source`: what the backup holds there is restored where `who` may read it, so the
+/// kinds they may not `list` in `source` are left out too (or, with `deny`, make `rights` limit the restore). A
+/// backup of a namespace may hold what a more privileged user there could read; a copy must not hand it over.
+pub async fn copy_reads(
+    access: &dyn Access,
+    who: &Requester,
+    source: &str,
+    rights: &mut RestoreRights,
+) -> Result<(), String> {
+    let all = access.kinds().await?;
+    let kinds: Vec<&Kind> = all.iter().filter(|k| rights.included.contains(&k.filter_name())).collect();
+    let unreadable = access.refused(who, "list", source, &kinds).await?;
+    for k in unreadable {
+        let why = format!(
+            "{} may not list {k} in namespace {source}, whose backup this restore copies",
+            who.username
+        );
+        rights.included.retain(|i| *i != k);
+        rights.status_guarded.retain(|i| *i != k);
+        rights.exclude(&k, why);
+    }
+    rights.excluded.sort();
+    Ok(())
+}
+
 /// Kinds Velero never restores and refuses in `includedResources` (its restore controller's list).
 pub const NON_RESTORABLE: &[&str] = &[
     "nodes",
@@ -779,6 +804,29 @@ mod tests {
         .await
         .unwrap();
         assert!(!d.excluded.contains(&"pods".to_string()), "{d:?}");
+    }
+
+    #[tokio::test]
+    async fn a_copy_needs_the_right_to_restore_into_the_target_and_leaves_out_what_the_source_hides() {
+        let a = access(vec![deny("alice", "list", "pods")]);
+        let mut d = crafted_for(&a, "alice").await.unwrap();
+        assert!(d.included.contains(&"pods".to_string()), "{d:?}");
+        copy_reads(&a, &user("alice"), "team-a", &mut d).await.unwrap();
+        assert!(!d.included.contains(&"pods".to_string()), "{d:?}");
+        assert!(d.excluded.contains(&"pods".to_string()), "{d:?}");
+        assert!(d.included.contains(&"configmaps".to_string()), "{d:?}");
+        assert!(
+            d.message("team-b")
+                .contains("alice may not list pods in namespace team-a, whose backup this restore copies"),
+            "{d:?}"
+        );
+        let a = access(vec![deny("alice", "create", "nonadminrestores.oadp.openshift.io")]);
+        let e = copy_right(&a, &user("alice"), "team-b").await.unwrap().unwrap();
+        assert!(
+            e.contains("alice may not create nonadminrestores.oadp.openshift.io in namespace team-b"),
+            "{e}"
+        );
+        assert_eq!(copy_right(&access(vec![]), &user("alice"), "team-b").await.unwrap(), None);
     }
 
     #[tokio::test]

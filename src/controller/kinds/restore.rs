@@ -41,7 +41,7 @@ use crate::policy::{evaluate_restore, Policy, RestoreRules, WAIT_TIMEOUT_ANNOTAT
 use crate::rights::contents::Contents;
 use crate::rights::features::Storage;
 use crate::rights::preview::{is_preview, table as preview_table, totals as preview_totals, Existing, Stage};
-use crate::rights::restore::{copy_right, decide, target_of, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
+use crate::rights::restore::{copy_reads, copy_right, decide, target_of, RestoreRights, RESTORE_RIGHTS_ANNOTATION};
 use crate::rights::{Requester, RightsMode, REQUESTER_ANNOTATION};
 use crate::velero::exclusions::{add_restore_exclusions, to_map};
 use crate::velero::{
@@ -840,21 +840,28 @@ async fn check_rights(
             ),
         });
     }
-    let mut refused = None;
+    // A copy: the requester must be allowed to restore into the target (a preview too: it would list the
+    // target's objects), and gets only what they may read in the source.
     if copy {
-        refused = copy_right(ctx.access.as_ref(), &who, &target)
+        let denied = copy_right(ctx.access.as_ref(), &who, &target)
             .await
             .map_err(Error::NotReady)?;
-        if let (Some(message), false) = (&refused, preview) {
-            return refuse(message.clone());
+        if let Some(message) = denied {
+            return refuse(message);
         }
     }
-    let rights = decide(ctx.access.as_ref(), &who, &target, &map, &contents, mode, storage)
+    let mut rights = decide(ctx.access.as_ref(), &who, &target, &map, &contents, mode, storage)
         .await
         .map_err(Error::NotReady)?;
+    if copy {
+        copy_reads(ctx.access.as_ref(), &who, &ns, &mut rights)
+            .await
+            .map_err(Error::NotReady)?;
+    }
+    let mut refused = None;
     if rights.limits() {
         tracing::info!(nar = %key_of(nar), excluded = ?rights.excluded, dropped = ?rights.dropped, "restore limited to its requester's rights");
-        if mode == RightsMode::Deny && refused.is_none() {
+        if mode == RightsMode::Deny {
             refused = Some(format!("NonAdminRestore refused: {}", rights.message(&target)));
         }
     }
