@@ -1540,7 +1540,12 @@ async fn a_copy_goes_only_into_a_namespace_its_user_may_restore_into_and_nowhere
     let m = refused("sys", json!({&ns: "kube-system"})).await;
     assert!(m.contains("kube-system is a system namespace"), "{m}");
     let m = refused("velero", json!({&ns: VELERO_NAMESPACE})).await;
-    assert!(m.contains(&format!("namespace {VELERO_NAMESPACE} is Velero's")), "{m}");
+    assert!(m.contains(&format!("{VELERO_NAMESPACE} is a system namespace")), "{m}");
+    let m = refused("nac", json!({&ns: NAC_NAMESPACE})).await;
+    assert!(
+        m.contains(&format!("namespace {NAC_NAMESPACE} is Velero's, nac's")),
+        "{m}"
+    );
     let m = refused("viewed", json!({&ns: &viewed})).await;
     assert!(
         m.contains(&format!(

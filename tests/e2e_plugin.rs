@@ -16,11 +16,13 @@ use tokio::sync::OnceCell;
 
 static NAC: OnceCell<Env> = OnceCell::const_new();
 
-/// The real-Velero policy, with the admin's default location opened for tenants' downloads (logs, lists).
+/// The real-Velero policy, with the admin's default location opened for tenants' downloads (logs, lists) and copies
+/// into another namespace allowed.
 async fn env() -> &'static Env {
     NAC.get_or_init(|| async {
         use_velero(VeleroMode::Real);
-        let policy = format!("{POLICY}downloads:\n  adminLocations: [default]\n");
+        let policy =
+            format!("{POLICY}downloads:\n  adminLocations: [default]\nrestore:\n  allowNamespaceCopies: true\n");
         Env::start(&policy, NacOptions::default()).await
     })
     .await

@@ -154,7 +154,10 @@ pub async fn copy_reads(
     rights: &mut RestoreRights,
 ) -> Result<(), String> {
     let all = access.kinds().await?;
-    let kinds: Vec<&Kind> = all.iter().filter(|k| rights.included.contains(&k.filter_name())).collect();
+    let kinds: Vec<&Kind> = all
+        .iter()
+        .filter(|k| rights.included.contains(&k.filter_name()))
+        .collect();
     let unreadable = access.refused(who, "list", source, &kinds).await?;
     for k in unreadable {
         let why = format!(
@@ -826,7 +829,10 @@ mod tests {
             e.contains("alice may not create nonadminrestores.oadp.openshift.io in namespace team-b"),
             "{e}"
         );
-        assert_eq!(copy_right(&access(vec![]), &user("alice"), "team-b").await.unwrap(), None);
+        assert_eq!(
+            copy_right(&access(vec![]), &user("alice"), "team-b").await.unwrap(),
+            None
+        );
     }
 
     #[tokio::test]

@@ -887,8 +887,9 @@ async fn check_rights(
         let admin = spec.resource_modifier.as_ref().map(|r| r.name.clone());
         // A copy's objects name where they came from: the namespace, and the backup by its identity.
         let mut labels = BTreeMap::from([(COPIED_FROM_NAMESPACE_LABEL.to_string(), ns.clone())]);
-        if let Some(id) = backup.labels().get(NAB_ORIGIN_NACUUID_LABEL) {
-            labels.insert(NAB_ORIGIN_NACUUID_LABEL.to_string(), id.clone());
+        // The store keeps a Backup's labels as compact tags: read them through them.
+        if let Some(id) = NAB.nacuuid(backup) {
+            labels.insert(NAB_ORIGIN_NACUUID_LABEL.to_string(), id.to_string());
         }
         let copy_labels = copy.then_some((rights.included.as_slice(), &labels));
         let name = match status_guard(nar, &ns, &rights.status_guarded, admin.as_deref(), copy_labels, ctx).await? {
