@@ -53,6 +53,21 @@ async fn nac(kubeconfig: &Path, args: &[&str]) -> Run {
     .unwrap()
 }
 
+/// The cells of `kind`'s row in a preview into `namespace` that `r` printed (KIND, CREATE, SKIP (EXISTS), LEFT OUT:
+/// cells three spaces or more apart).
+fn preview_row(r: &Run, namespace: &str, kind: &str) -> Vec<String> {
+    assert!(r.ok, "{}{}", r.out, r.err);
+    let head = format!("Restore preview into namespace {namespace} (nothing was changed):");
+    assert!(r.out.starts_with(&head), "{}", r.out);
+    let line = r.out.lines().find(|l| l.starts_with(&format!("{kind} ")));
+    let line = line.unwrap_or_else(|| panic!("no {kind} row:\n{}", r.out));
+    line.split("   ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test]
 async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     env().await;
@@ -174,23 +189,7 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
         .await
         .unwrap();
     let r = nac(&kc, &["restore", "preview", "first"]).await;
-    assert!(r.ok, "{}{}", r.out, r.err);
-    assert!(
-        r.out
-            .starts_with(&format!("Restore preview into namespace {ns} (nothing was changed):")),
-        "{}",
-        r.out
-    );
-    // KIND, CREATE, SKIP (EXISTS), LEFT OUT: cells three spaces or more apart.
-    let row = |kind: &str| -> Vec<String> {
-        let line = r.out.lines().find(|l| l.starts_with(&format!("{kind} ")));
-        let line = line.unwrap_or_else(|| panic!("no {kind} row:\n{}", r.out));
-        line.split("   ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
+    let row = |kind: &str| preview_row(&r, &ns, kind);
     assert_eq!(
         row("configmaps"),
         ["configmaps", "1 (app-config)", "2 (app-data, kube-root-ca.crt)", "0"],
@@ -255,23 +254,7 @@ async fn a_namespace_user_backs_up_and_restores_with_the_plugin_alone() {
     grant_editor(&admin, &copy_ns, &format!("user-{ns}")).await;
     let mapping = format!("{ns}:{copy_ns}");
     let r = nac(&kc, &["restore", "preview", "first", "--namespace-mappings", &mapping]).await;
-    assert!(r.ok, "{}{}", r.out, r.err);
-    assert!(
-        r.out.starts_with(&format!(
-            "Restore preview into namespace {copy_ns} (nothing was changed):"
-        )),
-        "{}",
-        r.out
-    );
-    let copy_row = |kind: &str| -> Vec<String> {
-        let line = r.out.lines().find(|l| l.starts_with(&format!("{kind} ")));
-        let line = line.unwrap_or_else(|| panic!("no {kind} row:\n{}", r.out));
-        line.split("   ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
+    let copy_row = |kind: &str| preview_row(&r, &copy_ns, kind);
     assert_eq!(
         copy_row("configmaps"),
         ["configmaps", "2 (app-config, app-data)", "1 (kube-root-ca.crt)", "0"],

@@ -162,6 +162,29 @@ impl Default for RestoreRules {
 }
 
 impl RestoreRules {
+    /// The summary's line for rules other than the default.
+    fn summary(&self) -> String {
+        let wait = if self.wait_timeout.is_zero() {
+            "restores of unfinished backups are refused at once".to_string()
+        } else {
+            format!("restores wait up to {} for their backup", self.wait_timeout)
+        };
+        let pf = if self.allow_partially_failed {
+            "allowed"
+        } else {
+            "refused"
+        };
+        let copies = if self.allow_namespace_copies {
+            "; copies into another namespace the user may restore into allowed"
+        } else {
+            ""
+        };
+        format!(
+            "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}{copies}",
+            self.max_wait_timeout
+        )
+    }
+
     /// The wait of a restore with this value of [`WAIT_TIMEOUT_ANNOTATION`] (absent: the default). `Err` names
     /// the problem; the webhook refuses with it and the reconciler backs off with it.
     pub fn wait_for(&self, annotation: Option<&str>) -> Result<GoDuration, String> {
@@ -511,25 +534,7 @@ impl Policy {
             ));
         }
         if self.restore != RestoreRules::default() {
-            let wait = if self.restore.wait_timeout.is_zero() {
-                "restores of unfinished backups are refused at once".to_string()
-            } else {
-                format!("restores wait up to {} for their backup", self.restore.wait_timeout)
-            };
-            let pf = if self.restore.allow_partially_failed {
-                "allowed"
-            } else {
-                "refused"
-            };
-            let copies = if self.restore.allow_namespace_copies {
-                "; copies into another namespace the user may restore into allowed"
-            } else {
-                ""
-            };
-            lines.push(format!(
-                "{wait} (at most {} on request); restores of PartiallyFailed backups {pf}{copies}",
-                self.restore.max_wait_timeout
-            ));
+            lines.push(self.restore.summary());
         }
         let bsl = &self.non_admin_bsl;
         if bsl.enabled {
