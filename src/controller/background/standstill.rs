@@ -7,7 +7,8 @@
 //! nac sees all of Velero's Backups (its queue index counts the admins' too), so it tells: once the queue has
 //! stood still for `controllers.queue_stall_secs` (backups queued, none starting, running or ending), a warning
 //! in the log, `nac_velero_backup_queue_stalled` at 1, and a `VeleroQueueStalled` Event on each NonAdminBackup
-//! among the first [`EXACT_POSITIONS`] in line. When the queue moves again, the gauge goes back to 0.
+//! among the first [`EXACT_POSITIONS`] in line, once per standstill (one queued later is told at the next look).
+//! When the queue moves again, the gauge goes back to 0.
 
 use crate::api::NonAdminBackup;
 use crate::controller::context::Shared;
@@ -30,8 +31,10 @@ pub async fn watch(ctx: &Shared, state: &KindState<NonAdminBackup>, stop: Cancel
         return;
     }
     let every = (after / 6).clamp(Duration::from_secs(1), Duration::from_secs(30));
-    // The standstill reported, by when it began.
+    // The standstill reported, by when it began, and the Velero Backups whose tenants were told of it: one queued
+    // after the report is told at the next look.
     let mut reported: Option<Instant> = None;
+    let mut told = std::collections::HashSet::new();
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
@@ -39,11 +42,13 @@ pub async fn watch(ctx: &Shared, state: &KindState<NonAdminBackup>, stop: Cancel
         }
         let still = state.queue.lock().expect("queue lock").standstill();
         match still {
-            Some(s) if reported == Some(s.since) => {}
+            Some(s) if reported == Some(s.since) => tell(ctx, state, &s, &mut told),
             Some(s) if s.since.elapsed() >= after => {
                 reported = Some(s.since);
+                told.clear();
                 ctx.metrics.queue_stalled.set(1);
-                report(ctx, state, &s);
+                report(&s);
+                tell(ctx, state, &s, &mut told);
             }
             _ => {
                 if reported.take().is_some() {
@@ -57,7 +62,7 @@ pub async fn watch(ctx: &Shared, state: &KindState<NonAdminBackup>, stop: Cancel
     ctx.metrics.queue_stalled.set(0);
 }
 
-fn report(ctx: &Shared, state: &KindState<NonAdminBackup>, s: &Standstill) {
+fn report(s: &Standstill) {
     let waited = Duration::from_secs(s.since.elapsed().as_secs());
     let n = s.queued.len();
     tracing::warn!(
@@ -66,7 +71,16 @@ fn report(ctx: &Shared, state: &KindState<NonAdminBackup>, s: &Standstill) {
         "Velero's backup queue has not moved for {waited:?}: backups are queued and none runs. Velero is down, or \
          its count of running backups is stuck (velero#10519, Velero 1.18.0 to 1.18.3): restart the Velero server"
     );
+}
+
+/// A `VeleroQueueStalled` Event on each NonAdminBackup among the first in line not `told` of this standstill yet.
+fn tell(ctx: &Shared, state: &KindState<NonAdminBackup>, s: &Standstill, told: &mut std::collections::HashSet<String>) {
+    let waited = Duration::from_secs(s.since.elapsed().as_secs());
+    let n = s.queued.len();
     for (i, name) in s.queued.iter().take(EXACT_POSITIONS as usize).enumerate() {
+        if told.contains(name) {
+            continue;
+        }
         let Some(velero) = state.velero.get(&ctx.velero_ref(name)) else {
             // An admin's backup: the log and the gauge tell the admin.
             continue;
@@ -77,6 +91,7 @@ fn report(ctx: &Shared, state: &KindState<NonAdminBackup>, s: &Standstill) {
         else {
             continue;
         };
+        told.insert(name.clone());
         ctx.publish(&*nab, vec![note(waited, i + 1, n)]);
     }
 }
