@@ -295,3 +295,91 @@ fn the_usage_watch_decodes_a_backup_as_far_as_the_counts_read_it() {
         "counted {counted:?} against whole {whole:?}"
     );
 }
+
+/// A tenant namespace's RoleBindings as the API server sends them: nac's editor role and Kubernetes' `admin` for
+/// its owner, each applied with kubectl (its last-applied annotation, a label, managedFields).
+fn namespace_bindings(i: usize) -> Vec<String> {
+    let ns = format!("tenant-{i:04}");
+    [("nonadminbackup-editor-role", "editor"), ("admin", "admin")]
+        .into_iter()
+        .enumerate()
+        .map(|(j, (role, short))| {
+            let name = format!("alice-{short}");
+            let spec = json!({
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": format!("alice-{ns}")}],
+            });
+            let mut rb = spec.clone();
+            rb["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+            rb["kind"] = json!("RoleBinding");
+            let mut applied = rb.clone();
+            applied["metadata"] = json!({"name": name, "namespace": ns, "labels": {"team": ns}});
+            rb["metadata"] = json!({
+                "name": name, "namespace": ns,
+                "uid": format!("5c1d2e3f-0000-4000-8000-{:012}", i * 2 + j),
+                "resourceVersion": format!("{}", 300_000 + i * 2 + j),
+                "creationTimestamp": "2026-11-25T09:00:00Z",
+                "labels": {"team": ns},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()},
+                "managedFields": [managed_fields("kubectl-client-side-apply", json!({
+                    "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}},
+                                   "f:labels": {".": {}, "f:team": {}}},
+                    "f:roleRef": {}, "f:subjects": {}}))],
+            });
+            rb.to_string()
+        })
+        .collect()
+}
+
+/// What nac keeps per tenant namespace whatever the namespace holds: its labels (policy tiers select by them) and,
+/// in the rules stores that answer rights questions, its RoleBindings (rules only), against the same RoleBindings
+/// kept whole.
+#[test]
+fn a_tenant_namespace_costs_its_labels_and_its_bindings_without_their_metadata() {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::runtime::{reflector::store::Writer, watcher::Event};
+    let _serial = one_at_a_time();
+    let bindings: Vec<Vec<String>> = (0..N).map(namespace_bindings).collect();
+    let held = |strip: bool| -> (f64, f64) {
+        let (bytes, blocks) = (BYTES.load(Relaxed), BLOCKS.load(Relaxed));
+        let labels = nac::policy::live::NamespaceLabels::default();
+        let mut writer = Writer::<RoleBinding>::default();
+        for (i, rbs) in bindings.iter().enumerate() {
+            let ns = format!("tenant-{i:04}");
+            labels.set(
+                &ns,
+                Some(BTreeMap::from([(
+                    "kubernetes.io/metadata.name".to_string(),
+                    ns.clone(),
+                )])),
+            );
+            for rb in rbs {
+                let mut rb: RoleBinding = serde_json::from_str(rb).unwrap();
+                if strip {
+                    nac::rights::rbac::rules_store_copy(&mut rb);
+                }
+                writer.apply_watcher_event(&Event::Apply(rb));
+            }
+        }
+        let (b, k) = (BYTES.load(Relaxed) - bytes, BLOCKS.load(Relaxed) - blocks);
+        drop((labels, writer));
+        (b as f64 / N as f64, k as f64 / N as f64)
+    };
+    let whole = held(false);
+    let stored = held(true);
+    println!(
+        "per tenant namespace (its labels, 2 RoleBindings): bindings whole {:.0} bytes in {:.1} allocations; as \
+         stored {:.0} bytes in {:.1}",
+        whole.0, whole.1, stored.0, stored.1
+    );
+    assert!(stored.0 * 2.0 <= whole.0, "stored {stored:?} against whole {whole:?}");
+    assert!(
+        stored.0 <= STORED_PER_NAMESPACE,
+        "{} bytes per tenant namespace",
+        stored.0
+    );
+}
+
+/// The bound of [`a_tenant_namespace_costs_its_labels_and_its_bindings_without_their_metadata`]: this code's count
+/// with room for dependency updates only.
+const STORED_PER_NAMESPACE: f64 = 3_000.0;

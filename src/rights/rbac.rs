@@ -167,6 +167,13 @@ pub async fn watch_rules(client: kube::Client, epochs: Arc<Epochs>, w: super::ru
     );
 }
 
+/// What the rules stores keep of an RBAC object for the process's life: rules, subjects, role reference, and of
+/// the metadata what identifies it (managedFields, labels and annotations go; `tests/store_memory.rs` counts it).
+pub fn rules_store_copy<K: kube::Resource>(o: &mut K) {
+    let m = o.meta_mut();
+    (m.managed_fields, m.annotations, m.labels) = (None, None, None);
+}
+
 /// One kind's watch, each event given to `feed` first. On an error the watch is started again from a fresh list (kube's watcher would
 /// resume from the last version without one, and nothing would say when it is live again), after a pause that
 /// doubles up to 30 s.
@@ -176,12 +183,8 @@ where
 {
     let mut pause = Duration::from_secs(1);
     loop {
-        // The rules stores keep each object for the process's life: only its name and namespace of the metadata.
         let mut events = watcher::watcher(api.clone(), watcher::Config::default())
-            .modify(|o: &mut K| {
-                let m = o.meta_mut();
-                (m.managed_fields, m.annotations, m.labels) = (None, None, None);
-            })
+            .modify(rules_store_copy)
             .boxed();
         while let Some(event) = events.next().await {
             if let Ok(e) = &event {
