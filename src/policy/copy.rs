@@ -109,14 +109,9 @@ pub fn is_system(name: &str) -> bool {
     name == "default" || name == "openshift" || name.starts_with("kube-") || name.starts_with("openshift-")
 }
 
-/// A DNS-1123 label, as namespace names are.
+/// A DNS-1123 label, as namespace names are: an object name of one part, at most 63 characters.
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    s.len() <= 63 && !s.contains('.') && crate::naming::is_object_name(s)
 }
 
 #[cfg(test)]
@@ -144,6 +139,8 @@ mod tests {
             json!({"a": "a"}),
             json!({"a": "B_"}),
             json!({"a": "x".repeat(64)}),
+            json!({"a": "b.c"}),
+            json!({"a": "-b"}),
         ] {
             let e = target(&spec(json!({ "namespaceMapping": bad })), "a").unwrap_err();
             assert!(e.contains("spec.restoreSpec.namespaceMapping"), "{e}");
