@@ -699,8 +699,14 @@ async fn stamp_rights(
         let spec = spec_of(kind, patched).unwrap_or_default();
         // A copy (its shape and the source's policy judged with the spec): the target's side from nac's caches.
         let target = crate::policy::copy::target(&spec, namespace).ok().flatten();
-        if let Some(refusal) = target.as_deref().and_then(|t| state.policy.copy_refusal(t)) {
-            return Err(("spec.restoreSpec.namespaceMapping".into(), refusal));
+        if let Some(t) = target.as_deref() {
+            let refusal = state
+                .policy
+                .copy_refusal(t)
+                .unwrap_or_else(|not_yet| Some(format!("NonAdminRestore refused: {not_yet}; retry")));
+            if let Some(refusal) = refusal {
+                return Err(("spec.restoreSpec.namespaceMapping".into(), refusal));
+            }
         }
         let into = target.as_deref().unwrap_or(namespace);
         warnings.extend(restore_rights(state, policy.rights.restore, who, into, namespace != into, &spec).await?);
@@ -950,11 +956,7 @@ async fn restore_rights(
     spec: &Map<String, Value>,
 ) -> Result<Vec<String>, (String, String)> {
     const PATH: &str = "spec.restoreSpec";
-    let mode = if copy && mode == RightsMode::Off {
-        RightsMode::Exclude
-    } else {
-        mode
-    };
+    let mode = mode.for_restore(copy);
     if mode == RightsMode::Off {
         return Ok(Vec::new());
     }

@@ -54,6 +54,17 @@ pub enum RightsMode {
     Off,
 }
 
+impl RightsMode {
+    /// The mode a restore is checked under: a copy into another namespace always is (`off` as `exclude`), since
+    /// the requester's rights there are the only limit nac has on what it writes.
+    pub fn for_restore(self, copy: bool) -> RightsMode {
+        match self {
+            RightsMode::Off if copy => RightsMode::Exclude,
+            m => m,
+        }
+    }
+}
+
 impl std::fmt::Display for RightsMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

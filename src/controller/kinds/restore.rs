@@ -225,8 +225,10 @@ impl Tenant for NonAdminRestore {
             return Ok(Admission::from_spec::<Self>(Err(message)));
         }
         // A copy: the target namespace's side, from the caches (the source's was judged with the spec).
-        if let Some(refusal) = copy_target(nar).and_then(|t| ctx.policy.copy_refusal(&t)) {
-            return Ok(Admission::from_spec::<Self>(Err(refusal)));
+        if let Some(t) = copy_target(nar) {
+            if let Some(refusal) = ctx.policy.copy_refusal(&t).map_err(Error::NotReady)? {
+                return Ok(Admission::from_spec::<Self>(Err(refusal)));
+            }
         }
         let annotation = nar.annotations().get(WAIT_TIMEOUT_ANNOTATION).map(String::as_str);
         let wait = match policy.restore.wait_for(annotation) {
@@ -771,14 +773,9 @@ async fn check_rights(
 ) -> Result<Admission<RestorePlan>, Error> {
     let preview = is_preview(nar.annotations());
     let ns = nar.namespace().unwrap_or_default();
-    // A copy writes where the requester's rights are the only limit nac has: always checked (`off` as `exclude`).
     let target = target_of(spec.namespace_mapping.as_ref(), &ns);
     let copy = target != ns;
-    let mode = if copy && mode == RightsMode::Off {
-        RightsMode::Exclude
-    } else {
-        mode
-    };
+    let mode = mode.for_restore(copy);
     if mode == RightsMode::Off && !preview {
         return Ok(Admission::Admit(RestorePlan {
             spec,

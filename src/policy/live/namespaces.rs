@@ -81,7 +81,7 @@ impl NamespaceLabels {
         let _ = self.changed.send(namespace.to_string());
     }
 
-    fn apply(&self, ev: Event<kube::core::PartialObjectMeta<Namespace>>) {
+    pub(super) fn apply(&self, ev: Event<kube::core::PartialObjectMeta<Namespace>>) {
         let name_labels = |o: &kube::core::PartialObjectMeta<Namespace>| {
             (
                 o.metadata.name.clone().unwrap_or_default(),

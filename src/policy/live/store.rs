@@ -66,16 +66,22 @@ impl PolicyStore {
         let _ = self.protected.set(namespaces);
     }
 
-    /// The refusal of a copy into namespace `target`, judged from nac's caches (`crate::policy::copy`).
-    pub fn copy_refusal(&self, target: &str) -> Option<String> {
-        let exists = self.namespaces.get().is_some_and(|n| n.labels(target).is_some());
+    /// The refusal of a copy into namespace `target`, judged from nac's caches (`crate::policy::copy`). `Err`
+    /// while nac has not read the cluster's namespaces yet: whether `target` exists cannot be told, so ask again.
+    pub fn copy_refusal(&self, target: &str) -> Result<Option<String>, String> {
+        let namespaces = self
+            .namespaces
+            .get()
+            .filter(|n| n.synced())
+            .ok_or_else(|| "nac has not read the cluster's namespaces yet".to_string())?;
+        let exists = namespaces.labels(target).is_some();
         let policy = self.current_in(target);
-        crate::policy::copy::target_refusal(&crate::policy::copy::Target {
+        Ok(crate::policy::copy::target_refusal(&crate::policy::copy::Target {
             name: target,
             exists,
             policy: policy.as_deref(),
             protected: self.protected.get().map(Vec::as_slice).unwrap_or_default(),
-        })
+        }))
     }
 
     /// Gives the store the namespaces' use of their quotas (once).
@@ -244,6 +250,36 @@ impl PolicyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_target_is_judged_once_the_namespaces_are_read_and_by_its_own_tier() {
+        use k8s_openapi::api::core::v1::Namespace;
+        use kube::runtime::watcher::Event;
+        let s = PolicyStore::new(None);
+        let policy = "tiers:\n- name: open\n  namespaceSelector: {matchLabels: {copies: open}}\n  restore: {allowNamespaceCopies: true}\n";
+        assert_eq!(s.offer(policy, "t"), Offer::Applied(1));
+        s.protect_namespaces(vec!["velero".into()]);
+        assert!(s.copy_refusal("b").is_err(), "no namespace watch");
+        let n = Arc::new(NamespaceLabels::default());
+        s.follow_namespaces(n.clone());
+        assert!(s.copy_refusal("b").is_err(), "its first list not read yet");
+        let ns = |name: &str, labels: &[(&str, &str)]| {
+            let mut o = kube::core::PartialObjectMeta::<Namespace>::default();
+            o.metadata.name = Some(name.into());
+            o.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            o
+        };
+        n.apply(Event::Init);
+        n.apply(Event::InitApply(ns("b", &[("copies", "open")])));
+        n.apply(Event::InitApply(ns("c", &[])));
+        n.apply(Event::InitApply(ns("velero", &[("copies", "open")])));
+        n.apply(Event::InitDone);
+        assert_eq!(s.copy_refusal("b"), Ok(None));
+        let base = s.copy_refusal("c").unwrap().unwrap();
+        assert!(base.contains("namespace c does not take copies"), "{base}");
+        assert!(s.copy_refusal("gone").unwrap().unwrap().contains("does not exist"));
+        assert!(s.copy_refusal("velero").unwrap().unwrap().contains("Velero's, nac's"));
+    }
 
     #[test]
     fn invalid_versions_never_replace_valid_ones() {
