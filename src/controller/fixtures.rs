@@ -85,6 +85,7 @@ fn fixture(policy: &str) -> (Fixture, ApiHandle) {
         denied: vec![
             ("mallory".into(), "create".into(), "pods".into()),
             ("mallory".into(), "list".into(), "secrets".into()),
+            ("trudy".into(), "list".into(), "configmaps".into()),
         ],
         ..crate::rights::Fixed::common()
     });
@@ -874,6 +875,35 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
     let p = &calls.last().unwrap().body["status"]["preview"];
     assert!(p["refused"].as_str().unwrap().contains("pods left out"), "{p}");
     assert_eq!(p["kinds"][0]["create"]["count"], 2, "{p}");
+
+    // A requester who may not list a kind there learns nothing of which of its names exist: not listed.
+    let (mut f, handle) = fixture("{}");
+    completed_source(&mut f, "Completed");
+    f.reads.insert(
+        CONFIGMAPS.into(),
+        json!({"items": [{"metadata": {"name": "cfg"}}]}),
+    );
+    const PODS: &str = "/api/v1/namespaces/team-a/pods";
+    f.reads.insert(PODS.into(), json!({"items": []}));
+    let mut obj = nar_by("nightly", "trudy");
+    obj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    let (calls, _) = run_nar(&f, handle, obj).await;
+    assert_eq!(
+        calls,
+        vec![call(Method::GET, PODS), call(Method::PUT, NAR_STATUS)],
+        "configmaps not listed for trudy"
+    );
+    let row = &calls[1].body["status"]["preview"]["kinds"][0];
+    assert_eq!(row["kind"], "configmaps", "{row}");
+    assert_eq!(row["create"]["count"], 2, "{row}");
+    assert!(row.get("skip").is_none(), "{row}");
+    assert!(
+        row["reason"].as_str().unwrap().contains("trudy may not list configmaps in namespace team-a"),
+        "{row}"
+    );
 }
 
 #[tokio::test]

@@ -954,7 +954,23 @@ async fn preview(nar: &NonAdminRestore, plan: RestorePlan, ctx: &Ctx) -> Result<
         .filter(|r| r.left_out.is_none())
         .filter_map(|r| kinds.iter().find(|k| k.filter_name() == r.kind).cloned())
         .collect();
-    let lists = written.into_iter().map(|k| {
+    // Names are shown only of the kinds the requester may list there: which names exist is theirs to know.
+    let who = requester(Some(nar))
+        .ok_or_else(|| Error::Inconsistent("a preview without its recorded requester".into()))?;
+    let asked: Vec<&crate::rights::Kind> = written.iter().collect();
+    let unlisted = ctx
+        .access
+        .refused(&who, "list", &ns, &asked)
+        .await
+        .map_err(Error::NotReady)?;
+    let (listable, hidden): (Vec<_>, Vec<_>) = written
+        .into_iter()
+        .partition(|k| !unlisted.contains(&k.filter_name()));
+    let hidden = hidden.into_iter().map(|k| {
+        let why = format!("{} may not list {} in namespace {ns}", who.username, k.filter_name());
+        (k.filter_name(), Err(why))
+    });
+    let lists = listable.into_iter().map(|k| {
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &k.api_resource());
         async move {
             // resourceVersion 0: answered from the API server's watch cache.
@@ -966,7 +982,8 @@ async fn preview(nar: &NonAdminRestore, plan: RestorePlan, ctx: &Ctx) -> Result<
             (k.filter_name(), listed)
         }
     });
-    let existing: BTreeMap<String, Existing> = futures::stream::iter(lists).buffer_unordered(8).collect().await;
+    let mut existing: BTreeMap<String, Existing> = futures::stream::iter(lists).buffer_unordered(8).collect().await;
+    existing.extend(hidden);
     let mut notes = Vec::new();
     if plan.spec.label_selector.is_some() || plan.spec.or_label_selectors.is_some() {
         notes.push(
