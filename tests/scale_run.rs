@@ -632,6 +632,16 @@ async fn create_and_drain(env: &Env, namespaces: usize, per_ns: usize, concurren
     println!("| create→Created max | {} ms |", lat.last().unwrap().as_millis());
     println!("| nac API writes per NAB | {:.2} |", writes / total as f64);
     println!("| nac peak RSS (VmHWM) | {:.1} MiB |", rss as f64 / 1024.0);
+    // What is resident now, by kind: the heap and stacks (anonymous), the binary's text and read-only data (file).
+    let now = |f: &str| {
+        let kib = env.nac.proc_status_kib(f);
+        kib.map_or("unread".to_string(), |k| format!("{:.1}", k as f64 / 1024.0))
+    };
+    println!(
+        "| nac resident after the creates: anonymous / file-backed | {} / {} MiB |",
+        now("RssAnon:"),
+        now("RssFile:")
+    );
     print_cpu(cpu, cpu_until_created.0, cpu_until_created.1, total);
     print_requests(&requests, &requests_until_created, total);
     let guard = print_webhook_calls(&hooks, &hooks_until_created, total, "/validate/velero-backups");

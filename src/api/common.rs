@@ -187,5 +187,6 @@ pub struct VeleroRef<S> {
     pub name: Option<String>,
     pub namespace: Option<String>,
     /// A copy of the Velero object's status.
-    pub status: Option<S>,
+    // Boxed: mostly absent from nac's store copies, where inline it took its whole size.
+    pub status: Option<Box<S>>,
 }

@@ -879,10 +879,8 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
     // A requester who may not list a kind there learns nothing of which of its names exist: not listed.
     let (mut f, handle) = fixture("{}");
     completed_source(&mut f, "Completed");
-    f.reads.insert(
-        CONFIGMAPS.into(),
-        json!({"items": [{"metadata": {"name": "cfg"}}]}),
-    );
+    f.reads
+        .insert(CONFIGMAPS.into(), json!({"items": [{"metadata": {"name": "cfg"}}]}));
     const PODS: &str = "/api/v1/namespaces/team-a/pods";
     f.reads.insert(PODS.into(), json!({"items": []}));
     let mut obj = nar_by("nightly", "trudy");
@@ -901,7 +899,10 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
     assert_eq!(row["create"]["count"], 2, "{row}");
     assert!(row.get("skip").is_none(), "{row}");
     assert!(
-        row["reason"].as_str().unwrap().contains("trudy may not list configmaps in namespace team-a"),
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("trudy may not list configmaps in namespace team-a"),
         "{row}"
     );
 }

@@ -49,7 +49,7 @@ impl Placed {
             nacuuid: Some(self.nacuuid.clone()),
             name: Some(self.name.clone()),
             namespace: Some(self.namespace.clone()),
-            status,
+            status: status.map(Box::new),
         }
     }
 }
@@ -438,9 +438,11 @@ mod tests {
             },
             mirrored: crate::api::VeleroBackupRef {
                 spec: Some(Box::default()),
-                status: phase.map(|p| BackupStatus {
-                    phase: Some(p.into()),
-                    ..Default::default()
+                status: phase.map(|p| {
+                    Box::new(BackupStatus {
+                        phase: Some(p.into()),
+                        ..Default::default()
+                    })
                 }),
                 ..Default::default()
             },

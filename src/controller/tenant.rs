@@ -107,7 +107,7 @@ macro_rules! tenant_types {
             }
             fn summary(&self) -> $crate::controller::status::Summary<'_> {
                 let r = self.$field.as_ref();
-                let vs: Option<&$vstatus> = r.and_then(|v| v.status.as_ref());
+                let vs: Option<&$vstatus> = r.and_then(|v| v.status.as_deref());
                 $crate::controller::status::Summary {
                     phase: self.phase,
                     conditions: &self.conditions,

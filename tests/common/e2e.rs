@@ -289,7 +289,8 @@ impl NacProcess {
         self.proc_status_kib("VmRSS:")
     }
 
-    fn proc_status_kib(&self, field: &str) -> Option<u64> {
+    /// A field of nac's /proc status in KiB (e.g. `RssAnon:`, `RssFile:`).
+    pub fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.nac_pid()?)).ok()?;
         let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()

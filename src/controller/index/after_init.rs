@@ -31,8 +31,8 @@ where
                     Vec::new()
                 }
                 Ok(Event::InitDone) => std::mem::take(listing).into_iter().map(Yield::Listed).collect(),
-                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => vec![Yield::Event(Ok(o))],
-                Err(e) => vec![Yield::Event(Err(e))],
+                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => vec![Yield::Event(Box::new(Ok(o)))],
+                Err(e) => vec![Yield::Event(Box::new(Err(e)))],
             };
             futures::future::ready(Some(stream::iter(out)))
         })
@@ -41,15 +41,17 @@ where
             futures::future::ready(match y {
                 // Gone since the list ended: its delete event follows.
                 Yield::Listed(r) => store.get(&r).map(|o| Ok(K::clone(&o))),
-                Yield::Event(e) => Some(e),
+                Yield::Event(e) => Some(*e),
             })
         })
 }
 
 /// What a watch event yields: a listed object's reference (read from the store as it is taken), or an object.
+/// The object is boxed: a list's references are held all at once, each as large as the largest variant (a whole
+/// NonAdminBackup inline made 10,000 references 10 MiB; BENCHMARKS.md §4).
 enum Yield<K: Lookup<DynamicType = ()>> {
     Listed(ObjectRef<K>),
-    Event(Result<K, Error>),
+    Event(Box<Result<K, Error>>),
 }
 
 /// Like `applied_objects` (no deleted objects), with the objects of a list after its `InitDone`.
@@ -106,6 +108,16 @@ mod tests {
             .collect()
             .await;
         assert_eq!(out, ["a", "b", "a", "c", "a"]);
+    }
+
+    #[test]
+    fn a_listed_reference_is_no_larger_than_a_reference() {
+        use crate::api::NonAdminBackup;
+        let (held, r) = (
+            size_of::<Yield<NonAdminBackup>>(),
+            size_of::<ObjectRef<NonAdminBackup>>(),
+        );
+        assert!(held <= r + 8, "{held} bytes held per listed object, a reference is {r}");
     }
 
     #[tokio::test]

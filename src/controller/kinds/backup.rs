@@ -264,7 +264,7 @@ pub fn mirrored(vb: &Backup, nacuuid: Option<&str>) -> VeleroBackupRef {
         name: vb.metadata.name.clone(),
         namespace: vb.metadata.namespace.clone(),
         spec: vb.compact.is_none().then(|| Box::new((*vb.spec).clone())),
-        status: reported_status(vb),
+        status: reported_status(vb).map(Box::new),
         compact: vb.compact,
     }
 }
@@ -539,7 +539,7 @@ async fn results_of(ctx: &Ctx, nab: &NonAdminBackup, vb: &Backup) -> Results {
     let Some(s) = nab.status.as_ref() else {
         return Results::Nothing;
     };
-    let run = s.velero_backup.as_ref().and_then(|v| v.status.as_ref());
+    let run = s.velero_backup.as_ref().and_then(|v| v.status.as_deref());
     contents::results_of(ctx, &ctx.view, nab, (&s.conditions, run), &vb.name_any(), Some(vb)).await
 }
 
@@ -866,7 +866,7 @@ pub fn deleting(
             nacuuid: Some(r.nacuuid.clone()),
             name: Some(r.name.clone()),
             namespace: Some(r.namespace.clone()),
-            status: r.status.clone(),
+            status: r.status.clone().map(Box::new),
         });
     }
     s
@@ -1197,10 +1197,10 @@ mod tests {
                 velero_backup: Some(VeleroBackupRef {
                     nacuuid: Some(id.clone()),
                     name: Some(id.clone()),
-                    status: Some(BackupStatus {
+                    status: Some(Box::new(BackupStatus {
                         phase: Some("Completed".into()),
                         ..Default::default()
-                    }),
+                    })),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -255,7 +255,7 @@ pub fn plan(
                 now,
             );
             if let Some(r) = s.velero_backup_storage_location.as_mut() {
-                r.status = velero.clone();
+                r.status = velero.clone().map(Box::new);
             }
             NonAdminPhase::Created
         }
@@ -1135,14 +1135,14 @@ mod tests {
         let again = Stage::Ready {
             secret: Synced::Unchanged,
             location: Synced::Unchanged,
-            velero: r.status.clone(),
+            velero: r.status.as_deref().cloned(),
         };
         assert_eq!(plan(Some(&s), &again, Some("u"), "openshift-adp", t(3)), s);
         // A rotated credential says Updated.
         let rotated = Stage::Ready {
             secret: Synced::Updated,
             location: Synced::Unchanged,
-            velero: r.status.clone(),
+            velero: r.status.as_deref().cloned(),
         };
         let s2 = plan(Some(&s), &rotated, Some("u"), "openshift-adp", t(4));
         assert_eq!(cond(&s2, SECRET_SYNCED), ("True", SECRET_UPDATED));

@@ -732,7 +732,7 @@ async fn results_of(ctx: &Ctx, nar: &NonAdminRestore, vr: &Restore, backup: Opti
     let Some(s) = nar.status.as_ref() else {
         return Results::Nothing;
     };
-    let run = s.velero_restore.as_ref().and_then(|v| v.status.as_ref());
+    let run = s.velero_restore.as_ref().and_then(|v| v.status.as_deref());
     contents::results_of(ctx, &ctx.view, nar, (&s.conditions, run), &vr.name_any(), backup).await
 }
 
@@ -955,17 +955,15 @@ async fn preview(nar: &NonAdminRestore, plan: RestorePlan, ctx: &Ctx) -> Result<
         .filter_map(|r| kinds.iter().find(|k| k.filter_name() == r.kind).cloned())
         .collect();
     // Names are shown only of the kinds the requester may list there: which names exist is theirs to know.
-    let who = requester(Some(nar))
-        .ok_or_else(|| Error::Inconsistent("a preview without its recorded requester".into()))?;
+    let who =
+        requester(Some(nar)).ok_or_else(|| Error::Inconsistent("a preview without its recorded requester".into()))?;
     let asked: Vec<&crate::rights::Kind> = written.iter().collect();
     let unlisted = ctx
         .access
         .refused(&who, "list", &ns, &asked)
         .await
         .map_err(Error::NotReady)?;
-    let (listable, hidden): (Vec<_>, Vec<_>) = written
-        .into_iter()
-        .partition(|k| !unlisted.contains(&k.filter_name()));
+    let (listable, hidden): (Vec<_>, Vec<_>) = written.into_iter().partition(|k| !unlisted.contains(&k.filter_name()));
     let hidden = hidden.into_iter().map(|k| {
         let why = format!("{} may not list {} in namespace {ns}", who.username, k.filter_name());
         (k.filter_name(), Err(why))

@@ -342,7 +342,7 @@ pub fn plan(old: Option<&NonAdminScheduleStatus>, stage: &Stage, now: Timestamp)
                 nacuuid: Some(nacuuid.to_string()),
                 name: Some(velero.name_any()),
                 namespace: Some(velero_namespace.to_string()),
-                status: velero.status.clone(),
+                status: velero.status.clone().map(Box::new),
             });
             s.last_backup = recent.first().cloned();
             s.last_skipped = vs.last_skipped.clone();

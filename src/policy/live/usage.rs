@@ -484,10 +484,10 @@ mod tests {
         b.metadata.creation_timestamp = Some(Time(jiff::Timestamp::from_second(created).unwrap()));
         let velero = (!phase.is_empty()).then(|| VeleroBackupRef {
             name: Some(format!("v-{name}")),
-            status: Some(crate::velero::BackupStatus {
+            status: Some(Box::new(crate::velero::BackupStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         });
         b.status = Some(NonAdminBackupStatus {
