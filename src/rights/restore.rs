@@ -1008,38 +1008,19 @@ mod tests {
             meta(Some("openshift-adp"), "du-1"),
             meta(Some("team-b"), "theirs"),
         ];
-        let shown = [
-            Shown {
-                kind: &cm,
-                namespaced: true,
-                meta: &metas[0],
-            },
-            Shown {
-                kind: &dd,
-                namespaced: true,
-                meta: &metas[1],
-            },
-            Shown {
-                kind: &pv,
-                namespaced: false,
-                meta: &metas[2],
-            },
-            Shown {
-                kind: &ns_kind,
-                namespaced: false,
-                meta: &metas[3],
-            },
-            Shown {
-                kind: &du,
-                namespaced: true,
-                meta: &metas[4],
-            },
-            Shown {
-                kind: &cm,
-                namespaced: true,
-                meta: &metas[5],
-            },
+        let kinds = [
+            (&cm, true),
+            (&dd, true),
+            (&pv, false),
+            (&ns_kind, false),
+            (&du, true),
+            (&cm, true),
         ];
+        let shown: Vec<Shown> = kinds
+            .iter()
+            .zip(&metas)
+            .map(|(&(kind, namespaced), meta)| Shown { kind, namespaced, meta })
+            .collect();
         let (found, total) = made_outside(&shown, "team-a", "openshift-adp", true);
         let found: Vec<String> = found.iter().map(ToString::to_string).collect();
         assert_eq!(
