@@ -804,6 +804,16 @@ async fn a_restore_leaves_out_what_its_requester_may_not_create_and_says_so() {
     }
 }
 
+/// A preview of a restore of `nightly`, by `user`.
+fn preview_by(user: &str) -> NonAdminRestore {
+    let mut obj = nar_by("nightly", user);
+    obj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    obj
+}
+
 /// A preview is judged as the restore would be and changes nothing: the namespace's names listed (from the API
 /// server's cache) for the kinds the restore would write, one status write with the table, no Velero Restore,
 /// no resource modifier, no Event.
@@ -817,12 +827,8 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
         json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {},
                "items": [{"metadata": {"name": "cfg"}}, {"metadata": {"name": "unrelated"}}]}),
     );
-    let mut obj = nar_by("nightly", "mallory");
+    let mut obj = preview_by("mallory");
     obj.metadata.generation = Some(1);
-    obj.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
     let (calls, events) = run_nar(&f, handle, obj.clone()).await;
     assert_eq!(
         calls,
@@ -864,11 +870,7 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
     let (mut f, handle) = fixture("rights: {restore: deny}");
     completed_source(&mut f, "Completed");
     f.reads.insert(CONFIGMAPS.into(), json!({"items": []}));
-    let mut obj = nar_by("nightly", "mallory");
-    obj.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    let obj = preview_by("mallory");
     let (calls, _) = run_nar(&f, handle, obj).await;
     assert_eq!(calls.last().unwrap().path, NAR_STATUS);
     assert!(calls.iter().all(|c| c.method != Method::POST), "{calls:?}");
@@ -883,11 +885,7 @@ async fn a_restore_preview_lists_the_namespace_writes_its_table_and_makes_nothin
         .insert(CONFIGMAPS.into(), json!({"items": [{"metadata": {"name": "cfg"}}]}));
     const PODS: &str = "/api/v1/namespaces/team-a/pods";
     f.reads.insert(PODS.into(), json!({"items": []}));
-    let mut obj = nar_by("nightly", "trudy");
-    obj.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(crate::rights::preview::PREVIEW_ANNOTATION.into(), "true".into());
+    let obj = preview_by("trudy");
     let (calls, _) = run_nar(&f, handle, obj).await;
     assert_eq!(
         calls,
