@@ -170,11 +170,13 @@ impl<K: kube::Resource + Clone> ByNamespaceWriter<K> {
             let (ns, name) = key(o);
             map.entry(ns).or_default().insert(name, Arc::new(o.clone()));
         };
-        let mut live = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+        // Readers wait only for a change of what they read: a relist is gathered without the lock.
+        let live = || self.store.0.write().unwrap_or_else(|e| e.into_inner());
         match event {
-            Event::Apply(o) => insert(&mut live, o),
+            Event::Apply(o) => insert(&mut live(), o),
             Event::Delete(o) => {
                 let (ns, name) = key(o);
+                let mut live = live();
                 if let Some(m) = live.get_mut(&ns) {
                     m.remove(&name);
                     if m.is_empty() {
@@ -184,7 +186,7 @@ impl<K: kube::Resource + Clone> ByNamespaceWriter<K> {
             }
             Event::Init => self.relist = Some(HashMap::new()),
             Event::InitApply(o) => insert(self.relist.get_or_insert_with(HashMap::new), o),
-            Event::InitDone => *live = self.relist.take().unwrap_or_default(),
+            Event::InitDone => *live() = self.relist.take().unwrap_or_default(),
         }
     }
 }
