@@ -171,9 +171,10 @@ async fn policy_edits_are_checked_at_apply_and_applied_live() {
 
     // A nac started with no policy to read admits no tenant object: not ready, every create refused saying why.
     env.nac.start_again(None);
+    // Until its first read of the ConfigMap, readyz says it is waiting for the policy; then that it is not found.
     let body = eventually(Duration::from_secs(60), "readyz not ready without a policy", || async {
         let (code, body) = http_get(env.nac.metrics, "/readyz").await.ok()?;
-        (code == 503).then_some(body)
+        (code == 503 && !body.contains("waiting for the policy")).then_some(body)
     })
     .await;
     assert!(
