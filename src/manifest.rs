@@ -261,13 +261,9 @@ struct Object {
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Meta {
-    #[serde(default)]
     uid: Option<String>,
-    #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     owner_references: Option<Vec<OwnerRef>>,
 }
 

@@ -202,3 +202,9 @@ pub fn conditions(_: &mut SchemaGenerator) -> Schema {
         }
     })
 }
+
+/// A `json!` object literal as a map (tests build specs so).
+#[cfg(test)]
+pub(crate) fn object(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    v.as_object().cloned().expect("an object")
+}

@@ -1082,13 +1082,7 @@ async fn bsl(s: &Session, verb: BslVerb) -> Result<()> {
             cacert,
             output,
         } => {
-            let mut config_map = Map::new();
-            for kv in config.iter().filter(|c| !c.is_empty()) {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| Error::User(format!("--config {kv:?}: expected key=value")))?;
-                config_map.insert(k.trim().into(), json!(v.trim()));
-            }
+            let config_map = key_values("--config", &config)?;
             let (secret, key) = match (credential, &credential_file) {
                 (Some(c), _) => {
                     let (n, k) = c

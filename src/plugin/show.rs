@@ -241,13 +241,17 @@ fn approved(o: &Value) -> String {
 
 /// A location spec's `config`, as `key=value, ...`.
 pub(super) fn config_list(spec: &Value) -> String {
-    spec["config"]
-        .as_object()
+    key_values(&spec["config"], ", ")
+}
+
+/// An object's entries as `key=value`, joined by `sep` (empty for anything but an object).
+fn key_values(v: &Value, sep: &str) -> String {
+    v.as_object()
         .map(|m| {
             m.iter()
                 .map(|(k, v)| format!("{k}={}", s(v)))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(sep)
         })
         .unwrap_or_default()
 }
@@ -355,14 +359,7 @@ fn conditions(out: &mut String, o: &Value) {
 fn head(out: &mut String, o: &Value, kind: &Kind) {
     let _ = writeln!(out, "Name:         {}", s(&o["metadata"]["name"]));
     let _ = writeln!(out, "Namespace:    {}", s(&o["metadata"]["namespace"]));
-    let labels = o["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", s(v)))
-                .collect::<Vec<_>>()
-                .join("\n              ")
-        })
+    let labels = Some(key_values(&o["metadata"]["labels"], "\n              "))
         .filter(|l| !l.is_empty())
         .unwrap_or_else(|| "<none>".into());
     let _ = writeln!(out, "Labels:       {labels}");

@@ -50,19 +50,15 @@ impl Default for NonAdminBsl {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawNonAdminBsl {
-    #[serde(default)]
     enabled: Option<bool>,
-    #[serde(default)]
     require_approval: Option<bool>,
-    #[serde(default, rename = "enforceBSLSpec")]
+    #[serde(rename = "enforceBSLSpec")]
     enforce_bsl_spec: Option<Map<String, Value>>,
-    #[serde(default)]
     allowed_endpoints: Option<endpoints::RawAllowedEndpoints>,
-    #[serde(default, rename = "allowInsecureSkipTLSVerify")]
+    #[serde(rename = "allowInsecureSkipTLSVerify")]
     allow_insecure_skip_tls_verify: Option<bool>,
-    #[serde(default, rename = "allowCACert")]
+    #[serde(rename = "allowCACert")]
     allow_ca_cert: Option<bool>,
-    #[serde(default)]
     allowed_config_keys: Option<Vec<String>>,
 }
 
@@ -629,9 +625,7 @@ mod tests {
         Policy::parse(yaml).unwrap()
     }
 
-    fn spec(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as spec;
 
     fn good() -> Map<String, Value> {
         spec(

@@ -119,9 +119,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn spec(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as spec;
 
     #[test]
     fn only_the_own_namespace_maps_to_one_other() {

@@ -57,14 +57,12 @@ impl Default for GarbageCollection {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawDownloads {
     /// `deny`, `allow`, or a list of Velero BSL names.
-    #[serde(default)]
     admin_locations: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawGarbageCollection {
-    #[serde(default)]
     period: Option<Value>,
 }
 

@@ -239,41 +239,27 @@ pub struct BackupBounds {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawPolicy {
-    #[serde(default)]
     enforce_backup_spec: Option<Map<String, Value>>,
-    #[serde(default)]
     enforce_restore_spec: Option<Map<String, Value>>,
-    #[serde(default)]
     backup: Option<RawBackupBounds>,
-    #[serde(default)]
     backup_sync: Option<RawBackupSync>,
-    #[serde(default)]
     restore: Option<RawRestoreRules>,
-    #[serde(default, rename = "nonAdminBSL")]
+    #[serde(rename = "nonAdminBSL")]
     non_admin_bsl: Option<bsl::RawNonAdminBsl>,
-    #[serde(default)]
     downloads: Option<lifecycle::RawDownloads>,
-    #[serde(default)]
     garbage_collection: Option<lifecycle::RawGarbageCollection>,
-    #[serde(default)]
     rights: Option<RawRights>,
-    #[serde(default)]
     schedule: Option<schedule::RawScheduleRules>,
-    #[serde(default)]
     quotas: Option<quotas::RawQuotas>,
     /// A Go duration: the age the newest completed backup of a namespace may reach.
-    #[serde(default)]
     recovery_point_objective: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawRights {
-    #[serde(default)]
     backup: Option<crate::rights::RightsMode>,
-    #[serde(default)]
     restore: Option<crate::rights::RightsMode>,
-    #[serde(default)]
     locations: Option<crate::rights::RightsMode>,
 }
 
@@ -281,34 +267,25 @@ struct RawRights {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawRestoreRules {
     /// Go duration strings; a plain `0` (YAML integer) too.
-    #[serde(default)]
     wait_timeout: Option<Value>,
-    #[serde(default)]
     max_wait_timeout: Option<Value>,
-    #[serde(default)]
     allow_partially_failed: Option<bool>,
-    #[serde(default)]
     allow_namespace_copies: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawBackupSync {
-    #[serde(default)]
     admin_locations: Option<Vec<String>>,
     /// A Go duration string; a plain `0` (YAML integer) disables the resync too.
-    #[serde(default)]
     period: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawBackupBounds {
-    #[serde(default)]
     max_ttl: Option<String>,
-    #[serde(default)]
     min_ttl: Option<String>,
-    #[serde(default)]
     default_ttl: Option<String>,
 }
 

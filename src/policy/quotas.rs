@@ -78,14 +78,10 @@ pub const MAX_PER_NAMESPACE: &str = "schedule.maxPerNamespace";
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawQuotas {
-    #[serde(default)]
     max_backups: Option<u64>,
-    #[serde(default)]
     max_schedules: Option<u64>,
-    #[serde(default)]
     max_restores_per_hour: Option<u64>,
     /// Bytes: an integer or a Kubernetes quantity (`100Gi`, `500M`).
-    #[serde(default)]
     max_stored_bytes: Option<Value>,
 }
 

@@ -25,11 +25,8 @@ pub struct ScheduleRules {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawScheduleRules {
-    #[serde(default)]
     min_interval: Option<Value>,
-    #[serde(default)]
     max_per_namespace: Option<u32>,
-    #[serde(default)]
     skip_immediately: Option<bool>,
 }
 
@@ -151,9 +148,7 @@ mod tests {
         "2026-11-25T10:00:00Z".parse().unwrap()
     }
 
-    fn spec(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as spec;
 
     #[test]
     fn the_template_gets_the_backup_policy_under_its_own_field_names() {

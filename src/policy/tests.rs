@@ -4,9 +4,7 @@ use super::*;
 use proptest::prelude::*;
 use serde_json::json;
 
-fn spec(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap()
-}
+use crate::wire::object as spec;
 
 fn policy(yaml: &str) -> Policy {
     Policy::parse(yaml).unwrap()

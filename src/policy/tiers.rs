@@ -104,9 +104,7 @@ impl std::fmt::Display for Selector {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawSelector {
-    #[serde(default)]
     match_labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     match_expressions: Option<Vec<RawExpression>>,
 }
 
@@ -115,7 +113,6 @@ struct RawSelector {
 struct RawExpression {
     key: String,
     operator: Operator,
-    #[serde(default)]
     values: Option<Vec<String>>,
 }
 

@@ -104,9 +104,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap()
-    }
+    use crate::wire::object as map;
 
     #[test]
     fn zero_durations_and_empty_values_are_unset_false_is_not() {

@@ -330,20 +330,12 @@ pub mod tests {
             "resources/configmaps/namespaces/team-a/cfg.json",
             json!({"data": "x".repeat(4096)}),
         )]);
-        let small = Limits {
-            max_bytes: 1024,
-            ..Limits::default()
-        };
-        assert!(scan(t.as_slice(), "team-a", &small)
-            .unwrap_err()
-            .contains("larger than 1024"));
-        let few = Limits {
-            max_entries: 0,
-            ..Limits::default()
-        };
-        assert!(scan(t.as_slice(), "team-a", &few)
-            .unwrap_err()
-            .contains("more than 0 entries"));
+        let (mut small, mut few) = (Limits::default(), Limits::default());
+        (small.max_bytes, few.max_entries) = (1024, 0);
+        for (limits, error) in [(small, "larger than 1024"), (few, "more than 0 entries")] {
+            let e = scan(t.as_slice(), "team-a", &limits).unwrap_err();
+            assert!(e.contains(error), "{e}");
+        }
         let t = tarball(&[(
             "resources/roles.rbac.authorization.k8s.io/namespaces/team-a/big.json",
             json!({"metadata": {"name": "big", "annotations": {"a": "x".repeat(4096)}}}),

@@ -121,7 +121,6 @@ pub async fn fetch(
     use crate::naming::{NAB, NAR};
     use crate::velero::{Backup, Restore};
     use kube::Api;
-    let fail = |what: &str, e: kube::Error| format!("reading {what}: {e}");
     let backups: Api<Backup> = Api::namespaced(client.clone(), velero_namespace);
     let name = target.name.as_str();
     // Names go into request paths as they are: one that no object can have (`..`, `/`) names nothing.
@@ -130,46 +129,53 @@ pub async fn fetch(
         return Ok(None);
     }
     if !target.kind.is_restore() {
-        let nab = Api::<NonAdminBackup>::namespaced(client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(|e| fail(&format!("NonAdminBackup {namespace}/{name}"), e))?;
+        let nab: Option<NonAdminBackup> = read(
+            &Api::namespaced(client.clone(), namespace),
+            name,
+            "NonAdminBackup",
+            namespace,
+        )
+        .await?;
         let Some(velero) = nab.and_then(|n| n.status?.velero_backup?.name).filter(|n| valid(n)) else {
             return Ok(None);
         };
-        let backup = backups
-            .get_opt(&velero)
-            .await
-            .map_err(|e| fail(&format!("Velero Backup {velero}"), e))?;
+        let backup = read(&backups, &velero, "Velero Backup", velero_namespace).await?;
         return Ok(backup
             .filter(|b| NAB.owns(&b.metadata, namespace, name))
             .map(|b| Exposure::of_backup(target.kind, name, &b)));
     }
-    let nar = Api::<NonAdminRestore>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| fail(&format!("NonAdminRestore {namespace}/{name}"), e))?;
+    let nar: Option<NonAdminRestore> = read(
+        &Api::namespaced(client.clone(), namespace),
+        name,
+        "NonAdminRestore",
+        namespace,
+    )
+    .await?;
     let Some(velero) = nar.and_then(|n| n.status?.velero_restore?.name).filter(|n| valid(n)) else {
         return Ok(None);
     };
     let restores: Api<Restore> = Api::namespaced(client.clone(), velero_namespace);
-    let restore = restores
-        .get_opt(&velero)
-        .await
-        .map_err(|e| fail(&format!("Velero Restore {velero}"), e))?;
+    let restore = read(&restores, &velero, "Velero Restore", velero_namespace).await?;
     let Some(restore) = restore.filter(|r| NAR.owns(&r.metadata, namespace, name)) else {
         return Ok(None);
     };
     let Some(backup_name) = restore.spec.backup_name.clone().filter(|n| valid(n)) else {
         return Ok(None);
     };
-    let backup = backups
-        .get_opt(&backup_name)
-        .await
-        .map_err(|e| fail(&format!("Velero Backup {backup_name}"), e))?;
+    let backup = read(&backups, &backup_name, "Velero Backup", velero_namespace).await?;
     Ok(backup
         .filter(|b| NAB.origin_of(&b.metadata).is_some_and(|(ns, _)| ns == namespace))
         .map(|b| Exposure::of_restore(target.kind, name, &restore, &b)))
+}
+
+/// One object by name, `None` when it does not exist; an error names what could not be read.
+async fn read<K>(api: &kube::Api<K>, name: &str, kind: &str, namespace: &str) -> Result<Option<K>, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name)
+        .await
+        .map_err(|e| format!("reading {kind} {namespace}/{name}: {e}"))
 }
 
 /// The policy's mode for a file of this kind: `rights.restore` for restore files, `rights.backup` otherwise.

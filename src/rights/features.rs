@@ -581,9 +581,7 @@ mod tests {
         vec![deny("viewer", "create", "pods/exec"), deny("viewer", "create", "pods")]
     }
 
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as map;
 
     fn kinds<'a>(a: &'a Fixed, names: &[&str]) -> Vec<&'a Kind> {
         a.kinds

@@ -1018,9 +1018,7 @@ mod tests {
         ks.into_iter().map(Kind::filter_name).collect()
     }
 
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as map;
 
     #[test]
     fn the_kinds_a_backup_includes_follow_velero_filters() {

@@ -180,9 +180,7 @@ mod tests {
         ]
     }
 
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::wire::object as map;
 
     fn names(i: &Option<PreviewItems>) -> (i64, Vec<&str>) {
         i.as_ref()

@@ -130,7 +130,6 @@ struct WireIn {
     metadata: ObjectMeta,
     #[serde(default)]
     spec: BackupSpec,
-    #[serde(default)]
     status: Option<BackupStatus>,
 }
 

@@ -563,11 +563,9 @@ fn note(old: Option<&NonAdminDownloadRequestStatus>, new: &NonAdminDownloadReque
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{
-        DownloadTargetKind, NonAdminBackupSpec, NonAdminBackupStatus, NonAdminDownloadTarget, NonAdminRestoreSpec,
-        NonAdminRestoreStatus, VeleroBackupRef, VeleroRestoreRef,
-    };
-    use crate::velero::{Backup, BackupSpec, BackupStatus, Restore, RestoreSpec, RestoreStatus};
+    use crate::api::{DownloadTargetKind, NonAdminDownloadTarget};
+    use crate::velero::{Backup, Restore};
+    use serde_json::json;
     use std::collections::HashMap;
 
     #[derive(Default)]
@@ -604,58 +602,18 @@ mod tests {
             self.locations
                 .entry("default".into())
                 .or_insert_with(|| Arc::new(BackupStorageLocation::new("default", Default::default())));
-            let velero = format!("{ns}-{name}");
-            let mut nab = NonAdminBackup::new(name, NonAdminBackupSpec::default());
-            nab.metadata.namespace = Some(ns.into());
-            nab.status = Some(NonAdminBackupStatus {
-                velero_backup: Some(VeleroBackupRef {
-                    name: Some(velero.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            let mut b = Backup::new(
-                &velero,
-                BackupSpec {
-                    storage_location: Some(location.into()),
-                    ..Default::default()
-                },
-            );
-            b.metadata = NAB.stamp(&velero, "velero", &velero, ns, name, &[]);
-            b.status = Some(BackupStatus {
-                phase: Some(phase.into()),
-                ..Default::default()
-            });
-            self.nabs.insert((ns.into(), name.into()), Arc::new(nab));
-            self.backups.insert(velero, Arc::new(b));
+            let spec = json!({"storageLocation": location});
+            let (velero, nab, b) = pair(&NAB, ns, name, ("backupSpec", "veleroBackup"), spec, phase);
+            self.nabs.insert((ns.into(), name.into()), nab);
+            self.backups.insert(velero, b);
         }
 
         /// NonAdminRestore `ns/name` of NonAdminBackup `ns/backup`, Velero Restore `<ns>-<name>` in `phase`.
         fn add_restore(&mut self, ns: &str, name: &str, backup: &str, phase: &str) {
-            let velero = format!("{ns}-{name}");
-            let mut nar = NonAdminRestore::new(name, NonAdminRestoreSpec::default());
-            nar.metadata.namespace = Some(ns.into());
-            nar.status = Some(NonAdminRestoreStatus {
-                velero_restore: Some(VeleroRestoreRef {
-                    name: Some(velero.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            let mut r = Restore::new(
-                &velero,
-                RestoreSpec {
-                    backup_name: Some(format!("{ns}-{backup}")),
-                    ..Default::default()
-                },
-            );
-            r.metadata = NAR.stamp(&velero, "velero", &velero, ns, name, &[]);
-            r.status = Some(RestoreStatus {
-                phase: Some(phase.into()),
-                ..Default::default()
-            });
-            self.nars.insert((ns.into(), name.into()), Arc::new(nar));
-            self.restores.insert(velero, Arc::new(r));
+            let spec = json!({"backupName": format!("{ns}-{backup}")});
+            let (velero, nar, r) = pair(&NAR, ns, name, ("restoreSpec", "veleroRestore"), spec, phase);
+            self.nars.insert((ns.into(), name.into()), nar);
+            self.restores.insert(velero, r);
         }
 
         /// Velero BSL `name` made for NonAdminBackupStorageLocation `ns/own`.
@@ -664,6 +622,31 @@ mod tests {
             l.metadata = NABSL.stamp(name, "velero", name, ns, "own", &[]);
             self.locations.insert(name.into(), Arc::new(l));
         }
+    }
+
+    /// A tenant object `ns/name` and its Velero object `<ns>-<name>` (with `origin`'s identity, `spec`, in `phase`),
+    /// which the tenant's status names; `fields`: the tenant spec's Velero spec and the status' reference.
+    fn pair<T: serde::de::DeserializeOwned, V: serde::de::DeserializeOwned>(
+        origin: &Origin,
+        ns: &str,
+        name: &str,
+        (spec_field, ref_field): (&str, &str),
+        spec: serde_json::Value,
+        phase: &str,
+    ) -> (String, Arc<T>, Arc<V>) {
+        let velero = format!("{ns}-{name}");
+        let tenant = json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {spec_field: {}},
+            "status": {ref_field: {"name": velero}},
+        });
+        let object = json!({
+            "metadata": origin.stamp(&velero, "velero", &velero, ns, name, &[]),
+            "spec": spec,
+            "status": {"phase": phase},
+        });
+        let (tenant, object) = (serde_json::from_value(tenant), serde_json::from_value(object));
+        (velero, Arc::new(tenant.unwrap()), Arc::new(object.unwrap()))
     }
 
     fn request(ns: &str, kind: DownloadTargetKind, name: &str) -> NonAdminDownloadRequest {
