@@ -15,6 +15,7 @@ pub struct Settings {
     pub log: LogSettings,
     pub rights: RightsSettings,
     pub endpoints: EndpointSettings,
+    pub api: ApiSettings,
 }
 
 /// What nac knows of the cluster's networks, for judging tenants' storage endpoints (`crate::endpoints`).
@@ -25,6 +26,22 @@ pub struct EndpointSettings {
     /// allow-list. Empty: read from the cluster (ServiceCIDRs, Nodes' pod CIDRs), the private ranges standing in
     /// for what cannot be read.
     pub cluster_networks: Vec<String>,
+}
+
+/// How nac talks to the Kubernetes API server.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// HTTP/2, as client-go speaks to the API server: one connection carries every watch and request. False:
+    /// HTTP/1.1, a connection per watch and per request in flight (an API server behind a proxy that does not
+    /// speak HTTP/2).
+    pub http2: bool,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        ApiSettings { http2: true }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

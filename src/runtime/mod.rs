@@ -2,6 +2,7 @@
 //! plain-HTTP health/metrics listener, the policy source and (when enabled) the controllers behind the leader
 //! Lease (`lease`), with graceful shutdown on SIGINT/SIGTERM through one cancellation tree.
 
+pub mod client;
 mod controllers;
 pub mod lease;
 pub mod reach;
@@ -302,7 +303,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let needs_client = settings.controllers.enabled || settings.policy.file.is_none();
     let client = if needs_client {
-        Some(kube::Client::try_default().await.context(
+        Some(client::connect(settings.api.http2).await.context(
             "connecting to the Kubernetes API (set policy.file and controllers.enabled=false to run without a cluster)",
         )?)
     } else {
