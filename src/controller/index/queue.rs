@@ -78,6 +78,8 @@ pub struct Observed {
     /// running. A backup waiting for plugin operations, finalizing or being deleted is unfinished but out of the
     /// line: Velero starts the next one meanwhile.
     pub in_line: bool,
+    /// Whether Velero has started it (ready to start or running).
+    pub started: bool,
 }
 
 impl Observed {
@@ -104,6 +106,7 @@ impl Observed {
                     phase,
                     None | Some("" | "New" | "Queued" | "ReadyToStart" | "InProgress")
                 ),
+            started: unfinished && matches!(phase, Some("ReadyToStart" | "InProgress")),
         }
     }
 
@@ -133,8 +136,8 @@ pub struct QueueIndex {
     moved: Option<std::time::Instant>,
 }
 
-/// Velero's queue standing still: every unfinished object is `Queued` (none ready to start or running), and
-/// nothing has moved `since`.
+/// Velero's queue standing still: every unfinished object in Velero's line waits (none ready to start or
+/// running), and nothing has moved `since`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Standstill {
     pub since: std::time::Instant,
@@ -187,27 +190,35 @@ impl QueueIndex {
         }
     }
 
-    /// Velero's queue as it stands when nothing in it runs: `None` while any object in Velero's line is not
-    /// `Queued` (ready to start, running, not yet seen by Velero's queue), or when none is queued. Objects out of
-    /// the line (waiting for plugin operations, finalizing, being deleted: hours, for a data mover's) do not count.
-    /// Velero starts the next queued backup when one ends and looks again once a minute, so a standstill that lasts
-    /// is Velero down, or Velero's count of running backups off by one (velero#10519, Velero 1.18.0 to 1.18.3).
+    /// Velero's queue as it stands when nothing in it runs: `None` while any object in Velero's line is ready to
+    /// start or running, or when none waits. Objects out of the line (waiting for plugin operations, finalizing,
+    /// being deleted: hours, for a data mover's) do not count. Velero lines a new backup up within a second and
+    /// starts the next queued backup when one ends (and looks again once a minute), so a standstill that lasts is
+    /// Velero down (its new backups never lined up) or Velero's count of running backups off by one
+    /// (velero#10519, Velero 1.18.0 to 1.18.3).
     pub fn standstill(&self) -> Option<Standstill> {
-        let mut queued = Vec::with_capacity(self.queue.len());
+        let (mut queued, mut unlined) = (Vec::with_capacity(self.queue.len()), Vec::new());
         for key in &self.queue {
             let item = self.items.get(&key.name)?;
             if !item.in_line {
                 continue;
             }
-            queued.push((item.velero_position?, key.name.clone()));
+            if item.started {
+                return None;
+            }
+            match item.velero_position {
+                Some(p) => queued.push((p, key.name.clone())),
+                // Not lined up by Velero (yet): after those it has, oldest first.
+                None => unlined.push(key.name.clone()),
+            }
         }
-        if queued.is_empty() {
+        if queued.is_empty() && unlined.is_empty() {
             return None;
         }
         queued.sort();
         Some(Standstill {
             since: self.moved?,
-            queued: queued.into_iter().map(|(_, n)| n).collect(),
+            queued: queued.into_iter().map(|(_, n)| n).chain(unlined).collect(),
         })
     }
 
@@ -395,7 +406,13 @@ mod tests {
         q.upsert(queued("a", 2, 1));
         assert_eq!(q.standstill().unwrap().since, since);
         q.upsert(obs("new", 4, Some("New")));
-        assert_eq!(q.standstill(), None, "one Velero has not queued yet");
+        let s = q
+            .standstill()
+            .expect("one Velero has not lined up (Velero down) hides nothing");
+        assert_eq!(
+            (s.since, s.queued),
+            (since, vec!["a".into(), "b".into(), "new".to_string()])
+        );
         q.upsert(queued("new", 4, 3));
         assert_eq!(
             q.standstill().unwrap().since,
