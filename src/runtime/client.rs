@@ -1,8 +1,9 @@
 //! nac's Kubernetes API client. kube's own builder speaks HTTP/1.1 only: every watch and every request in flight
 //! holds a TLS connection of its own, with read and write buffers that keep the size a large list grew them to
-//! (measured: 39% of nac's heap at 1,000 NonAdminBackups, fifty connections). With HTTP/2, which every
-//! kube-apiserver serves over TLS (client-go's default), one connection carries them all; `api.http2: false`
-//! keeps kube's HTTP/1.1 client for an API server behind a proxy that does not. The stack is kube's own otherwise, from its public layers: the cluster URL, the retry of 429/503/504, the credentials
+//! (measured: 39% of nac's heap at 1,000 NonAdminBackups, fifty connections). With HTTP/2 (`api.http2: true`),
+//! which every kube-apiserver serves over TLS (client-go's default), one connection carries them all; the default
+//! keeps kube's HTTP/1.1 client, as under a burst of creates HTTP/2 delays reconciles by seconds (BENCHMARKS.md
+//! §4, not yet explained: the windows below did not change it). The stack is kube's own otherwise, from its public layers: the cluster URL, the retry of 429/503/504, the credentials
 //! (refreshed tokens included), the impersonation headers, and the connect, read and write timeouts.
 
 use anyhow::Context;
@@ -20,6 +21,8 @@ use tower::{BoxError, ServiceBuilder};
 /// expired) is found within the sum, where a silent TCP connection would otherwise wait for the read timeout.
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(20);
+const CONNECTION_WINDOW: u32 = 1 << 30;
+const STREAM_WINDOW: u32 = 4 << 20;
 
 /// A client for the cluster `kube::Config::infer` finds (in-cluster, or `KUBECONFIG`); `http2`: offer HTTP/2.
 pub async fn connect(http2: bool) -> anyhow::Result<kube::Client> {
@@ -51,6 +54,10 @@ fn build(config: kube::Config) -> anyhow::Result<kube::Client> {
             // HTTP/2 known in advance: requests made together wait for the one connection being made (offered
             // both by ALPN, the pool cannot know, and opens one per request until the first is up).
             .http2_only(true)
+            // Flow-control windows as Go's HTTP/2 client (client-go) sets them: a connection window of 1 GiB, so
+            // a watch whose events wait to be read never holds up the other streams, and 4 MiB a stream.
+            .http2_initial_connection_window_size(CONNECTION_WINDOW)
+            .http2_initial_stream_window_size(STREAM_WINDOW)
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
             .http2_keep_alive_interval(PING_EVERY)
