@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Health {
     pub tls_up: AtomicBool,
     /// Set on SIGTERM: the pod is leaving, so it takes itself out of the Service before it stops serving.
-    pub stopping: AtomicBool,
+    pub stopping: Arc<AtomicBool>,
     pub certs: Arc<CertStore>,
     pub policy: Arc<PolicyStore>,
     /// Whether the API server answers; `None` when nac runs without a cluster.
@@ -164,6 +164,27 @@ pub async fn serve_tls(
         _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("open webhook connections did not finish in 10 s"),
     }
     Ok(())
+}
+
+/// While stopping (the shutdown delay), each HTTP/1.1 response closes its connection. The API server calls webhooks
+/// over HTTP/1.1 keep-alive and keeps sending on its connections to a pod whose endpoint has left the Service until
+/// they close; closed idle by nac at the end of the delay, one may carry a request already on its way (the API
+/// server reads EOF and fails the user's request). Closed after a response, the next request goes to a pod that
+/// stays.
+async fn close_while_stopping(
+    axum::extract::State(stopping): axum::extract::State<Arc<AtomicBool>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let http1 = req.version() == axum::http::Version::HTTP_11;
+    let mut res = next.run(req).await;
+    if http1 && stopping.load(Ordering::Relaxed) {
+        res.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    res
 }
 
 /// Serves plain HTTP until shutdown.
@@ -333,7 +354,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     let health = Arc::new(Health {
         tls_up: AtomicBool::new(false),
-        stopping: AtomicBool::new(false),
+        stopping: Arc::default(),
         certs: certs.clone(),
         policy: store.clone(),
         api: client.as_ref().map(|c| {
@@ -386,7 +407,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tasks.spawn(serve_tls(
         tls_listener,
         certs,
-        admission::router(state),
+        admission::router(state).layer(axum::middleware::from_fn_with_state(
+            health.stopping.clone(),
+            close_while_stopping,
+        )),
         settings.webhook.http2,
         shutdown.clone(),
     ));
@@ -441,4 +465,41 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     tasks.abort_all();
     policy_task.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{HeaderValue, Request, Version};
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn while_stopping_an_http1_response_closes_its_connection() {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(axum::middleware::from_fn_with_state(
+                stopping.clone(),
+                close_while_stopping,
+            ));
+        let connection = |version| {
+            let app = app.clone();
+            async move {
+                let req = Request::builder()
+                    .uri("/")
+                    .version(version)
+                    .body(axum::body::Body::empty());
+                let res = app.oneshot(req.unwrap()).await.unwrap();
+                res.headers().get("connection").cloned()
+            }
+        };
+        assert_eq!(connection(Version::HTTP_11).await, None, "serving: keep-alive");
+        stopping.store(true, Ordering::Relaxed);
+        assert_eq!(
+            connection(Version::HTTP_11).await,
+            Some(HeaderValue::from_static("close"))
+        );
+        // HTTP/2 has no such header (its GOAWAY at the close tells the client what was not served).
+        assert_eq!(connection(Version::HTTP_2).await, None);
+    }
 }
