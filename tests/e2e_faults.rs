@@ -1084,23 +1084,8 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
     };
     completed(&snabs, &next).await;
     let schedule_recovered = t0.elapsed();
-    let s = wait_json(&nases, "minutely", T, "the runs listed as they ended", |n| {
-        let recent = &n["status"]["recentBackups"];
-        let listed = |name: &str, phase: &str| {
-            recent
-                .as_array()
-                .is_some_and(|r| r.iter().any(|b| b["name"] == name && b["phase"] == phase))
-        };
-        recent[0]["name"] == next.as_str() && recent[0]["phase"] == "Completed" && listed(&run, "Failed")
-    })
-    .await;
-    assert_eq!(condition_of(&s, "Accepted").0, "True", "{s}");
-    // Each run's Events say what it is: a run of the schedule (not a backup found in object storage).
-    for r in [&run, &next] {
-        event_said(&admin, &sns, r, "ScheduledRun", "NonAdminSchedule minutely").await;
-        assert!(events_of(&admin, &sns, r, "BackupSynced").await.is_empty(), "{r}");
-    }
-    // No more runs while the final check counts; then the schedule goes, and its Velero Schedule with it.
+    // No more runs from here (the list keeps five, and the final check counts); the schedule goes at the end, and
+    // its Velero Schedule with it.
     nases
         .patch(
             "minutely",
@@ -1114,6 +1099,19 @@ async fn s3_server_gone_while_backup_sync_reads_and_a_schedule_fires() {
         v["spec"]["paused"] == true
     })
     .await;
+    // Listed newest first as they ended (a run that fired as the pause arrived may stand before them).
+    let s = wait_json(&nases, "minutely", T, "the runs listed as they ended", |n| {
+        let recent = n["status"]["recentBackups"].as_array().cloned().unwrap_or_default();
+        let at = |name: &str, phase: &str| recent.iter().position(|b| b["name"] == name && b["phase"] == phase);
+        matches!((at(&next, "Completed"), at(&run, "Failed")), (Some(n), Some(r)) if n < r)
+    })
+    .await;
+    assert_eq!(condition_of(&s, "Accepted").0, "True", "{s}");
+    // Each run's Events say what it is: a run of the schedule (not a backup found in object storage).
+    for r in [&run, &next] {
+        event_said(&admin, &sns, r, "ScheduledRun", "NonAdminSchedule minutely").await;
+        assert!(events_of(&admin, &sns, r, "BackupSynced").await.is_empty(), "{r}");
+    }
 
     let tally = final_check(&admin, &[&ns], &[keep], &[], T).await;
     tally.expect(&[("Completed", 3), ("Available", 1)]);
