@@ -3,8 +3,9 @@
 //! (measured: 39% of nac's heap at 1,000 NonAdminBackups, fifty connections). With HTTP/2 (`api.http2: true`),
 //! which every kube-apiserver serves over TLS (client-go's default), one connection carries them all; the default
 //! keeps kube's HTTP/1.1 client, as under a burst of creates HTTP/2 delays reconciles by seconds (BENCHMARKS.md
-//! §4, not yet explained: the windows below did not change it). The stack is kube's own otherwise, from its public layers: the cluster URL, the retry of 429/503/504, the credentials
-//! (refreshed tokens included), the impersonation headers, and the connect, read and write timeouts.
+//! §4, not yet explained: neither the windows below nor watches on a connection of their own changed it). The
+//! stack is kube's own otherwise, from its public layers: the cluster URL, the retry of 429/503/504, the
+//! credentials (refreshed tokens included), the impersonation headers, and the connect, read and write timeouts.
 
 use anyhow::Context;
 use hyper_timeout::TimeoutConnector;
