@@ -228,6 +228,8 @@ async fn survey(
     let vns = VELERO_NAMESPACE;
     // nacuuid → tenant object, per kind.
     let (mut nab_ids, mut nar_ids, mut nabsl_ids) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    // Velero Backup name → its phase, as the NonAdminBackups mirror it: a backup that failed never wrote data.
+    let mut backup_phases = BTreeMap::new();
     for ns in namespaces {
         let events = list(Api::<Event>::namespaced(admin.clone(), ns)).await;
         let event_of = |name: &str, reason: &str| {
@@ -257,6 +259,12 @@ async fn survey(
                     continue;
                 }
                 let uuid = s(&o, &["status", reference, "nacuuid"]).to_string();
+                if kind == "NonAdminBackup" {
+                    backup_phases.insert(
+                        s(&o, &["status", reference, "name"]).to_string(),
+                        s(&o, &["status", reference, "status", "phase"]).to_string(),
+                    );
+                }
                 if kind == "NonAdminBackup" {
                     &mut nab_ids
                 } else {
@@ -385,7 +393,11 @@ async fn survey(
         }
     }
     for b in kept {
-        if !bucket_files_of(c, b).contains(&format!("{b}.tar.gz")) {
+        let phase = backup_phases.get(b).map(String::as_str).unwrap_or("");
+        if matches!(phase, "Failed" | "FailedValidation") {
+            // Counted with its reason above (`why_failed`); its data was never written, not lost.
+            problems.push(format!("backup {b} has no data to keep: Velero's phase is {phase}"));
+        } else if !bucket_files_of(c, b).contains(&format!("{b}.tar.gz")) {
             t.lost += 1;
             problems.push(format!(
                 "the data of backup {b} is gone from the bucket; nobody asked to delete it"
