@@ -228,7 +228,7 @@ async fn survey(
     let vns = VELERO_NAMESPACE;
     // nacuuid → tenant object, per kind.
     let (mut nab_ids, mut nar_ids, mut nabsl_ids) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    // Velero Backup name → its phase, as the NonAdminBackups mirror it: a backup that failed never wrote data.
+    // Velero Backup name → its phase, as the NonAdminBackups mirror it: one that failed validation never ran.
     let mut backup_phases = BTreeMap::new();
     for ns in namespaces {
         let events = list(Api::<Event>::namespaced(admin.clone(), ns)).await;
@@ -264,13 +264,10 @@ async fn survey(
                         s(&o, &["status", reference, "name"]).to_string(),
                         s(&o, &["status", reference, "status", "phase"]).to_string(),
                     );
-                }
-                if kind == "NonAdminBackup" {
-                    &mut nab_ids
+                    nab_ids.insert(uuid);
                 } else {
-                    &mut nar_ids
+                    nar_ids.insert(uuid);
                 }
-                .insert(uuid);
                 let velero_kind = &kind["NonAdmin".len()..];
                 match (
                     s(&o, &["status", "phase"]),
@@ -394,8 +391,8 @@ async fn survey(
     }
     for b in kept {
         let phase = backup_phases.get(b).map(String::as_str).unwrap_or("");
-        if matches!(phase, "Failed" | "FailedValidation") {
-            // Counted with its reason above (`why_failed`); its data was never written, not lost.
+        if phase == "FailedValidation" {
+            // Counted with its reason above (`why_failed`); Velero never ran it, so it wrote no data to lose.
             problems.push(format!("backup {b} has no data to keep: Velero's phase is {phase}"));
         } else if !bucket_files_of(c, b).contains(&format!("{b}.tar.gz")) {
             t.lost += 1;
