@@ -203,6 +203,8 @@ impl ProxyKind {
 
 /// The parts of a review both webhooks need, or the denial explaining why they are missing.
 struct Parsed<'a> {
+    kind: ProxyKind,
+    req: &'a AdmissionRequest<DynamicObject>,
     namespace: &'a str,
     name: String,
     object: Value,
@@ -253,6 +255,8 @@ fn parse<'a>(kind: ProxyKind, req: &'a AdmissionRequest<DynamicObject>) -> Resul
         .unwrap_or(&req.name)
         .to_string();
     Ok(Parsed {
+        kind,
+        req,
         namespace,
         name,
         object,
@@ -386,20 +390,15 @@ pub(super) async fn review(
         Err(done) => return *done,
     };
     if mutating {
-        mutate(state, kind, req, resp, p).await
+        mutate(state, resp, p).await
     } else {
-        validate(state, kind, req, resp, p).await
+        validate(state, resp, p).await
     }
 }
 
-async fn mutate(
-    state: &AdmissionState,
-    kind: ProxyKind,
-    req: &AdmissionRequest<DynamicObject>,
-    resp: AdmissionResponse,
-    p: Parsed<'_>,
-) -> AdmissionResponse {
-    if let Some(answer) = status_probe(state, kind, req, &p) {
+async fn mutate(state: &AdmissionState, resp: AdmissionResponse, p: Parsed<'_>) -> AdmissionResponse {
+    let (kind, req) = (p.kind, p.req);
+    if let Some(answer) = status_probe(state, &p) {
         return with_warnings(resp, vec![answer]);
     }
     let mut patched = p.object.clone();
@@ -533,7 +532,7 @@ async fn mutate(
     // One webhook call per create or update: the object as mutated is checked here with the validating rules,
     // so a refusal comes from this call (the validating endpoints stay served for installations that register
     // a second check; nac's own registrations no longer do, see BENCHMARKS.md §5).
-    let verdict = validate_patched(state, kind, req, &p, &patched);
+    let verdict = validate_patched(state, &p, &patched);
     if !verdict.allowed {
         return with_warnings(verdict, warnings);
     }
@@ -597,15 +596,11 @@ fn keep_identity(kind: ProxyKind, object: &Value, old: &Value, patched: &mut Val
 /// is answered, without judging it (a dry run stores nothing), by one warning `nac-status: <JSON>` with the
 /// namespace's tier and each quota's use and limit: what a tenant cannot read in the policy, about its own
 /// namespace only (the namespace of the request, where the caller may create backups).
-fn status_probe(
-    state: &AdmissionState,
-    kind: ProxyKind,
-    req: &AdmissionRequest<DynamicObject>,
-    p: &Parsed<'_>,
-) -> Option<String> {
-    if !is_status_probe(kind, req, p) {
+fn status_probe(state: &AdmissionState, p: &Parsed<'_>) -> Option<String> {
+    if !is_status_probe(p) {
         return None;
     }
+    let kind = p.kind;
     let Some(policy) = state.policy.admissible_in(p.namespace) else {
         return Some(format!(
             "nac-status: {}",
@@ -622,9 +617,9 @@ fn status_probe(
     ))
 }
 
-fn is_status_probe(kind: ProxyKind, req: &AdmissionRequest<DynamicObject>, p: &Parsed<'_>) -> bool {
-    kind == ProxyKind::BACKUP
-        && req.dry_run
+fn is_status_probe(p: &Parsed<'_>) -> bool {
+    p.kind == ProxyKind::BACKUP
+        && p.req.dry_run
         && p.old.is_none()
         && annotation(&p.object, crate::policy::STATUS_PROBE_ANNOTATION).is_some()
 }
@@ -784,26 +779,22 @@ async fn download_rights(
 }
 
 /// The validating rules applied to `req` with its object replaced by `patched` (parsed as `p`).
-fn validate_patched(
-    state: &AdmissionState,
-    kind: ProxyKind,
-    req: &AdmissionRequest<DynamicObject>,
-    p: &Parsed<'_>,
-    patched: &Value,
-) -> AdmissionResponse {
-    let resp = AdmissionResponse::from(req);
-    let spec = match spec_of(kind, patched) {
+fn validate_patched(state: &AdmissionState, p: &Parsed<'_>, patched: &Value) -> AdmissionResponse {
+    let resp = AdmissionResponse::from(p.req);
+    let spec = match spec_of(p.kind, patched) {
         Ok(s) => s,
         Err(e) => return deny(resp, e, []),
     };
     let checked = Parsed {
+        kind: p.kind,
+        req: p.req,
         namespace: p.namespace,
         name: p.name.clone(),
         object: patched.clone(),
         spec,
         old: p.old.clone(),
     };
-    validate_parsed(state, kind, req, resp, &checked)
+    validate_parsed(state, resp, &checked)
 }
 
 /// A NonAdminRestore's wait-timeout annotation outside the policy (checked when set or changed).
@@ -1112,14 +1103,9 @@ fn set_label(object: &mut Value, key: &str, value: String) {
     meta["labels"][key] = Value::String(value);
 }
 
-async fn validate(
-    state: &AdmissionState,
-    kind: ProxyKind,
-    req: &AdmissionRequest<DynamicObject>,
-    resp: AdmissionResponse,
-    p: Parsed<'_>,
-) -> AdmissionResponse {
-    let verdict = validate_parsed(state, kind, req, resp.clone(), &p);
+async fn validate(state: &AdmissionState, resp: AdmissionResponse, p: Parsed<'_>) -> AdmissionResponse {
+    let (kind, req) = (p.kind, p.req);
+    let verdict = validate_parsed(state, resp.clone(), &p);
     if !verdict.allowed || kind != ProxyKind::STORAGE_LOCATION || p.old.is_some() {
         return verdict;
     }
@@ -1232,14 +1218,9 @@ fn preview_changed(kind: ProxyKind, old: &Value, new: &Value) -> Option<(String,
     })
 }
 
-fn validate_parsed(
-    state: &AdmissionState,
-    kind: ProxyKind,
-    req: &AdmissionRequest<DynamicObject>,
-    resp: AdmissionResponse,
-    p: &Parsed<'_>,
-) -> AdmissionResponse {
-    if is_status_probe(kind, req, p) {
+fn validate_parsed(state: &AdmissionState, resp: AdmissionResponse, p: &Parsed<'_>) -> AdmissionResponse {
+    let (kind, req) = (p.kind, p.req);
+    if is_status_probe(p) {
         // A dry run asking for the namespace's status: nothing is stored, so nothing to refuse.
         return resp;
     }

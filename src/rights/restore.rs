@@ -197,7 +197,8 @@ pub async fn decide(
     mode: RightsMode,
     storage: super::features::Storage,
 ) -> Result<RestoreRights, String> {
-    let mut out = decide_creates(access, who, namespace, spec, contents, mode).await?;
+    let mut out = decide_creates(access, who, namespace, spec, contents).await?;
+    out.mode = mode;
     let all = access.kinds().await?;
     let allowed: Vec<&Kind> = all
         .iter()
@@ -499,7 +500,6 @@ async fn decide_creates(
     namespace: &str,
     spec: &Map<String, Value>,
     contents: &Contents,
-    mode: RightsMode,
 ) -> Result<RestoreRights, String> {
     let all = access.kinds().await?;
     // Kinds the cluster does not serve cannot be restored by Velero either.
@@ -510,7 +510,6 @@ async fn decide_creates(
         .collect();
     let restored = backup_kinds(spec, &present);
     let mut out = RestoreRights {
-        mode,
         requester: who.username.clone(),
         ..Default::default()
     };
