@@ -673,73 +673,107 @@ async fn a_tarball_changed_after_nacs_check_restores_no_kind_nac_did_not_allow()
 
     let nars: Api<NonAdminRestore> = Api::namespaced(client.clone(), &ns);
     let restores: Api<Restore> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-    // Velero is paused the moment it has answered nac's DownloadRequest for the contents (nac reads them from the
-    // bucket itself), so the Velero Restore nac then makes waits for the change.
-    let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
-    let uid = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-    let pauser = {
-        use futures::StreamExt;
-        use kube::runtime::watcher;
-        let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
-        let uid = uid.clone();
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(watcher::watcher(
-                drs,
-                watcher::Config::default()
-            )));
-            while let Some(Ok(dr)) = events.next().await {
-                let ours = uid
-                    .lock()
-                    .unwrap()
-                    .as_ref()
-                    .is_some_and(|u| dr.metadata.name.as_deref() == Some(&format!("rights-{u}")));
-                let processed = dr.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Processed");
-                if ours && processed {
-                    Part::Velero.signal("STOP");
-                    let _ = paused_tx.send(());
-                    return;
+    let mut attempt = 0;
+    let name = loop {
+        attempt += 1;
+        let name = if attempt == 1 {
+            "swap".to_string()
+        } else {
+            format!("swap-{attempt}")
+        };
+        // Velero is paused the moment it has answered nac's DownloadRequest for the contents (nac reads them from
+        // the bucket itself), so the Velero Restore nac then makes waits for the change.
+        let (paused_tx, paused_rx) = tokio::sync::oneshot::channel();
+        let uid = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let pauser = {
+            use futures::StreamExt;
+            use kube::runtime::watcher;
+            let drs: Api<nac::velero::DownloadRequest> = Api::namespaced(admin.clone(), VELERO_NAMESPACE);
+            let uid = uid.clone();
+            tokio::spawn(async move {
+                let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(watcher::watcher(
+                    drs,
+                    watcher::Config::default()
+                )));
+                while let Some(Ok(dr)) = events.next().await {
+                    let ours = uid
+                        .lock()
+                        .unwrap()
+                        .as_ref()
+                        .is_some_and(|u| dr.metadata.name.as_deref() == Some(&format!("rights-{u}")));
+                    let processed = dr.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Processed");
+                    if ours && processed {
+                        Part::Velero.signal("STOP");
+                        let _ = paused_tx.send(());
+                        return;
+                    }
                 }
-            }
-        })
+            })
+        };
+        // The watch runs before the restore exists.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let (_, created) = create_nar_full(&client, &ns, &name, json!({"backupName": "plain"})).await;
+        *uid.lock().unwrap() = created["metadata"]["uid"].as_str().map(str::to_string);
+        let paused = tokio::time::timeout(T, paused_rx).await;
+        pauser.abort();
+        assert!(paused.is_ok(), "Velero never answered nac's DownloadRequest");
+        let made = tokio::time::timeout(
+            T,
+            eventually(T, "Velero Restore made", || {
+                let nars = nars.clone();
+                let name = name.clone();
+                async move { nars.get(&name).await.ok()?.status?.velero_restore?.name }
+            }),
+        )
+        .await;
+        let vr = match made {
+            Ok(vr_name) => restores.get(&vr_name).await.ok(),
+            Err(_) => None,
+        };
+        let fresh = vr.as_ref().is_some_and(|vr| {
+            vr.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_none_or(|p| p == "New")
+        });
+        if fresh {
+            std::fs::write(&tarball, &changed).unwrap();
+        }
+        Part::Velero.signal("CONT");
+        let swapped = vr.filter(|_| fresh).map(|vr| (name, vr));
+        let (name, vr) = swapped.expect("Velero was never paused before it read the tarball");
+        assert_eq!(
+            vr.spec.included_resources.as_deref(),
+            Some(&["configmaps".to_string()][..])
+        );
+        restore_finished(&nars, &name).await;
+        std::fs::write(&tarball, &original).unwrap();
+        let failed = nars
+            .get(&name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.velero_restore?.status);
+        let errors = failed
+            .map(|s| s.validation_errors.unwrap_or_default())
+            .unwrap_or_default();
+        if errors
+            .iter()
+            .any(|e| e.starts_with("failed to get resource modifiers configmap"))
+        {
+            // Velero was stopped while nac wrote its resource modifier ConfigMap and then the Restore: resumed, it
+            // may validate the Restore before its ConfigMap informer has caught up (this test's own pause makes
+            // that likely; the admin guide tells of it, by the status guard). Not what this test is about: it
+            // tries again.
+            assert!(
+                attempt < 3,
+                "Velero failed the restore at validation {attempt} times: {errors:?}"
+            );
+            eprintln!("attempt {attempt}: Velero validated {name} before its cache held nac's ConfigMap: {errors:?}");
+            continue;
+        }
+        break name;
     };
-    // The watch runs before the restore exists.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let name = "swap".to_string();
-    let (_, created) = create_nar_full(&client, &ns, &name, json!({"backupName": "plain"})).await;
-    *uid.lock().unwrap() = created["metadata"]["uid"].as_str().map(str::to_string);
-    let paused = tokio::time::timeout(T, paused_rx).await;
-    pauser.abort();
-    assert!(paused.is_ok(), "Velero never answered nac's DownloadRequest");
-    let made = tokio::time::timeout(
-        T,
-        eventually(T, "Velero Restore made", || {
-            let nars = nars.clone();
-            async move { nars.get("swap").await.ok()?.status?.velero_restore?.name }
-        }),
-    )
-    .await;
-    let vr = match made {
-        Ok(vr_name) => restores.get(&vr_name).await.ok(),
-        Err(_) => None,
-    };
-    let fresh = vr.as_ref().is_some_and(|vr| {
-        vr.status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_none_or(|p| p == "New")
-    });
-    if fresh {
-        std::fs::write(&tarball, &changed).unwrap();
-    }
-    Part::Velero.signal("CONT");
-    let swapped = vr.filter(|_| fresh).map(|vr| (name, vr));
-    let (name, vr) = swapped.expect("Velero was never paused before it read the tarball");
-    assert_eq!(
-        vr.spec.included_resources.as_deref(),
-        Some(&["configmaps".to_string()][..])
-    );
-    restore_finished(&nars, &name).await;
-    std::fs::write(&tarball, &original).unwrap();
     // nac compared what Velero says it restored with what it allowed.
     let n = wait_json(&nars, &name, T, "restore verified", |n| {
         !condition_of(n, "ResourcesOutsideRights").1.is_empty()
