@@ -313,11 +313,18 @@ impl<K: Tenant> super::kind::Build for KindState<K> {
 }
 
 impl<K: Tenant> KindState<K> {
-    /// Velero object `name`'s identity and queue position, as the status mirrors them.
-    pub fn placed(&self, velero_namespace: &str, name: String, nacuuid: &str) -> status::Placed {
+    /// Velero object `velero`'s identity and queue position, as the status mirrors them. The object judged decides
+    /// whether it still waits, not the index's copy of it: a copy read from the API server can be finished before
+    /// the index has heard, and a finished backup shown as waiting in line would be wrong.
+    pub fn placed(&self, velero_namespace: &str, velero: &K::Velero, nacuuid: &str) -> status::Placed {
+        let name = velero.name_any();
         status::Placed {
             nacuuid: nacuuid.to_string(),
-            queue_position: self.position(&name),
+            queue_position: if velero.observe().unfinished {
+                self.position(&name)
+            } else {
+                0
+            },
             name,
             namespace: velero_namespace.to_string(),
         }

@@ -419,7 +419,7 @@ impl Tenant for NonAdminBackup {
         BackupView {
             results,
             snapshots_unrecorded,
-            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
+            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, vb, nacuuid),
             mirrored: mirrored(vb, Some(nacuuid)),
             data_uploads,
             pod_volume_backups,

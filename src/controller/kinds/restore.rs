@@ -341,7 +341,7 @@ impl Tenant for NonAdminRestore {
             verdict,
             verify_retry,
             results,
-            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, name, nacuuid),
+            placed: ctx.own.queued.placed(&ctx.opts.velero_namespace, vr, nacuuid),
             data_downloads,
             pod_volume_restores,
             status: vr.status.clone().map(|mut s| {
